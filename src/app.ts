@@ -1,0 +1,107 @@
+import Fastify, { type FastifyError, type FastifyReply, type FastifyRequest } from 'fastify';
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { Deps } from './deps.ts';
+import { AppError, envelope, type ErrorCode, type ErrorDetail } from './http/errors.ts';
+import { authPlugin } from './http/auth-plugin.ts';
+import { opsRoutes } from './http/ops-routes.ts';
+import { randomToken } from './platform/ids.ts';
+import { createValidatorCompiler } from './http/validation.ts';
+import { accountsRoutes } from './features/accounts/routes.ts';
+import { packageVersion } from './version.ts';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** Route needs no bearer token (payment webhook, operations). */
+    public?: boolean;
+    /** Code for schema failures on this route (spec: key saves carry their own code). */
+    validationCode?: ErrorCode;
+  }
+}
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{8,128}$/;
+
+export type App = Awaited<ReturnType<typeof buildApp>>;
+
+/** Builds the HTTP app from its dependencies; never reads process.env. */
+export async function buildApp(deps: Deps) {
+  const app = Fastify({
+    loggerInstance: deps.logger,
+    bodyLimit: deps.config.maxBodyBytes,
+    requestIdHeader: false,
+    genReqId: (req) => {
+      const incoming = req.headers['x-request-id'];
+      return typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : `req_${randomToken()}`;
+    },
+    return503OnClosing: true,
+  }).withTypeProvider<TypeBoxTypeProvider>();
+
+  app.setValidatorCompiler(createValidatorCompiler());
+  app.addHook('onRequest', async (req, reply) => {
+    reply.header('x-request-id', req.id);
+  });
+  app.addHook('onResponse', async (req, reply) => {
+    const route = req.routeOptions.url ?? 'unmatched';
+    deps.metrics.httpRequests.inc({ method: req.method, route, status: String(reply.statusCode) });
+    deps.metrics.httpDuration.observe({ method: req.method, route }, reply.elapsedTime / 1000);
+  });
+
+  app.setErrorHandler((err: FastifyError | AppError, req, reply) => {
+    const appError = toAppError(err, req);
+    if (appError.status >= 500) req.log.error({ err, code: appError.code }, 'request failed');
+    return sendError(appError, req, reply);
+  });
+  app.setNotFoundHandler((req, reply) => sendError(new AppError('NOT_FOUND', `no route ${req.method} ${req.url.split('?')[0]}`), req, reply));
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'Advisor, accounts and billing API',
+        version: packageVersion(),
+        description: 'Errors use one envelope `{ error: { code, message, requestId, details? } }`; clients switch on `code`.',
+      },
+      components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' } } },
+      security: [{ bearerAuth: [] }],
+    },
+  });
+  await app.register(swaggerUi, { routePrefix: '/docs' });
+
+  await app.register(opsRoutes, { deps });
+  await app.register(
+    async (api) => {
+      await api.register(authPlugin, { deps });
+      await api.register(accountsRoutes, { deps });
+    },
+    { prefix: '/api' },
+  );
+  return app;
+}
+
+function toAppError(err: FastifyError | AppError, req: FastifyRequest): AppError {
+  if (err instanceof AppError) return err;
+  if (err.validation) {
+    const code = req.routeOptions.config.validationCode ?? 'VALIDATION_ERROR';
+    const details: ErrorDetail[] = err.validation.map((v) => {
+      const missing = v.keyword === 'required' ? `/${String((v.params as { missingProperty?: string }).missingProperty ?? '')}` : '';
+      const extra =
+        v.keyword === 'additionalProperties' ? `/${String((v.params as { additionalProperty?: string }).additionalProperty ?? '')}` : '';
+      const where = err.validationContext ?? 'body';
+      return { path: `${v.instancePath}${missing}${extra}` || '/', message: `${where} ${v.message ?? 'is invalid'}` };
+    });
+    const first = details[0];
+    return new AppError(code, first ? `${first.path}: ${first.message}` : 'request is invalid', { details });
+  }
+  if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return new AppError('PAYLOAD_TOO_LARGE', 'request body is too large');
+  if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500) {
+    return new AppError('VALIDATION_ERROR', err.message);
+  }
+  if (err.statusCode === 503) return new AppError('SERVICE_UNAVAILABLE', 'service is shutting down');
+  return new AppError('INTERNAL', 'internal error');
+}
+
+function sendError(err: AppError, req: FastifyRequest, reply: FastifyReply): FastifyReply {
+  for (const [k, v] of Object.entries(err.headers)) reply.header(k, v);
+  return reply.code(err.status).type('application/json; charset=utf-8').send(envelope(err, req.id));
+}

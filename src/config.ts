@@ -1,0 +1,214 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { Value } from 'typebox/value';
+import {
+  BUILT_IN_CATALOGUE,
+  CatalogueSchema,
+  CreditPacksSchema,
+  PROVIDERS,
+  catalogueProblems,
+  type Catalogue,
+  type Provider,
+} from './catalogue.ts';
+
+export const PROVIDER_PUBLIC_BASE_URLS: Record<Provider, string> = {
+  openai: 'https://api.openai.com/v1',
+  anthropic: 'https://api.anthropic.com/v1',
+  google: 'https://generativelanguage.googleapis.com/v1beta',
+  mistral: 'https://api.mistral.ai/v1',
+  xai: 'https://api.x.ai/v1',
+  groq: 'https://api.groq.com/openai/v1',
+  deepseek: 'https://api.deepseek.com/v1',
+  openrouter: 'https://openrouter.ai/api/v1',
+};
+
+export const MARKET_DATA_PROVIDERS = ['polygon', 'fmp'] as const;
+export type MarketDataProvider = (typeof MARKET_DATA_PROVIDERS)[number];
+const MARKET_DATA_PUBLIC_BASE_URLS: Record<MarketDataProvider, string> = {
+  polygon: 'https://api.polygon.io',
+  fmp: 'https://financialmodelingprep.com/stable',
+};
+
+/** What 4 maximal images (base64) and a maximal text need, plus room for JSON framing. */
+export const BODY_CAP_FLOOR = 4 * 4_500_000 + 50_000 * 4 + 64 * 1024;
+
+export interface Config {
+  readonly port: number;
+  readonly host: string;
+  readonly dataDir: string;
+  readonly databaseUrl: string | undefined;
+  readonly redisUrl: string | undefined;
+  /** Raw keyring spec; undefined = generate/load DATA_DIR/encryption-keys. */
+  readonly encryptionKeys: string | undefined;
+  readonly auth: {
+    readonly jwtSecret: string | undefined;
+    readonly jwksUrl: string | undefined;
+    readonly issuer: string | undefined;
+    readonly audience: string | undefined;
+  };
+  readonly providerBaseUrls: Readonly<Record<Provider, string>>;
+  readonly marketData: { readonly provider: MarketDataProvider; readonly baseUrl: string };
+  readonly stripe: {
+    readonly secretKey: string | undefined;
+    readonly webhookSecret: string | undefined;
+    readonly apiBase: string | undefined;
+  };
+  readonly checkoutSuccessUrl: string;
+  readonly checkoutCancelUrl: string;
+  readonly catalogue: Catalogue;
+  readonly logLevel: string;
+  readonly providerProbeTimeoutMs: number;
+  readonly marketDataProbeTimeoutMs: number;
+  readonly streamHeartbeatMs: number;
+  readonly streamIdleTimeoutMs: number;
+  readonly shutdownDrainMs: number;
+  readonly maxImageBytes: number;
+  readonly maxBodyBytes: number;
+  /** Characters of earlier conversation sent to the provider as context. */
+  readonly contextBudgetChars: number;
+}
+
+export class ConfigError extends Error {
+  readonly problems: string[];
+  constructor(problems: string[]) {
+    super(`Invalid configuration:\n  - ${problems.join('\n  - ')}`);
+    this.name = 'ConfigError';
+    this.problems = problems;
+  }
+}
+
+type Env = Record<string, string | undefined>;
+
+/** Loads and validates configuration once; every problem is reported, named by its variable. */
+export function loadConfig(env: Env = process.env): Config {
+  const problems: string[] = [];
+  const str = (name: string): string | undefined => {
+    const v = env[name];
+    return v === undefined || v.trim() === '' ? undefined : v.trim();
+  };
+  const int = (name: string, def: number, min: number, max = Number.MAX_SAFE_INTEGER): number => {
+    const raw = str(name);
+    if (raw === undefined) return def;
+    const n = Number(raw);
+    if (!Number.isInteger(n) || n < min || n > max) {
+      problems.push(`${name} must be an integer between ${min} and ${max} (got "${raw}")`);
+      return def;
+    }
+    return n;
+  };
+  const url = (name: string, def: string | undefined): string | undefined => {
+    const raw = str(name);
+    if (raw === undefined) return def;
+    try {
+      const u = new URL(raw);
+      if (!/^(https?|postgres(ql)?|rediss?):$/.test(u.protocol)) throw new Error('protocol');
+      return raw.replace(/\/+$/, '');
+    } catch {
+      problems.push(`${name} must be a URL (got "${raw}")`);
+      return def;
+    }
+  };
+
+  const providerBaseUrls = Object.fromEntries(
+    PROVIDERS.map((p) => [p, url(`${p.toUpperCase()}_BASE_URL`, PROVIDER_PUBLIC_BASE_URLS[p]) ?? PROVIDER_PUBLIC_BASE_URLS[p]]),
+  ) as Record<Provider, string>;
+
+  const mdRaw = str('MARKET_DATA_PROVIDER') ?? 'polygon';
+  const mdProvider = (MARKET_DATA_PROVIDERS as readonly string[]).includes(mdRaw) ? (mdRaw as MarketDataProvider) : undefined;
+  if (!mdProvider) problems.push(`MARKET_DATA_PROVIDER must be one of ${MARKET_DATA_PROVIDERS.join(', ')} (got "${mdRaw}")`);
+  const marketDataProvider = mdProvider ?? 'polygon';
+
+  const catalogue = loadCatalogue(str('CONFIG_FILE'), str('CREDIT_PACKS'), problems);
+
+  const logLevel = str('LOG_LEVEL') ?? 'info';
+  if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) {
+    problems.push(`LOG_LEVEL must be a pino level (got "${logLevel}")`);
+  }
+
+  const jwksUrl = url('AUTH_JWKS_URL', undefined);
+  const jwtSecret = str('AUTH_JWT_SECRET');
+  if (jwtSecret !== undefined && Buffer.byteLength(jwtSecret) < 32) problems.push('AUTH_JWT_SECRET must be at least 32 bytes');
+
+  const maxBodyBytes = int('MAX_BODY_BYTES', 20 * 1024 * 1024, 1);
+  if (maxBodyBytes < BODY_CAP_FLOOR) {
+    problems.push(`MAX_BODY_BYTES must be at least ${BODY_CAP_FLOOR} (4 maximal images and 50,000 characters)`);
+  }
+
+  const config: Config = {
+    port: int('PORT', 3000, 0, 65535),
+    host: str('HOST') ?? '127.0.0.1',
+    dataDir: path.resolve(str('DATA_DIR') ?? './data'),
+    databaseUrl: url('DATABASE_URL', undefined),
+    redisUrl: url('REDIS_URL', undefined),
+    encryptionKeys: str('ENCRYPTION_KEYS'),
+    auth: { jwtSecret, jwksUrl, issuer: str('AUTH_ISSUER'), audience: str('AUTH_AUDIENCE') },
+    providerBaseUrls,
+    marketData: {
+      provider: marketDataProvider,
+      baseUrl: url('MARKET_DATA_BASE_URL', MARKET_DATA_PUBLIC_BASE_URLS[marketDataProvider]) ?? MARKET_DATA_PUBLIC_BASE_URLS[marketDataProvider],
+    },
+    stripe: {
+      secretKey: str('STRIPE_SECRET_KEY'),
+      webhookSecret: str('STRIPE_WEBHOOK_SECRET'),
+      apiBase: url('STRIPE_API_BASE', undefined),
+    },
+    checkoutSuccessUrl: url('CHECKOUT_SUCCESS_URL', 'http://localhost:5173/billing/success?session_id={CHECKOUT_SESSION_ID}') ?? '',
+    checkoutCancelUrl: url('CHECKOUT_CANCEL_URL', 'http://localhost:5173/billing/cancel') ?? '',
+    catalogue,
+    logLevel,
+    providerProbeTimeoutMs: int('PROVIDER_PROBE_TIMEOUT_MS', 5000, 1, 120_000),
+    marketDataProbeTimeoutMs: int('MARKET_DATA_PROBE_TIMEOUT_MS', 5000, 1, 120_000),
+    streamHeartbeatMs: int('STREAM_HEARTBEAT_MS', 15_000, 10, 3_600_000),
+    streamIdleTimeoutMs: int('STREAM_IDLE_TIMEOUT_MS', 60_000, 10, 3_600_000),
+    shutdownDrainMs: int('SHUTDOWN_DRAIN_MS', 25_000, 0, 3_600_000),
+    maxImageBytes: int('MAX_IMAGE_BYTES', 3 * 1024 * 1024, 1, 3_375_000),
+    maxBodyBytes,
+    contextBudgetChars: int('CONTEXT_BUDGET_CHARS', 60_000, 1000),
+  };
+  if (problems.length > 0) throw new ConfigError(problems);
+  return deepFreeze(config);
+}
+
+function loadCatalogue(file: string | undefined, packsJson: string | undefined, problems: string[]): Catalogue {
+  let catalogue: Catalogue = structuredClone(BUILT_IN_CATALOGUE);
+  if (file !== undefined) {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(readFileSync(file, 'utf8'));
+    } catch (err) {
+      problems.push(`CONFIG_FILE ${file} could not be read as JSON: ${(err as Error).message}`);
+      return catalogue;
+    }
+    const errors = [...Value.Errors(CatalogueSchema, parsed)];
+    if (errors.length > 0) {
+      for (const e of errors.slice(0, 10)) problems.push(`CONFIG_FILE ${e.instancePath || '/'}: ${e.message}`);
+      return catalogue;
+    }
+    catalogue = parsed as Catalogue;
+  }
+  if (packsJson !== undefined) {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(packsJson);
+    } catch {
+      problems.push('CREDIT_PACKS must be a JSON array of packs');
+      return catalogue;
+    }
+    const errors = [...Value.Errors(CreditPacksSchema, parsed)];
+    if (errors.length > 0) {
+      for (const e of errors.slice(0, 10)) problems.push(`CREDIT_PACKS ${e.instancePath || '/'}: ${e.message}`);
+      return catalogue;
+    }
+    catalogue = { ...catalogue, creditPacks: parsed as Catalogue['creditPacks'] };
+  }
+  for (const p of catalogueProblems(catalogue)) problems.push(`catalogue: ${p}`);
+  return catalogue;
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === 'object') {
+    for (const v of Object.values(value)) deepFreeze(v);
+    Object.freeze(value);
+  }
+  return value;
+}

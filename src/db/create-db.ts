@@ -1,0 +1,64 @@
+import { mkdirSync } from 'node:fs';
+import path from 'node:path';
+import { PGlite } from '@electric-sql/pglite';
+import { Kysely, PostgresDialect, sql } from 'kysely';
+import pg from 'pg';
+import { PGliteDialect } from './pglite-dialect.ts';
+import type { DB, Db } from './types.ts';
+
+const INT8 = 20;
+
+export interface DbHandle {
+  readonly db: Db;
+  readonly kind: 'postgres' | 'pglite';
+  close(): Promise<void>;
+}
+
+export interface CreateDbOptions {
+  /** PostgreSQL connection string; unset = embedded PGlite. */
+  readonly databaseUrl?: string | undefined;
+  /** PGlite data directory; 'memory://' for a throwaway database. */
+  readonly pgliteDir?: string;
+  /** Isolates a test run inside its own schema of a shared PostgreSQL database. */
+  readonly schema?: string;
+  readonly poolSize?: number;
+}
+
+export async function createDb(opts: CreateDbOptions): Promise<DbHandle> {
+  if (opts.databaseUrl) {
+    // Credits and counters are int8; they stay far below 2^53, so numbers are safe and simpler.
+    const types = {
+      getTypeParser: (oid: number, format?: string) =>
+        oid === INT8 ? (v: string) => Number(v) : pg.types.getTypeParser(oid, format as 'text'),
+    };
+    if (opts.schema) {
+      const admin = new pg.Client({ connectionString: opts.databaseUrl });
+      await admin.connect();
+      await admin.query(`create schema if not exists "${opts.schema}"`);
+      await admin.end();
+    }
+    const pool = new pg.Pool({
+      connectionString: opts.databaseUrl,
+      max: opts.poolSize ?? 20,
+      types,
+      ...(opts.schema ? { options: `-c search_path="${opts.schema}"` } : {}),
+    });
+    const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
+    return { db, kind: 'postgres', close: () => db.destroy() };
+  }
+  const dir = opts.pgliteDir ?? 'memory://';
+  if (!dir.startsWith('memory://')) mkdirSync(path.dirname(dir), { recursive: true });
+  const lite = new PGlite(dir, { parsers: { [INT8]: (v: string) => Number(v) } });
+  const db = new Kysely<DB>({ dialect: new PGliteDialect(lite) });
+  await sql`select 1`.execute(db);
+  return { db, kind: 'pglite', close: () => db.destroy() };
+}
+
+/** Postgres error code of a failed query, if any. */
+export function pgErrorCode(err: unknown): string | undefined {
+  if (err && typeof err === 'object' && 'code' in err && typeof err.code === 'string') return err.code;
+  return undefined;
+}
+
+export const UNIQUE_VIOLATION = '23505';
+export const FOREIGN_KEY_VIOLATION = '23503';

@@ -1,0 +1,83 @@
+import type { Logger } from 'pino';
+import { createAuthenticator, type Authenticator } from './http/auth.ts';
+import type { Config } from './config.ts';
+import { createDb } from './db/create-db.ts';
+import { migrateToLatest } from './db/migrate.ts';
+import type { Db } from './db/types.ts';
+import { createLogger } from './logger.ts';
+import { systemClock, type Clock } from './platform/clock.ts';
+import { randomIds, type Ids } from './platform/ids.ts';
+import { Lifecycle } from './platform/lifecycle.ts';
+import { createMetrics, type Metrics } from './platform/metrics.ts';
+import type { RateLimiter } from './platform/rate-limiter.ts';
+import type { StreamLeases } from './platform/stream-lease.ts';
+import type { Vault } from './platform/vault.ts';
+import { createVault, loadOrCreateKeyring, loadOrCreateSecret } from './platform/aes-vault.ts';
+import { createCoordination } from './platform/coordination.ts';
+import path from 'node:path';
+
+/** Everything the app needs, built in one place; tests build the same with overrides. */
+export interface Deps {
+  readonly config: Config;
+  readonly logger: Logger;
+  readonly db: Db;
+  readonly dbKind: 'postgres' | 'pglite';
+  readonly clock: Clock;
+  readonly ids: Ids;
+  readonly vault: Vault;
+  readonly limiter: RateLimiter;
+  readonly leases: StreamLeases;
+  readonly auth: Authenticator;
+  readonly metrics: Metrics;
+  readonly lifecycle: Lifecycle;
+  /** Users known to exist (per process), so auth writes a user once. */
+  readonly seenUsers: Set<string>;
+  close(): Promise<void>;
+}
+
+export interface DepsOptions {
+  readonly clock?: Clock;
+  readonly ids?: Ids;
+  readonly logger?: Logger;
+  /** PGlite directory override ('memory://' in tests). */
+  readonly pgliteDir?: string;
+  /** PostgreSQL schema to isolate a test app in. */
+  readonly dbSchema?: string;
+  /** Prefix of every Redis key (isolates tests sharing one Redis). */
+  readonly redisPrefix?: string;
+  readonly skipMigrations?: boolean;
+}
+
+export async function createDeps(config: Config, opts: DepsOptions = {}): Promise<Deps> {
+  const logger = opts.logger ?? createLogger(config.logLevel);
+  const clock = opts.clock ?? systemClock;
+  const warn = (msg: string) => logger.warn(msg);
+  const handle = await createDb({
+    databaseUrl: config.databaseUrl,
+    pgliteDir: opts.pgliteDir ?? path.join(config.dataDir, 'pgdata'),
+    ...(opts.dbSchema ? { schema: opts.dbSchema } : {}),
+  });
+  if (!opts.skipMigrations) await migrateToLatest(handle.db, config.databaseUrl ? opts.dbSchema : undefined);
+  const vault = createVault(loadOrCreateKeyring(config.encryptionKeys, config.dataDir, warn));
+  const jwtSecret = config.auth.jwtSecret ?? (config.auth.jwksUrl ? '' : loadOrCreateSecret('jwt-secret', config.dataDir, warn));
+  const coordination = createCoordination(config, handle.db, clock, opts.redisPrefix ?? 'advisor:');
+  return {
+    config,
+    logger,
+    db: handle.db,
+    dbKind: handle.kind,
+    clock,
+    ids: opts.ids ?? randomIds,
+    vault,
+    limiter: coordination.limiter,
+    leases: coordination.leases,
+    auth: createAuthenticator({ ...config.auth, jwtSecret }, clock),
+    metrics: createMetrics(),
+    lifecycle: new Lifecycle(),
+    seenUsers: new Set(),
+    async close() {
+      await coordination.close();
+      await handle.close();
+    },
+  };
+}

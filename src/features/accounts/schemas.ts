@@ -1,0 +1,61 @@
+import { Type, type Static } from 'typebox';
+import { IsoDateTime, Uuid } from '../../http/schemas.ts';
+
+const Name = Type.String({ minLength: 1, maxLength: 200, description: 'Trimmed; 1 to 100 characters; unique per user (case-insensitive)' });
+const Currency = Type.String({ pattern: '^[A-Za-z]{3}$', description: 'ISO 4217 code; normalised to upper case' });
+const Timezone = Type.String({ minLength: 1, maxLength: 64, description: 'IANA zone or link name; stored canonical' });
+const StartingBalance = Type.String({ pattern: '^[0-9]{1,15}(\\.[0-9]{1,8})?$', description: 'Non-negative decimal string' });
+
+export const Account = Type.Object(
+  {
+    id: Uuid,
+    name: Type.String(),
+    currency: Type.String(),
+    timezone: Type.String(),
+    brokerageId: Type.Union([Uuid, Type.Null()]),
+    startingBalance: Type.String(),
+    createdAt: IsoDateTime,
+    updatedAt: IsoDateTime,
+  },
+);
+export type AccountDto = Static<typeof Account>;
+
+export const CreateAccountBody = Type.Object(
+  {
+    name: Name,
+    currency: Currency,
+    timezone: Timezone,
+    startingBalance: StartingBalance,
+    brokerageId: Type.Optional(Type.Union([Uuid, Type.Null()])),
+  },
+  { additionalProperties: false },
+);
+export type CreateAccountInput = Static<typeof CreateAccountBody>;
+
+/** Spec 4.4: only these four fields; startingBalance or anything else is refused. */
+export const UpdateAccountBody = Type.Object(
+  {
+    name: Type.Optional(Name),
+    currency: Type.Optional(Currency),
+    timezone: Type.Optional(Timezone),
+    brokerageId: Type.Optional(Type.Union([Uuid, Type.Null()])),
+  },
+  { additionalProperties: false },
+);
+export type UpdateAccountInput = Static<typeof UpdateAccountBody>;
+
+export const AccountList = Type.Object({ items: Type.Array(Account) });
+
+export const TradingDayQuery = Type.Object(
+  { at: Type.Optional(Type.String({ format: 'date-time', description: 'Instant to evaluate; default now' })) },
+  { additionalProperties: false },
+);
+export const TradingDay = Type.Object({
+  tradingDay: Type.String({ pattern: '^\\d{4}-\\d{2}-\\d{2}$' }),
+  timezone: Type.String(),
+});
+
+export const Brokerage = Type.Object({ id: Uuid, name: Type.String(), createdAt: IsoDateTime });
+export type BrokerageDto = Static<typeof Brokerage>;
+export const CreateBrokerageBody = Type.Object({ name: Type.String({ minLength: 1, maxLength: 200 }) }, { additionalProperties: false });
+export const BrokerageList = Type.Object({ items: Type.Array(Brokerage) });

@@ -1,0 +1,161 @@
+import type { Deps } from '../../deps.ts';
+import { UNIQUE_VIOLATION, pgErrorCode } from '../../db/create-db.ts';
+import type { Trx } from '../../db/types.ts';
+import { AppError } from '../../http/errors.ts';
+import * as repo from './repo.ts';
+import type { AccountDto, BrokerageDto, CreateAccountInput, UpdateAccountInput } from './schemas.ts';
+import { calendarDate, canonicalTimezone } from './timezones.ts';
+
+type AccountDeps = Pick<Deps, 'db' | 'clock' | 'ids'>;
+
+const CURRENCIES = new Set(Intl.supportedValuesOf('currency'));
+
+function toDto(row: repo.AccountRow): AccountDto {
+  return {
+    id: row.id,
+    name: row.name,
+    currency: row.currency,
+    timezone: row.timezone,
+    brokerageId: row.brokerage_id,
+    startingBalance: row.starting_balance,
+    createdAt: row.created_at.toISOString(),
+    updatedAt: row.updated_at.toISOString(),
+  };
+}
+
+function brokerageDto(row: repo.BrokerageRow): BrokerageDto {
+  return { id: row.id, name: row.name, createdAt: row.created_at.toISOString() };
+}
+
+function invalid(path: string, message: string): AppError {
+  return new AppError('VALIDATION_ERROR', `${path}: ${message}`, { details: [{ path, message }] });
+}
+
+function normaliseName(name: string): string {
+  const trimmed = name.trim();
+  if (trimmed.length < 1 || trimmed.length > 100) throw invalid('/name', 'must be 1 to 100 characters after trimming');
+  return trimmed;
+}
+
+function normaliseCurrency(currency: string): string {
+  const upper = currency.toUpperCase();
+  if (!CURRENCIES.has(upper)) throw invalid('/currency', 'must be an ISO 4217 currency code');
+  return upper;
+}
+
+function normaliseTimezone(timezone: string): string {
+  const canonical = canonicalTimezone(timezone);
+  if (!canonical) throw invalid('/timezone', 'must be an IANA time zone name');
+  return canonical;
+}
+
+/** Spec 4.4 rule 3: another user's brokerage is FORBIDDEN; a missing one is not found. */
+async function checkBrokerage(trx: Trx, userId: string, brokerageId: string): Promise<void> {
+  const owner = await repo.brokerageOwner(trx, brokerageId);
+  if (owner === undefined) throw new AppError('BROKERAGE_NOT_FOUND', 'brokerage not found');
+  if (owner !== userId) throw new AppError('FORBIDDEN', 'brokerage belongs to another user');
+}
+
+async function uniqueName<T>(work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (err) {
+    if (pgErrorCode(err) === UNIQUE_VIOLATION) throw new AppError('ACCOUNT_NAME_TAKEN', 'an account with this name already exists');
+    throw err;
+  }
+}
+
+export async function listAccounts(deps: AccountDeps, userId: string): Promise<AccountDto[]> {
+  return (await repo.listAccounts(deps.db, userId)).map(toDto);
+}
+
+export async function getAccount(deps: AccountDeps, userId: string, id: string): Promise<AccountDto> {
+  const row = await repo.findAccount(deps.db, userId, id);
+  if (!row) throw new AppError('ACCOUNT_NOT_FOUND', 'account not found');
+  return toDto(row);
+}
+
+export async function createAccount(deps: AccountDeps, userId: string, input: CreateAccountInput): Promise<AccountDto> {
+  const name = normaliseName(input.name);
+  const currency = normaliseCurrency(input.currency);
+  const timezone = normaliseTimezone(input.timezone);
+  const now = deps.clock.now();
+  const row = await uniqueName(() =>
+    deps.db.transaction().execute(async (trx) => {
+      if (input.brokerageId) await checkBrokerage(trx, userId, input.brokerageId);
+      const inserted = await repo.insertAccount(trx, {
+        id: deps.ids.uuid(),
+        user_id: userId,
+        name,
+        currency,
+        timezone,
+        brokerage_id: input.brokerageId ?? null,
+        starting_balance: input.startingBalance,
+        created_at: now,
+        updated_at: now,
+      });
+      await repo.insertTimezoneChange(trx, inserted.id, timezone, now);
+      return inserted;
+    }),
+  );
+  return toDto(row);
+}
+
+/** Spec 4.4: partial update of name, currency, brokerageId, timezone; all or nothing. */
+export async function updateAccount(deps: AccountDeps, userId: string, id: string, input: UpdateAccountInput): Promise<AccountDto> {
+  const name = input.name === undefined ? undefined : normaliseName(input.name);
+  const currency = input.currency === undefined ? undefined : normaliseCurrency(input.currency);
+  const timezone = input.timezone === undefined ? undefined : normaliseTimezone(input.timezone);
+  const row = await uniqueName(() =>
+    deps.db.transaction().execute(async (trx) => {
+      const current = await repo.lockAccount(trx, userId, id);
+      if (!current) throw new AppError('ACCOUNT_NOT_FOUND', 'account not found');
+      if (input.brokerageId) await checkBrokerage(trx, userId, input.brokerageId);
+      const now = deps.clock.now();
+      const patch = {
+        ...(name !== undefined ? { name } : {}),
+        ...(currency !== undefined ? { currency } : {}),
+        ...(timezone !== undefined ? { timezone } : {}),
+        ...(input.brokerageId !== undefined ? { brokerage_id: input.brokerageId } : {}),
+      };
+      if (Object.keys(patch).length === 0) return current;
+      // Rule 2: a new zone applies from now on; earlier instants keep the zone they had.
+      if (timezone !== undefined && timezone !== current.timezone) await repo.insertTimezoneChange(trx, id, timezone, now);
+      return repo.updateAccount(trx, id, { ...patch, updated_at: now });
+    }),
+  );
+  return toDto(row);
+}
+
+export async function deleteAccount(deps: AccountDeps, userId: string, id: string): Promise<void> {
+  if (!(await repo.deleteAccount(deps.db, userId, id))) throw new AppError('ACCOUNT_NOT_FOUND', 'account not found');
+}
+
+export async function tradingDay(
+  deps: AccountDeps,
+  userId: string,
+  id: string,
+  at: Date | undefined,
+): Promise<{ tradingDay: string; timezone: string }> {
+  const account = await repo.findAccount(deps.db, userId, id);
+  if (!account) throw new AppError('ACCOUNT_NOT_FOUND', 'account not found');
+  const instant = at ?? deps.clock.now();
+  const timezone = (await repo.timezoneAt(deps.db, id, instant)) ?? account.timezone;
+  return { tradingDay: calendarDate(instant, timezone), timezone };
+}
+
+export async function listBrokerages(deps: AccountDeps, userId: string): Promise<BrokerageDto[]> {
+  return (await repo.listBrokerages(deps.db, userId)).map(brokerageDto);
+}
+
+export async function createBrokerage(deps: AccountDeps, userId: string, name: string): Promise<BrokerageDto> {
+  const trimmed = name.trim();
+  if (trimmed.length < 1 || trimmed.length > 100) throw invalid('/name', 'must be 1 to 100 characters after trimming');
+  const row = await repo.insertBrokerage(deps.db, { id: deps.ids.uuid(), user_id: userId, name: trimmed, created_at: deps.clock.now() });
+  return brokerageDto(row);
+}
+
+/** Deleting a brokerage unlinks the accounts that pointed at it (they keep everything else). */
+export async function deleteBrokerage(deps: AccountDeps, userId: string, id: string): Promise<void> {
+  if (!(await repo.deleteBrokerage(deps.db, userId, id))) throw new AppError('BROKERAGE_NOT_FOUND', 'brokerage not found');
+}

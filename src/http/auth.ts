@@ -1,0 +1,82 @@
+import { SignJWT, createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyOptions } from 'jose';
+import type { Clock } from '../platform/clock.ts';
+import { AppError } from './errors.ts';
+
+export interface AuthUser {
+  readonly id: string;
+  /** Tier asserted by the token, if any (applied to the stored user). */
+  readonly tierClaim: string | undefined;
+}
+
+export interface Authenticator {
+  /** Verifies a bearer token; throws AppError UNAUTHENTICATED. */
+  verify(token: string): Promise<AuthUser>;
+}
+
+export interface AuthSettings {
+  readonly jwtSecret: string;
+  readonly jwksUrl?: string | undefined;
+  readonly issuer?: string | undefined;
+  readonly audience?: string | undefined;
+}
+
+const SUB_MAX = 128;
+
+export function createAuthenticator(settings: AuthSettings, clock: Clock): Authenticator {
+  const options = (): JWTVerifyOptions => ({
+    requiredClaims: ['exp', 'sub'],
+    currentDate: clock.now(),
+    ...(settings.issuer ? { issuer: settings.issuer } : {}),
+    ...(settings.audience ? { audience: settings.audience } : {}),
+  });
+  const verifyToken: (token: string) => Promise<JWTPayload> = settings.jwksUrl
+    ? (() => {
+        const jwks = createRemoteJWKSet(new URL(settings.jwksUrl));
+        return async (token: string) => (await jwtVerify(token, jwks, options())).payload;
+      })()
+    : (() => {
+        const secret = new TextEncoder().encode(settings.jwtSecret);
+        return async (token: string) => (await jwtVerify(token, secret, { ...options(), algorithms: ['HS256'] })).payload;
+      })();
+
+  return {
+    async verify(token) {
+      let payload: JWTPayload;
+      try {
+        payload = await verifyToken(token);
+      } catch (err) {
+        const reason = err instanceof joseErrors.JWTExpired ? 'token expired' : 'invalid token';
+        throw new AppError('UNAUTHENTICATED', reason);
+      }
+      const sub = payload.sub;
+      if (typeof sub !== 'string' || sub.length < 1 || sub.length > SUB_MAX) {
+        throw new AppError('UNAUTHENTICATED', 'token subject must be 1 to 128 characters');
+      }
+      const tier = typeof payload['tier'] === 'string' ? payload['tier'] : undefined;
+      return { id: sub, tierClaim: tier };
+    },
+  };
+}
+
+/** Mints an HS256 token (local use and tests). */
+export async function mintToken(
+  secret: string,
+  userId: string,
+  opts: { ttlSeconds?: number; tier?: string; now?: Date; issuer?: string; audience?: string } = {},
+): Promise<string> {
+  const now = Math.floor((opts.now ?? new Date()).getTime() / 1000);
+  let jwt = new SignJWT(opts.tier ? { tier: opts.tier } : {})
+    .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+    .setSubject(userId)
+    .setIssuedAt(now)
+    .setExpirationTime(now + (opts.ttlSeconds ?? 3600));
+  if (opts.issuer) jwt = jwt.setIssuer(opts.issuer);
+  if (opts.audience) jwt = jwt.setAudience(opts.audience);
+  return jwt.sign(new TextEncoder().encode(secret));
+}
+
+export function bearerToken(header: string | undefined): string | undefined {
+  if (!header) return undefined;
+  const match = /^Bearer ([A-Za-z0-9\-_]+\.[A-Za-z0-9\-_]+\.[A-Za-z0-9\-_]*)$/.exec(header.trim());
+  return match?.[1];
+}

@@ -1,0 +1,48 @@
+import type { Db } from '../db/types.ts';
+import type { Clock } from './clock.ts';
+import { randomToken } from './ids.ts';
+import type { StreamLeases } from './stream-lease.ts';
+
+/**
+ * Leases as rows of `stream_leases`. Taking one is a single upsert that only overwrites an expired
+ * row, so concurrent acquirers on any instance race inside PostgreSQL and exactly one wins.
+ * Time comes from the injected clock; the caller owns `db`.
+ */
+export function createPgStreamLeases(db: Db, clock: Clock): StreamLeases {
+  return {
+    async acquire(userId, ttlMs) {
+      const now = clock.now();
+      const token = randomToken(16);
+      const row = await db
+        .insertInto('stream_leases')
+        .values({ user_id: userId, token, expires_at: new Date(now.getTime() + ttlMs) })
+        .onConflict((oc) =>
+          oc
+            .column('user_id')
+            .doUpdateSet((eb) => ({ token: eb.ref('excluded.token'), expires_at: eb.ref('excluded.expires_at') }))
+            .where('stream_leases.expires_at', '<=', now),
+        )
+        .returning('token')
+        .executeTakeFirst();
+      return row?.token === token ? token : null;
+    },
+    async renew(userId, token, ttlMs) {
+      const now = clock.now();
+      // An expired lease is lost even if nobody took it yet, matching Redis where the key is gone.
+      const result = await db
+        .updateTable('stream_leases')
+        .set({ expires_at: new Date(now.getTime() + ttlMs) })
+        .where('user_id', '=', userId)
+        .where('token', '=', token)
+        .where('expires_at', '>', now)
+        .executeTakeFirst();
+      return result.numUpdatedRows > 0n;
+    },
+    async release(userId, token) {
+      await db.deleteFrom('stream_leases').where('user_id', '=', userId).where('token', '=', token).execute();
+    },
+    async close() {
+      // Nothing of its own to release.
+    },
+  };
+}

@@ -1,0 +1,52 @@
+import type { Redis } from 'ioredis';
+import { randomToken } from './ids.ts';
+import { closeRedis, LuaScript, openRedis, redisCall } from './redis-rate-limiter.ts';
+import type { StreamLeases } from './stream-lease.ts';
+
+// Compare-and-act in one script: checking the token and then acting in two commands would let a
+// lease that expired and was taken in between be extended or deleted by its former holder.
+const RENEW = new LuaScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+`);
+const RELEASE = new LuaScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+`);
+
+export interface RedisStreamLeasesOptions {
+  readonly url: string;
+  /** Prepended to every key; lets tests and deployments share one Redis. */
+  readonly prefix: string;
+  readonly onError?: (err: Error) => void;
+}
+
+/**
+ * Leases as Redis keys with PX expiry. Unlike the other implementations this takes no Clock:
+ * expiry is timed by Redis itself, which is what lets it outlive a crashed instance.
+ */
+export function createRedisStreamLeases(opts: RedisStreamLeasesOptions): StreamLeases {
+  const client: Redis = openRedis(opts.url, opts.onError);
+  const key = (userId: string) => `${opts.prefix}lease:${userId}`;
+  return {
+    async acquire(userId, ttlMs) {
+      const token = randomToken(16);
+      const reply = await redisCall(client, (c) => c.set(key(userId), token, 'PX', ttlMs, 'NX'));
+      return reply === 'OK' ? token : null;
+    },
+    async renew(userId, token, ttlMs) {
+      const reply = await redisCall(client, (c) => RENEW.run(c, [key(userId)], [token, ttlMs]));
+      return reply === 1;
+    },
+    async release(userId, token) {
+      await redisCall(client, (c) => RELEASE.run(c, [key(userId)], [token]));
+    },
+    async close() {
+      await closeRedis(client);
+    },
+  };
+}

@@ -1,0 +1,13 @@
+/**
+ * One live stream per user (DESIGN §4). A lease is held by a random token and expires unless
+ * renewed, so a crashed instance cannot block its user for longer than the ttl.
+ */
+export interface StreamLeases {
+  /** Returns a token when the user had no live lease, else null. */
+  acquire(userId: string, ttlMs: number): Promise<string | null>;
+  /** Extends the lease; false when it was lost (expired and taken, or released). */
+  renew(userId: string, token: string, ttlMs: number): Promise<boolean>;
+  /** Releases only the lease this token holds. */
+  release(userId: string, token: string): Promise<void>;
+  close(): Promise<void>;
+}

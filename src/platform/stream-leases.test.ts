@@ -1,0 +1,199 @@
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { after, before, describe, test } from 'node:test';
+import { setTimeout as delay } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import { sql } from 'kysely';
+import { ManualClock } from '../../test/helpers/manual-clock.ts';
+import { createDb, type DbHandle } from '../db/create-db.ts';
+import { migrateToLatest } from '../db/migrate.ts';
+import { createMemoryStreamLeases } from './memory-stream-leases.ts';
+import { createPgStreamLeases } from './pg-stream-leases.ts';
+import { createRedisStreamLeases } from './redis-stream-leases.ts';
+import type { StreamLeases } from './stream-lease.ts';
+
+// Backends that need a service are registered only when it is configured.
+const { DATABASE_URL, REDIS_URL } = process.env;
+
+/** Two lease instances sharing one store, as two service instances would. */
+interface Instances {
+  readonly a: StreamLeases;
+  readonly b: StreamLeases;
+  /** Lets `ms` of lease time pass. */
+  elapse(ms: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+interface Backend {
+  readonly name: string;
+  /** Lease ttl for the tests; short and real where the store keeps its own time. */
+  readonly ttlMs: number;
+  /** Expiry is timed by the store in real time, so boundaries are checked with a margin. */
+  readonly realTime: boolean;
+  before?(): Promise<void>;
+  after?(): Promise<void>;
+  open(): Promise<Instances>;
+}
+
+const MINUTE = 60_000;
+
+const memory: Backend = {
+  name: 'memory',
+  ttlMs: MINUTE,
+  realTime: false,
+  async open() {
+    const clock = new ManualClock();
+    const leases = createMemoryStreamLeases(clock);
+    return { a: leases, b: leases, elapse: async (ms) => clock.advance(ms), close: () => leases.close() };
+  },
+};
+
+function pgBackend(name: string, connect: () => Promise<DbHandle>, cleanup?: (h: DbHandle) => Promise<void>): Backend {
+  const handles: DbHandle[] = [];
+  return {
+    name,
+    ttlMs: MINUTE,
+    realTime: false,
+    async before() {
+      // Two pools, as two instances would have (PGlite is in-process, so one).
+      const first = await connect();
+      handles.push(first, name === 'PGlite' ? first : await connect());
+      await migrateToLatest(first.db);
+    },
+    async after() {
+      const [first] = handles;
+      if (first && cleanup) await cleanup(first);
+      await Promise.all([...new Set(handles)].map((h) => h.close()));
+    },
+    async open() {
+      const [one, two] = handles;
+      if (!one || !two) throw new Error('not set up');
+      const clock = new ManualClock();
+      return {
+        a: createPgStreamLeases(one.db, clock),
+        b: createPgStreamLeases(two.db, clock),
+        elapse: async (ms) => clock.advance(ms),
+        close: async () => undefined,
+      };
+    },
+  };
+}
+
+function redisBackend(url: string): Backend {
+  const prefix = `test:lease:${randomBytes(6).toString('hex')}:`;
+  return {
+    name: 'Redis',
+    // PX expiry is timed by Redis, which an injected clock cannot move: use real, short ttls.
+    ttlMs: 200,
+    realTime: true,
+    async after() {
+      const client = new Redis(url);
+      const keys = await client.keys(`${prefix}*`);
+      if (keys.length > 0) await client.del(...keys);
+      await client.quit();
+    },
+    async open() {
+      const a = createRedisStreamLeases({ url, prefix });
+      const b = createRedisStreamLeases({ url, prefix });
+      return { a, b, elapse: (ms) => delay(ms), close: async () => void (await Promise.all([a.close(), b.close()])) };
+    },
+  };
+}
+
+const backends: Backend[] = [memory, pgBackend('PGlite', () => createDb({ pgliteDir: 'memory://' }))];
+if (DATABASE_URL) {
+  const schema = `test_lease_${randomBytes(6).toString('hex')}`;
+  backends.push(
+    pgBackend(
+      'PostgreSQL',
+      () => createDb({ databaseUrl: DATABASE_URL, schema }),
+      async (h) => void (await sql`drop schema ${sql.id(schema)} cascade`.execute(h.db)),
+    ),
+  );
+}
+if (REDIS_URL) backends.push(redisBackend(REDIS_URL));
+
+const uniqueUser = () => `user-${randomBytes(6).toString('hex')}`;
+
+for (const backend of backends) {
+  describe(`stream leases (${backend.name})`, () => {
+    before(() => backend.before?.());
+    after(() => backend.after?.());
+
+    const ttl = backend.ttlMs;
+    // Points just inside and just past the ttl: exact on a manual clock, with a margin in real time.
+    const inside = backend.realTime ? ttl / 4 : ttl - 1;
+    const pastFromInside = backend.realTime ? ttl : 1;
+
+    async function withInstances(body: (i: Instances) => Promise<void>): Promise<void> {
+      const instances = await backend.open();
+      try {
+        await body(instances);
+      } finally {
+        await instances.close();
+      }
+    }
+
+    test('DESIGN §4: one stream per user — of 20 concurrent acquires across instances exactly one gets a token', () =>
+      withInstances(async ({ a, b }) => {
+        const user = uniqueUser();
+        const tokens = await Promise.all(Array.from({ length: 20 }, (_, i) => (i % 2 ? a : b).acquire(user, ttl)));
+        assert.equal(tokens.filter((t) => t !== null).length, 1);
+        assert.notEqual(await a.acquire(uniqueUser(), ttl), null, 'another user is not blocked');
+      }));
+
+    test('DESIGN §4: release by a token that does not hold the lease is a no-op', () =>
+      withInstances(async ({ a, b }) => {
+        const user = uniqueUser();
+        const token = await a.acquire(user, ttl);
+        assert.ok(token);
+        await b.release(user, 'not-the-token');
+        assert.equal(await b.acquire(user, ttl), null, 'still held');
+        await b.release(user, token);
+        assert.notEqual(await a.acquire(user, ttl), null, 'released by its holder');
+      }));
+
+    test('DESIGN §4: a lease a crashed instance holds expires after its ttl', () =>
+      withInstances(async ({ a, b, elapse }) => {
+        const user = uniqueUser();
+        assert.ok(await a.acquire(user, ttl));
+        await elapse(inside);
+        assert.equal(await b.acquire(user, ttl), null, 'held just inside the ttl');
+        await elapse(pastFromInside);
+        assert.notEqual(await b.acquire(user, ttl), null, 'free once the ttl has passed');
+      }));
+
+    test('DESIGN §4: renewing keeps the lease past its first ttl', () =>
+      withInstances(async ({ a, b, elapse }) => {
+        const user = uniqueUser();
+        const token = await a.acquire(user, ttl);
+        assert.ok(token);
+        await elapse(inside);
+        assert.equal(await a.renew(user, token, ttl), true);
+        await elapse(inside);
+        assert.equal(await b.acquire(user, ttl), null, 'still held after the original ttl');
+        assert.equal(await a.renew(user, token, ttl), true);
+      }));
+
+    test('DESIGN §4: renew after the lease was lost returns false and disturbs the new holder in no way', () =>
+      withInstances(async ({ a, b, elapse }) => {
+        const released = uniqueUser();
+        const first = await a.acquire(released, ttl);
+        assert.ok(first);
+        await a.release(released, first);
+        assert.equal(await a.renew(released, first, ttl), false, 'lost by release');
+
+        const user = uniqueUser();
+        const old = await a.acquire(user, ttl);
+        assert.ok(old);
+        await elapse(ttl + (backend.realTime ? ttl / 2 : 0));
+        assert.equal(await a.renew(user, old, ttl), false, 'lost by expiry');
+        const taken = await b.acquire(user, ttl);
+        assert.ok(taken);
+        assert.equal(await a.renew(user, old, ttl), false, 'lost to another holder');
+        await a.release(user, old);
+        assert.equal(await a.acquire(user, ttl), null, "the old holder's release left the new lease alone");
+        assert.equal(await b.renew(user, taken, ttl), true);
+      }));
+  });
+}

@@ -1,0 +1,49 @@
+import { ConfigError, loadConfig } from './config.ts';
+import { createDeps } from './deps.ts';
+import { buildApp } from './app.ts';
+
+async function main(): Promise<void> {
+  let config;
+  try {
+    config = loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`${err.message}\n`);
+      process.exit(1);
+    }
+    throw err;
+  }
+  const deps = await createDeps(config);
+  const app = await buildApp(deps);
+  const address = await app.listen({ port: config.port, host: config.host });
+  const log = deps.logger;
+  if (!config.databaseUrl) {
+    log.warn(`embedded database (PGlite) in ${config.dataDir}/pgdata: for local use; set DATABASE_URL for production`);
+  }
+  log.info({ address, docs: `${address}/docs` }, 'advisor service listening');
+  process.stdout.write(
+    [
+      '',
+      `  Advisor service listening on ${address}`,
+      `  API reference:   ${address}/docs   (OpenAPI: ${address}/openapi.json)`,
+      `  Mint a token:    npm run token -- <userId>      then: curl -H "Authorization: Bearer <token>" ${address}/api/accounts`,
+      '',
+    ].join('\n'),
+  );
+
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal, liveStreams: deps.lifecycle.liveStreams }, 'draining');
+    await deps.lifecycle.drain(config.shutdownDrainMs);
+    await app.close();
+    await deps.close();
+    log.info('stopped');
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
+}
+
+await main();

@@ -1,0 +1,163 @@
+// Stream scripting shared by the three language-model fakes: what the next streamed answer looks
+// like (text pieces, pacing, usage, how it ends or breaks) and a record of every stream request.
+import type { ServerResponse } from 'node:http';
+import type { RecordedRequest } from './http-fake.ts';
+import { sleep } from './http-fake.ts';
+
+export type FinishReason = 'stop' | 'length' | 'content_filter';
+
+export interface StreamScript {
+  /** Text pieces, one provider chunk each. Default `['Hello', ' world']`. */
+  chunks?: string[];
+  /** Pause before every piece after the first and before the closing frames. */
+  delayMs?: number;
+  /** Token counts reported by the provider. Default `{ input: 10, output: chunks.length }`. */
+  usage?: { input: number; output: number };
+  finishReason?: FinishReason;
+  /** Answer the HTTP request with this status and the provider's own error body instead. */
+  status?: number;
+  /** After n pieces, send the provider's in-stream error frame and end the response. */
+  errorAfterChunks?: number;
+  /** After n pieces, destroy the socket abruptly. */
+  dropAfterChunks?: number;
+  /** After n pieces, send nothing more but keep the socket open (until the client or close()). */
+  stallAfterChunks?: number;
+  /** After n pieces, send a `data: {not json` line and end the response. */
+  malformedAfterChunks?: number;
+  /** Accept the request and never send even the status line (upstream silence before headers). */
+  stallBeforeHeaders?: boolean;
+}
+
+export interface ResolvedScript extends StreamScript {
+  chunks: string[];
+  usage: { input: number; output: number };
+  finishReason: FinishReason;
+}
+
+export interface StreamRecord {
+  request: RecordedRequest;
+  /** Resolves with Date.now() when the response ended or the socket closed, whoever closed it. */
+  closed: Promise<number>;
+  /** True once closed if the client went away before the fake finished (not set by drop/close()). */
+  closedByClient: boolean;
+}
+
+/** Per-provider frame writers; the driver decides when each one is called. */
+export interface StreamWriter {
+  open(): void;
+  piece(text: string, index: number): void;
+  /** Between two pieces (OpenRouter's keep-alive comments). */
+  gap?(): void;
+  finish(): void;
+  error(): void;
+  malformed(): void;
+}
+
+export interface StreamControl {
+  streams: StreamRecord[];
+  /** Script for every later stream request, until changed. */
+  scriptStream(s: StreamScript): void;
+  /** One-shot scripts, consumed (first in, first out) before the persistent one. */
+  enqueueStream(s: StreamScript): void;
+  /** Next script to play (consumes a queued one). */
+  take(): ResolvedScript;
+  /** Record a stream request and watch its response for closing. */
+  track(request: RecordedRequest, res: ServerResponse): Tracked;
+}
+
+export interface Tracked {
+  record: StreamRecord;
+  /** Mark that the fake itself is about to close the socket (drop), so it is not the client's doing. */
+  markSelfClosed(): void;
+}
+
+export function createStreamControl(lifetime: AbortSignal): StreamControl {
+  let persistent: StreamScript = {};
+  const queue: StreamScript[] = [];
+  const streams: StreamRecord[] = [];
+  return {
+    streams,
+    scriptStream(s) {
+      persistent = { ...s };
+    },
+    enqueueStream(s) {
+      queue.push({ ...s });
+    },
+    take() {
+      return resolveScript(queue.shift() ?? persistent);
+    },
+    track(request, res) {
+      let selfClosed = false;
+      let resolveClosed: (t: number) => void = () => undefined;
+      const closed = new Promise<number>((r) => (resolveClosed = r));
+      const record: StreamRecord = { request, closed, closedByClient: false };
+      res.once('close', () => {
+        record.closedByClient = !res.writableFinished && !selfClosed && !lifetime.aborted;
+        resolveClosed(Date.now());
+      });
+      streams.push(record);
+      return { record, markSelfClosed: () => void (selfClosed = true) };
+    },
+  };
+}
+
+export function resolveScript(s: StreamScript): ResolvedScript {
+  const chunks = s.chunks ?? ['Hello', ' world'];
+  return {
+    ...s,
+    chunks,
+    usage: s.usage ?? { input: 10, output: chunks.length },
+    finishReason: s.finishReason ?? 'stop',
+  };
+}
+
+/** Plays a script through a provider's writer. Stops as soon as the client or the fake goes away. */
+export async function playScript(
+  script: ResolvedScript,
+  res: ServerResponse,
+  tracked: Tracked,
+  writer: StreamWriter,
+  lifetime: AbortSignal,
+): Promise<void> {
+  const gone = new AbortController();
+  res.once('close', () => gone.abort());
+  const signal = AbortSignal.any([gone.signal, lifetime]);
+  const alive = (): boolean => !signal.aborted && !res.destroyed && !res.writableEnded;
+
+  if (script.stallBeforeHeaders === true) return;
+  writer.open();
+  const n = script.chunks.length;
+  for (let i = 0; i <= n; i++) {
+    if (script.errorAfterChunks === i) {
+      writer.error();
+      res.end();
+      return;
+    }
+    if (script.dropAfterChunks === i) {
+      // Writes are corked until the next tick; let what was sent reach the client, then cut.
+      await new Promise<void>((r) => setImmediate(r));
+      tracked.markSelfClosed();
+      res.destroy();
+      return;
+    }
+    if (script.stallAfterChunks === i) return;
+    if (script.malformedAfterChunks === i) {
+      writer.malformed();
+      res.end();
+      return;
+    }
+    if (i > 0 || i === n) await sleep(script.delayMs ?? 0, signal);
+    if (!alive()) return;
+    if (i === n) break;
+    if (i > 0) writer.gap?.();
+    writer.piece(script.chunks[i] ?? '', i);
+  }
+  writer.finish();
+  res.end();
+}
+
+/** Output tokens reported so far after piece i, for providers that report running totals. */
+export function runningOutput(script: ResolvedScript, i: number): number {
+  const n = script.chunks.length;
+  return n === 0 ? script.usage.output : Math.round((script.usage.output * (i + 1)) / n);
+}
