@@ -15,6 +15,7 @@ import type { Vault } from './platform/vault.ts';
 import { createVault, loadOrCreateKeyring, loadOrCreateSecret } from './platform/aes-vault.ts';
 import { createCoordination } from './platform/coordination.ts';
 import path from 'node:path';
+import { freeTurnBilling, type TurnBilling } from './features/billing/turn-billing.ts';
 
 /** Everything the app needs, built in one place; tests build the same with overrides. */
 export interface Deps {
@@ -32,6 +33,8 @@ export interface Deps {
   readonly lifecycle: Lifecycle;
   /** Users known to exist (per process), so auth writes a user once. */
   readonly seenUsers: Set<string>;
+  /** How advisor turns are paid (DESIGN §8). */
+  readonly billing: TurnBilling;
   close(): Promise<void>;
 }
 
@@ -75,6 +78,7 @@ export async function createDeps(config: Config, opts: DepsOptions = {}): Promis
     metrics: createMetrics(),
     lifecycle: new Lifecycle(),
     seenUsers: new Set(),
+    billing: freeTurnBilling,
     async close() {
       await coordination.close();
       await handle.close();
