@@ -82,7 +82,8 @@ export async function buildApp(deps: Deps) {
 function toAppError(err: FastifyError | AppError, req: FastifyRequest): AppError {
   if (err instanceof AppError) return err;
   if (err.validation) {
-    const code = req.routeOptions.config.validationCode ?? 'VALIDATION_ERROR';
+    // A route's own validation code covers its body (spec 4.1/4.2); bad params or query stay VALIDATION_ERROR.
+    const code = (err.validationContext === 'body' ? req.routeOptions.config.validationCode : undefined) ?? 'VALIDATION_ERROR';
     const details: ErrorDetail[] = err.validation.map((v) => {
       const missing = v.keyword === 'required' ? `/${String((v.params as { missingProperty?: string }).missingProperty ?? '')}` : '';
       const extra =
