@@ -1,0 +1,66 @@
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { once } from 'node:events';
+
+const root = path.resolve(import.meta.dirname, '..');
+
+/** Starts the real entry point with no configuration but a data directory, like `npm start`. */
+async function start(dataDir: string): Promise<{ child: ChildProcess; url: string }> {
+  const env: Record<string, string> = { PATH: process.env.PATH ?? '', DATA_DIR: dataDir, PORT: '0', LOG_LEVEL: 'warn' };
+  const child = spawn(process.execPath, ['src/server.ts'], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no listening line in: ${out}`)), 30_000);
+    child.stdout?.on('data', (chunk: Buffer) => {
+      out += chunk.toString();
+      const match = /listening on (http:\/\/\S+)/.exec(out);
+      if (match?.[1]) {
+        clearTimeout(timer);
+        resolve(match[1]);
+      }
+    });
+    child.once('exit', (code) => reject(new Error(`exited ${code}: ${out}`)));
+  });
+  return { child, url };
+}
+
+async function token(dataDir: string, user: string): Promise<string> {
+  const child = spawn(process.execPath, ['scripts/token.ts', user], { cwd: root, env: { PATH: process.env.PATH ?? '', DATA_DIR: dataDir } });
+  let out = '';
+  child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+  const [code] = await once(child, 'exit');
+  assert.equal(code, 0);
+  return out.trim();
+}
+
+describe('server process', () => {
+  test('DESIGN §1: starts with no environment on the embedded default; secrets generated 0600; a restart keeps all data; SIGTERM exits 0', async () => {
+    const dataDir = mkdtempSync(path.join(os.tmpdir(), 'advisor-server-'));
+    try {
+      let { child, url } = await start(dataDir);
+      for (const f of ['encryption-keys', 'jwt-secret']) assert.equal(statSync(path.join(dataDir, f)).mode & 0o777, 0o600, f);
+      const auth = { authorization: `Bearer ${await token(dataDir, 'alice')}`, 'content-type': 'application/json' };
+      const created = await fetch(`${url}/api/accounts`, {
+        method: 'POST',
+        headers: auth,
+        body: JSON.stringify({ name: 'Kept', currency: 'USD', timezone: 'UTC', startingBalance: '1' }),
+      });
+      assert.equal(created.status, 201);
+      child.kill('SIGTERM');
+      const [code] = await once(child, 'exit');
+      assert.equal(code, 0);
+
+      ({ child, url } = await start(dataDir));
+      const list = (await (await fetch(`${url}/api/accounts`, { headers: auth })).json()) as { items: { name: string }[] };
+      assert.deepEqual(list.items.map((a) => a.name), ['Kept']);
+      child.kill('SIGTERM');
+      assert.equal((await once(child, 'exit'))[0], 0);
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});
