@@ -8,6 +8,7 @@ import { authPlugin } from './http/auth-plugin.ts';
 import { opsRoutes } from './http/ops-routes.ts';
 import { randomToken } from './platform/ids.ts';
 import { createValidatorCompiler } from './http/validation.ts';
+import { isDatabaseUnavailable } from './db/create-db.ts';
 import { accountsRoutes } from './features/accounts/routes.ts';
 import { packageVersion } from './version.ts';
 
@@ -99,6 +100,9 @@ function toAppError(err: FastifyError | AppError, req: FastifyRequest): AppError
     return new AppError('VALIDATION_ERROR', err.message);
   }
   if (err.statusCode === 503) return new AppError('SERVICE_UNAVAILABLE', 'service is shutting down');
+  if (isDatabaseUnavailable(err)) {
+    return new AppError('SERVICE_UNAVAILABLE', 'a dependency is unavailable; retry shortly', { headers: { 'Retry-After': '5' } });
+  }
   return new AppError('INTERNAL', 'internal error');
 }
 

@@ -59,6 +59,7 @@ export async function createDeps(config: Config, opts: DepsOptions = {}): Promis
     databaseUrl: config.databaseUrl,
     pgliteDir: opts.pgliteDir ?? path.join(config.dataDir, 'pgdata'),
     ...(opts.dbSchema ? { schema: opts.dbSchema } : {}),
+    onPoolError: (err) => logger.warn({ err: err.message }, 'database connection lost; it will be replaced'),
   });
   if (!opts.skipMigrations) await migrateToLatest(handle.db, config.databaseUrl ? opts.dbSchema : undefined);
   const vault = createVault(loadOrCreateKeyring(config.encryptionKeys, config.dataDir, warn));

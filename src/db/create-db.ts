@@ -22,6 +22,7 @@ export interface CreateDbOptions {
   /** Isolates a test run inside its own schema of a shared PostgreSQL database. */
   readonly schema?: string;
   readonly poolSize?: number;
+  readonly onPoolError?: (err: Error) => void;
 }
 
 export async function createDb(opts: CreateDbOptions): Promise<DbHandle> {
@@ -43,6 +44,9 @@ export async function createDb(opts: CreateDbOptions): Promise<DbHandle> {
       types,
       ...(opts.schema ? { options: `-c search_path="${opts.schema}"` } : {}),
     });
+    // An idle client whose backend is terminated emits 'error' on the pool; unhandled, it would
+    // crash the process. The pool drops that client and the next query gets a fresh one.
+    pool.on('error', (err) => opts.onPoolError?.(err));
     const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
     return { db, kind: 'postgres', close: () => db.destroy() };
   }
@@ -62,3 +66,19 @@ export function pgErrorCode(err: unknown): string | undefined {
 
 export const UNIQUE_VIOLATION = '23505';
 export const FOREIGN_KEY_VIOLATION = '23503';
+
+const CONNECTION_ERRNOS = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH']);
+
+/**
+ * True when an error means the database could not be reached or dropped the connection (as opposed
+ * to a query that failed): the request may succeed on a retry, so it is a 503, not a 500.
+ */
+export function isDatabaseUnavailable(err: unknown): boolean {
+  const code = pgErrorCode(err);
+  if (code !== undefined) {
+    if (code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03') return true;
+    if (CONNECTION_ERRNOS.has(code)) return true;
+  }
+  const message = err instanceof Error ? err.message : '';
+  return /Connection terminated|connection timeout|timeout exceeded when trying to connect|Client has encountered a connection error/i.test(message);
+}
