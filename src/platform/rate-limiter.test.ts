@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { createServer, connect, type Server, type Socket } from 'node:net';
+import { TcpProxy, unusedPort } from '../../test/helpers/net.ts';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
 import { Redis } from 'ioredis';
@@ -197,15 +197,6 @@ for (const backend of backends) {
   });
 }
 
-async function unusedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  await new Promise((resolve) => server.close(resolve));
-  if (!address || typeof address === 'string') throw new Error('no port');
-  return address.port;
-}
-
 function assertUnavailable(err: unknown): true {
   assert.ok(err instanceof AppError);
   assert.equal(err.code, 'SERVICE_UNAVAILABLE');
@@ -255,43 +246,6 @@ describe('rate limiter (Redis outage)', () => {
     });
   }
 });
-
-/** A loopback TCP proxy that can be cut and restored, to simulate Redis going away and coming back. */
-class TcpProxy {
-  readonly #host: string;
-  readonly #port: number;
-  #server: Server | undefined;
-  readonly #sockets = new Set<Socket>();
-
-  constructor(host: string, port: number) {
-    this.#host = host;
-    this.#port = port;
-  }
-
-  async start(port: number): Promise<number> {
-    const server = createServer((client) => {
-      const upstream = connect(this.#port, this.#host);
-      for (const s of [client, upstream]) {
-        this.#sockets.add(s);
-        s.on('close', () => this.#sockets.delete(s));
-        s.on('error', () => (s === client ? upstream : client).destroy());
-      }
-      client.pipe(upstream).pipe(client);
-    });
-    await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
-    this.#server = server;
-    const address = server.address();
-    if (!address || typeof address === 'string') throw new Error('no port');
-    return address.port;
-  }
-
-  async stop(): Promise<void> {
-    const server = this.#server;
-    this.#server = undefined;
-    for (const s of this.#sockets) s.destroy();
-    if (server) await new Promise((resolve) => server.close(resolve));
-  }
-}
 
 describe('DESIGN §3: rate-limit headers', () => {
   const rule: RateLimitRule = { name: 'key-saves', limit: 10, windowMs: HOUR };
