@@ -1,0 +1,195 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { once } from 'node:events';
+import os from 'node:os';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { mintToken } from '../../src/http/auth.ts';
+import { TEST_ENCRYPTION_KEYS, TEST_JWT_SECRET } from '../helpers/app.ts';
+import { TcpProxy, unusedPort } from '../helpers/net.ts';
+
+const root = path.resolve(import.meta.dirname, '../..');
+
+/** One server process, started exactly as production starts it (`node src/server.ts`). */
+export interface Instance {
+  readonly url: string;
+  readonly child: ChildProcess;
+  /** Everything the process wrote (stdout and stderr). */
+  output(): string;
+  /** Sends a signal and waits for the exit code. */
+  kill(signal: NodeJS.Signals): Promise<number | null>;
+}
+
+export interface Cluster {
+  readonly instances: Instance[];
+  /** Direct connection string to the cluster's own database (not through the proxy). */
+  readonly databaseUrl: string;
+  /** Cut and restore the instances' path to PostgreSQL / Redis. */
+  readonly dbProxy: TcpProxy;
+  readonly redisProxy: TcpProxy;
+  readonly redisPort: number;
+  readonly dbProxyPort: number;
+  readonly redisProxyPort: number;
+  token(userId: string): Promise<string>;
+  /** fetch against instance i (round-robin when i is omitted) with the user's token. */
+  call(userId: string, method: string, pathname: string, body?: unknown, instance?: number): Promise<Response>;
+  /** A plain SQL client on the cluster's database. */
+  sql<T extends pg.QueryResultRow = pg.QueryResultRow>(text: string, params?: unknown[]): Promise<T[]>;
+  startInstance(extraEnv?: Record<string, string>): Promise<Instance>;
+  close(): Promise<void>;
+}
+
+export const CLUSTER_STORES = { databaseUrl: process.env.DATABASE_URL, redisUrl: process.env.REDIS_URL };
+
+/**
+ * N instances sharing a fresh PostgreSQL database and a Redis server of their own, each reached
+ * through a TCP proxy the tests can cut. Needs DATABASE_URL (a server where it may create databases)
+ * and `redis-server` on PATH.
+ */
+export async function startCluster(opts: { instances: number; env?: Record<string, string> }): Promise<Cluster> {
+  const adminUrl = CLUSTER_STORES.databaseUrl;
+  if (!adminUrl) throw new Error('startCluster needs DATABASE_URL');
+  const dbName = `advisor_cluster_${randomBytes(5).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: adminUrl });
+  await admin.connect();
+  await admin.query(`create database ${dbName}`);
+  await admin.end();
+  const direct = new URL(adminUrl);
+  direct.pathname = `/${dbName}`;
+  const databaseUrl = direct.toString();
+
+  const redisPort = await unusedPort();
+  const redis = spawn('redis-server', ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
+    stdio: 'ignore',
+  });
+  await waitForPort(redisPort);
+
+  const dbProxy = new TcpProxy(direct.hostname, Number(direct.port || 5432));
+  const dbProxyPort = await dbProxy.start(0);
+  const redisProxy = new TcpProxy('127.0.0.1', redisPort);
+  const redisProxyPort = await redisProxy.start(0);
+  const viaProxy = new URL(databaseUrl);
+  viaProxy.port = String(dbProxyPort);
+  viaProxy.hostname = '127.0.0.1';
+
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'advisor-cluster-'));
+  const baseEnv: Record<string, string> = {
+    PATH: process.env.PATH ?? '',
+    HOST: '127.0.0.1',
+    PORT: '0',
+    DATA_DIR: dataDir,
+    DATABASE_URL: viaProxy.toString(),
+    REDIS_URL: `redis://127.0.0.1:${redisProxyPort}`,
+    AUTH_JWT_SECRET: TEST_JWT_SECRET,
+    ENCRYPTION_KEYS: TEST_ENCRYPTION_KEYS,
+    LOG_LEVEL: 'warn',
+    ...opts.env,
+  };
+  const sqlClient = new pg.Pool({ connectionString: databaseUrl, max: 4 });
+  sqlClient.on('error', () => undefined);
+
+  const instances: Instance[] = [];
+  const startInstance = async (extraEnv: Record<string, string> = {}): Promise<Instance> => {
+    const instance = await spawnInstance({ ...baseEnv, ...extraEnv });
+    instances.push(instance);
+    return instance;
+  };
+  // One at a time: the first applies the migrations, the others find them applied.
+  for (let i = 0; i < opts.instances; i++) await startInstance();
+
+  let next = 0;
+  const cluster: Cluster = {
+    instances,
+    databaseUrl,
+    dbProxy,
+    redisProxy,
+    redisPort,
+    dbProxyPort,
+    redisProxyPort,
+    token: (userId) => mintToken(TEST_JWT_SECRET, userId),
+    async call(userId, method, pathname, body, instance) {
+      const live = instances.filter((x) => x.child.exitCode === null && x.child.signalCode === null);
+      const target = instance === undefined ? live[next++ % live.length] : instances[instance];
+      if (!target) throw new Error('no live instance');
+      return fetch(`${target.url}${pathname}`, {
+        method,
+        headers: {
+          authorization: `Bearer ${await cluster.token(userId)}`,
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+    },
+    async sql(text, params) {
+      return (await sqlClient.query(text, params)).rows;
+    },
+    startInstance,
+    async close() {
+      await Promise.all(
+        instances.filter((x) => x.child.exitCode === null && x.child.signalCode === null).map((x) => x.kill('SIGKILL')),
+      );
+      await sqlClient.end();
+      await dbProxy.stop();
+      await redisProxy.stop();
+      redis.kill('SIGKILL');
+      const a = new pg.Client({ connectionString: adminUrl });
+      await a.connect();
+      await a.query(`drop database if exists ${dbName} with (force)`);
+      await a.end();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+  return cluster;
+}
+
+async function spawnInstance(env: Record<string, string>): Promise<Instance> {
+  const child = spawn(process.execPath, ['src/server.ts'], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout?.on('data', (c: Buffer) => (out += c.toString()));
+  child.stderr?.on('data', (c: Buffer) => (out += c.toString()));
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`instance did not start: ${out}`)), 30_000);
+    const onData = () => {
+      const match = /listening on (http:\/\/\S+)/.exec(out);
+      if (match?.[1]) {
+        clearTimeout(timer);
+        child.stdout?.off('data', onData);
+        resolve(match[1]);
+      }
+    };
+    child.stdout?.on('data', onData);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`instance exited ${code}: ${out}`));
+    });
+  });
+  return {
+    url,
+    child,
+    output: () => out,
+    async kill(signal) {
+      if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
+      child.kill(signal);
+      const [code] = (await once(child, 'exit')) as [number | null];
+      return code;
+    },
+  };
+}
+
+async function waitForPort(port: number): Promise<void> {
+  const { connect } = await import('node:net');
+  for (let i = 0; i < 100; i++) {
+    const ok = await new Promise<boolean>((resolve) => {
+      const s = connect(port, '127.0.0.1');
+      s.once('connect', () => {
+        s.destroy();
+        resolve(true);
+      });
+      s.once('error', () => resolve(false));
+    });
+    if (ok) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`nothing listens on ${port}`);
+}
