@@ -10,6 +10,9 @@ import { randomToken } from './platform/ids.ts';
 import { createValidatorCompiler } from './http/validation.ts';
 import { isDatabaseUnavailable } from './db/create-db.ts';
 import { accountsRoutes } from './features/accounts/routes.ts';
+import { billingRoutes } from './features/billing/routes.ts';
+import { advisorKeysRoutes } from './features/advisor-keys/routes.ts';
+import { conversationsRoutes } from './features/conversations/routes.ts';
 import { packageVersion } from './version.ts';
 
 declare module 'fastify' {
@@ -74,6 +77,9 @@ export async function buildApp(deps: Deps) {
     async (api) => {
       await api.register(authPlugin, { deps });
       await api.register(accountsRoutes, { deps });
+      await api.register(billingRoutes, { deps });
+      await api.register(advisorKeysRoutes, { deps });
+      await api.register(conversationsRoutes, { deps });
     },
     { prefix: '/api' },
   );

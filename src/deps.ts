@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { createAuthenticator, type Authenticator } from './http/auth.ts';
 import type { Config } from './config.ts';
-import { createDb } from './db/create-db.ts';
+import { createDb, type DbHandle } from './db/create-db.ts';
 import { migrateToLatest } from './db/migrate.ts';
 import type { Db } from './db/types.ts';
 import { createLogger } from './logger.ts';
@@ -13,9 +13,9 @@ import type { RateLimiter } from './platform/rate-limiter.ts';
 import type { StreamLeases } from './platform/stream-lease.ts';
 import type { Vault } from './platform/vault.ts';
 import { createVault, loadOrCreateKeyring, loadOrCreateSecret } from './platform/aes-vault.ts';
-import { createCoordination } from './platform/coordination.ts';
+import { createCoordination, type Coordination } from './platform/coordination.ts';
 import path from 'node:path';
-import { freeTurnBilling, type TurnBilling } from './features/billing/turn-billing.ts';
+import { createTurnBilling, type TurnBilling } from './features/billing/turn-billing.ts';
 
 /** Everything the app needs, built in one place; tests build the same with overrides. */
 export interface Deps {
@@ -49,37 +49,49 @@ export interface DepsOptions {
   /** Prefix of every Redis key (isolates tests sharing one Redis). */
   readonly redisPrefix?: string;
   readonly skipMigrations?: boolean;
+  /**
+   * Embedded mode has one database in one process: a second app instance in the same process (tests)
+   * shares the first one's database and in-process limits and leases instead of opening its own.
+   */
+  readonly shareEmbeddedWith?: Deps;
 }
 
 export async function createDeps(config: Config, opts: DepsOptions = {}): Promise<Deps> {
   const logger = opts.logger ?? createLogger(config.logLevel);
   const clock = opts.clock ?? systemClock;
   const warn = (msg: string) => logger.warn(msg);
-  const handle = await createDb({
-    databaseUrl: config.databaseUrl,
-    pgliteDir: opts.pgliteDir ?? path.join(config.dataDir, 'pgdata'),
-    ...(opts.dbSchema ? { schema: opts.dbSchema } : {}),
-    onPoolError: (err) => logger.warn({ err: err.message }, 'database connection lost; it will be replaced'),
-  });
-  if (!opts.skipMigrations) await migrateToLatest(handle.db, config.databaseUrl ? opts.dbSchema : undefined);
+  const owner = opts.shareEmbeddedWith;
+  const handle: DbHandle = owner
+    ? { db: owner.db, kind: owner.dbKind, close: async () => undefined }
+    : await createDb({
+        databaseUrl: config.databaseUrl,
+        pgliteDir: opts.pgliteDir ?? path.join(config.dataDir, 'pgdata'),
+        ...(opts.dbSchema ? { schema: opts.dbSchema } : {}),
+        onPoolError: (err) => logger.warn({ err: err.message }, 'database connection lost; it will be replaced'),
+      });
+  if (!opts.skipMigrations && !owner) await migrateToLatest(handle.db);
   const vault = createVault(loadOrCreateKeyring(config.encryptionKeys, config.dataDir, warn));
   const jwtSecret = config.auth.jwtSecret ?? (config.auth.jwksUrl ? '' : loadOrCreateSecret('jwt-secret', config.dataDir, warn));
-  const coordination = createCoordination(config, handle.db, clock, opts.redisPrefix ?? 'advisor:');
+  const coordination: Coordination = owner
+    ? { limiter: owner.limiter, leases: owner.leases, store: 'memory', close: async () => undefined }
+    : createCoordination(config, handle.db, clock, opts.redisPrefix ?? 'advisor:');
+  const ids = opts.ids ?? randomIds;
+  const metrics = createMetrics();
   return {
     config,
     logger,
     db: handle.db,
     dbKind: handle.kind,
     clock,
-    ids: opts.ids ?? randomIds,
+    ids,
     vault,
     limiter: coordination.limiter,
     leases: coordination.leases,
     auth: createAuthenticator({ ...config.auth, jwtSecret }, clock),
-    metrics: createMetrics(),
+    metrics,
     lifecycle: new Lifecycle(),
     seenUsers: new Set(),
-    billing: freeTurnBilling,
+    billing: createTurnBilling({ db: handle.db, clock, config, logger, metrics, ids }),
     async close() {
       await coordination.close();
       await handle.close();

@@ -1,6 +1,7 @@
 import { ConfigError, loadConfig } from './config.ts';
 import { createDeps } from './deps.ts';
 import { buildApp } from './app.ts';
+import { sweepStaleReservations } from './features/billing/turn-billing.ts';
 
 async function main(): Promise<void> {
   let config;
@@ -17,6 +18,17 @@ async function main(): Promise<void> {
   const app = await buildApp(deps);
   const address = await app.listen({ port: config.port, host: config.host });
   const log = deps.logger;
+  // Returns what a crashed instance's turns reserved. The age is well past any live stream, which
+  // settles itself; a turn outliving it ends uncharged rather than charged twice.
+  let sweeping = false;
+  const sweeper = setInterval(() => {
+    if (sweeping) return;
+    sweeping = true;
+    sweepStaleReservations(deps, 10 * 60_000)
+      .catch((err: unknown) => log.error({ err }, 'sweeping stale turn reservations failed'))
+      .finally(() => (sweeping = false));
+  }, 30_000);
+  sweeper.unref();
   if (!config.databaseUrl) {
     log.warn(`embedded database (PGlite) in ${config.dataDir}/pgdata: for local use; set DATABASE_URL for production`);
   }
@@ -35,6 +47,7 @@ async function main(): Promise<void> {
   const stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
+    clearInterval(sweeper);
     log.info({ signal, liveStreams: deps.lifecycle.liveStreams }, 'draining');
     await deps.lifecycle.drain(config.shutdownDrainMs);
     await app.close();

@@ -1,12 +1,18 @@
-import { Migrator, type Migration, type MigrationProvider } from 'kysely';
+import { Migrator, sql, type Migration, type MigrationProvider } from 'kysely';
 import type { Db } from './types.ts';
 import * as m0001 from './migrations/0001-foundation.ts';
 import * as m0002 from './migrations/0002-platform.ts';
+import * as m0003 from './migrations/0003-advisor-keys.ts';
+import * as m0004 from './migrations/0004-conversations.ts';
+import * as m0005 from './migrations/0005-billing.ts';
 
 /** Every migration, in order. A feature adds its file here; names never change once shipped. */
 const MIGRATIONS: Record<string, Migration> = {
   '0001-foundation': m0001,
   '0002-platform': m0002,
+  '0003-advisor-keys': m0003,
+  '0004-conversations': m0004,
+  '0005-billing': m0005,
 };
 
 class StaticProvider implements MigrationProvider {
@@ -16,8 +22,11 @@ class StaticProvider implements MigrationProvider {
 }
 
 /** Applies pending migrations; safe to run from several instances at once (Kysely takes a lock). */
-export async function migrateToLatest(db: Db, schema?: string): Promise<void> {
-  // Name the schema when there is one: Kysely looks its bookkeeping tables up across all schemas.
+export async function migrateToLatest(db: Db): Promise<void> {
+  // Kysely looks its bookkeeping tables up across all schemas: name ours, or another schema's
+  // tables (a second deployment or test run in the same database) would be taken for them.
+  const { rows } = await sql<{ schema: string }>`select current_schema() as schema`.execute(db);
+  const schema = rows[0]?.schema;
   const migrator = new Migrator({ db, provider: new StaticProvider(), ...(schema ? { migrationTableSchema: schema } : {}) });
   const { error, results } = await migrator.migrateToLatest();
   const failed = results?.find((r) => r.status === 'Error');

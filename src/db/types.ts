@@ -50,6 +50,143 @@ export interface StreamLeasesTable {
   expires_at: Date;
 }
 
+/** A user's language-model key, sealed by the vault (migration 0003-advisor-keys). */
+export interface ProviderKeysTable {
+  user_id: string;
+  provider: string;
+  key_id: string;
+  /** bytea: pg gives a Buffer, PGlite a Uint8Array. */
+  nonce: Uint8Array;
+  ciphertext: Uint8Array;
+  tag: Uint8Array;
+  key_hint_tail: string;
+  default_model: string;
+  active: boolean;
+  /** When a probe last accepted this key; null when it was stored unverified. */
+  last_verified_at: Date | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+/** A user's market-data key (one per user), sealed by the vault. */
+export interface MarketDataKeysTable {
+  user_id: string;
+  provider: string;
+  key_id: string;
+  /** bytea: pg gives a Buffer, PGlite a Uint8Array. */
+  nonce: Uint8Array;
+  ciphertext: Uint8Array;
+  tag: Uint8Array;
+  key_hint_tail: string;
+  last_verified_at: Date | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+/** Cached wallet balance; always equal to the sum of the user's ledger entries (migration 0005-billing). */
+export interface WalletsTable {
+  user_id: string;
+  balance: number;
+  updated_at: Timestamp;
+}
+
+/** Append-only (the database refuses update, delete and truncate); `reference` is unique. */
+export interface LedgerEntriesTable {
+  seq: Generated<number>;
+  id: string;
+  user_id: string;
+  amount: number;
+  kind: 'purchase' | 'turn' | 'turn-return' | 'refund' | 'grant';
+  reference: string;
+  note: string | null;
+  created_at: Date;
+}
+
+/** Allowance turns and images used in one calendar month (UTC, 'YYYY-MM'). */
+export interface MonthlyUsageTable {
+  user_id: string;
+  month: string;
+  allowance_turns: Generated<number>;
+  images: Generated<number>;
+}
+
+/** What a turn reserved at stream start, until it is settled. */
+export interface TurnChargesTable {
+  turn_id: string;
+  user_id: string;
+  source: 'allowance' | 'credits' | 'free';
+  credits: number;
+  images: number;
+  month: string;
+  status: 'reserved' | 'charged' | 'returned';
+  created_at: Date;
+  settled_at: Date | null;
+}
+
+/** A checkout started for a pack, with credits and amount fixed at that moment. */
+export interface PurchasesTable {
+  id: string;
+  user_id: string;
+  pack_id: string;
+  credits: number;
+  amount: number;
+  currency: string;
+  session_id: string;
+  payment_intent: string | null;
+  status: 'pending' | 'paid';
+  created_at: Date;
+  paid_at: Date | null;
+}
+
+/** An advisor conversation; keeps the provider and model it started with (migration 0004-conversations). */
+export interface ConversationsTable {
+  id: string;
+  user_id: string;
+  title: string;
+  provider: string;
+  model: string;
+  persona_id: string | null;
+  message_count: number;
+  last_message_at: Date;
+  created_at: Date;
+  updated_at: Date;
+}
+
+/** A user message (seq n) and its assistant reply (seq n + 1); the reply is 'streaming' until its turn ends. */
+export interface MessagesTable {
+  id: string;
+  conversation_id: string;
+  user_id: string;
+  seq: number;
+  role: 'user' | 'assistant';
+  content: string;
+  status: 'streaming' | 'complete' | 'interrupted' | 'failed';
+  client_message_id: string | null;
+  finish_reason: string | null;
+  input_tokens: number | null;
+  output_tokens: number | null;
+  error_code: string | null;
+  error_retryable: boolean | null;
+  billing_source: string | null;
+  billing_credits: number | null;
+  created_at: Date;
+  completed_at: Date | null;
+}
+
+/** An image sent with a user message. */
+export interface AttachmentsTable {
+  id: string;
+  message_id: string;
+  user_id: string;
+  /** Order within its message (0-based), as sent. */
+  position: number;
+  format: 'png' | 'jpeg' | 'webp';
+  byte_size: number;
+  /** bytea: pg gives a Buffer, PGlite a Uint8Array. */
+  data: Uint8Array;
+  created_at: Date;
+}
+
 /**
  * Every table of the service. Each feature's migration adds its tables here.
  */
@@ -60,6 +197,16 @@ export interface DB {
   account_timezones: AccountTimezonesTable;
   rate_limit_hits: RateLimitHitsTable;
   stream_leases: StreamLeasesTable;
+  conversations: ConversationsTable;
+  messages: MessagesTable;
+  attachments: AttachmentsTable;
+  provider_keys: ProviderKeysTable;
+  market_data_keys: MarketDataKeysTable;
+  wallets: WalletsTable;
+  ledger_entries: LedgerEntriesTable;
+  monthly_usage: MonthlyUsageTable;
+  turn_charges: TurnChargesTable;
+  purchases: PurchasesTable;
 }
 
 export type Db = Kysely<DB>;

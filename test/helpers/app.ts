@@ -65,7 +65,9 @@ export async function buildTestApp(opts: TestAppOptions = {}): Promise<TestApp> 
       done();
     },
   });
+  const embeddedOwner = opts.shareWith && !config.databaseUrl ? opts.shareWith.deps : undefined;
   const deps = await createDeps(config, {
+    ...(embeddedOwner ? { shareEmbeddedWith: embeddedOwner } : {}),
     logger: createLogger(config.logLevel, sink),
     pgliteDir: 'memory://',
     ...(config.databaseUrl ? { dbSchema: schema } : {}),

@@ -1,0 +1,191 @@
+// Key-save overhead beyond the provider probe (DESIGN §6), on PostgreSQL + Redis:
+//   npx node bench/key-save.ts [--saves 2000] [--concurrency 20] [--think-ms 0] [--no-write]
+// The service runs on the main thread, as one instance does in production; the provider fake (which
+// answers at once) and the load generator run on worker threads of their own, so neither borrows the
+// service's event loop. The load generator alternates rounds of bare probes (the service's own probe
+// function, straight to the fake) with rounds of full saves over HTTP at the same concurrency;
+// overhead is the save percentile minus the bare-probe percentile. Writes docs/PERFORMANCE.md.
+import { execFileSync } from 'node:child_process';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { parseArgs } from 'node:util';
+import { setTimeout as delay } from 'node:timers/promises';
+import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
+
+const SAVES_PER_USER = 10; // the rolling-hour limit: each user saves at most this many times
+const ROUNDS = 4;
+const HEADER = [
+  '| date | machine (nproc × CPU) | concurrent users | think ms | saves | save p50 ms | save p99 ms | bare probe p50 ms | bare probe p99 ms | overhead p50 ms | overhead p99 ms |',
+  '|---|---|---|---|---|---|---|---|---|---|---|',
+].join('\n');
+
+interface ClientJob {
+  role: 'client';
+  address: string;
+  fakeUrl: string;
+  apiKey: string;
+  tokens: string[];
+  perRound: number;
+  concurrency: number;
+  thinkMs: number;
+}
+
+if (isMainThread) await main();
+else if ((workerData as { role: string }).role === 'fake') await fakeWorker();
+else await clientWorker(workerData as ClientJob);
+
+async function fakeWorker(): Promise<void> {
+  const { startOpenAiCompatibleFake } = await import('../test/fakes/index.ts');
+  const fake = await startOpenAiCompatibleFake({ flavor: 'openai' });
+  parentPort?.postMessage({ url: fake.url, apiKey: fake.validKey });
+  parentPort?.once('message', () => void fake.close().then(() => process.exit(0)));
+}
+
+async function clientWorker(job: ClientJob): Promise<void> {
+  const { probeProviderKey } = await import('../src/providers/llm/probes.ts');
+  let nextSave = 0;
+  const body = JSON.stringify({ apiKey: job.apiKey });
+  const save = async (): Promise<number> => {
+    const token = job.tokens[Math.floor(nextSave++ / SAVES_PER_USER)];
+    const started = performance.now();
+    const res = await fetch(`${job.address}/api/advisor/provider-keys/openai`, {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body,
+    });
+    await res.arrayBuffer();
+    if (res.status !== 200) throw new Error(`save answered ${res.status}`);
+    return performance.now() - started;
+  };
+  const probe = async (): Promise<number> => {
+    const started = performance.now();
+    const r = await probeProviderKey('openai', job.apiKey, { baseUrl: job.fakeUrl, timeoutMs: 5000 });
+    if (r.outcome !== 'valid') throw new Error(`probe: ${r.outcome}`);
+    return performance.now() - started;
+  };
+  const run = async (n: number, op: () => Promise<number>): Promise<number[]> => {
+    const samples: number[] = [];
+    let left = n;
+    await Promise.all(Array.from({ length: job.concurrency }, async () => {
+      while (left-- > 0) {
+        samples.push(await op());
+        if (job.thinkMs > 0) await delay(job.thinkMs);
+      }
+    }));
+    return samples;
+  };
+  await run(2 * job.concurrency, probe);
+  await run(2 * job.concurrency, save);
+  const probes: number[] = [];
+  const saves: number[] = [];
+  for (let r = 0; r < ROUNDS; r++) {
+    probes.push(...(await run(job.perRound, probe)));
+    saves.push(...(await run(job.perRound, save)));
+  }
+  parentPort?.postMessage({ probes, saves });
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      saves: { type: 'string', default: '2000' },
+      concurrency: { type: 'string', default: '20' },
+      'think-ms': { type: 'string', default: '0' },
+      'no-write': { type: 'boolean', default: false },
+    },
+  });
+  const concurrency = Number(values.concurrency);
+  const thinkMs = Number(values['think-ms']);
+  const perRound = Math.ceil(Number(values.saves) / ROUNDS);
+  process.env.DATABASE_URL ??= 'postgres://postgres@127.0.0.1:5432/test';
+  process.env.REDIS_URL ??= 'redis://127.0.0.1:6379';
+  // Imported after the env is set: the helper reads the stores once.
+  const { buildTestApp } = await import('../test/helpers/app.ts');
+
+  const fakeThread = new Worker(new URL(import.meta.url), { workerData: { role: 'fake' } });
+  const fake = await new Promise<{ url: string; apiKey: string }>((resolve) => fakeThread.once('message', resolve));
+  const t = await buildTestApp({ env: { OPENAI_BASE_URL: fake.url } });
+  try {
+    const address = await t.app.listen({ port: 0, host: '127.0.0.1' });
+    const users = Math.ceil((perRound * ROUNDS + 2 * concurrency) / SAVES_PER_USER) + 1;
+    const tokens = await Promise.all(Array.from({ length: users }, (_, i) => t.token(`bench-${i}`)));
+    // Users are written on first sight; do that before measuring, as in steady state.
+    await Promise.all(tokens.map((tk) => fetch(`${address}/api/advisor/provider-keys`, { headers: { authorization: `Bearer ${tk}` } })));
+    const job: ClientJob = { role: 'client', address, fakeUrl: fake.url, apiKey: fake.apiKey, tokens, perRound, concurrency, thinkMs };
+    const client = new Worker(new URL(import.meta.url), { workerData: job });
+    const { probes, saves } = await new Promise<{ probes: number[]; saves: number[] }>((resolve, reject) => {
+      client.once('message', resolve);
+      client.once('error', reject);
+    });
+    report(concurrency, thinkMs, probes, saves, values['no-write'] !== true);
+  } finally {
+    await t.close();
+    fakeThread.postMessage('close');
+  }
+}
+
+function report(concurrency: number, thinkMs: number, probes: number[], saves: number[], write: boolean): void {
+  const pct = (xs: number[], p: number): number => {
+    const s = [...xs].sort((a, b) => a - b);
+    return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)] ?? NaN;
+  };
+  const f = (ms: number) => ms.toFixed(2);
+  const [s50, s99, p50, p99] = [pct(saves, 50), pct(saves, 99), pct(probes, 50), pct(probes, 99)];
+  const date = new Date().toISOString().slice(0, 10);
+  const line = `| ${date} | ${nproc()} × ${cpuModel()} | ${concurrency} | ${thinkMs} | ${saves.length} | ${f(s50)} | ${f(s99)} | ${f(p50)} | ${f(p99)} | **${f(s50 - p50)}** | ${f(s99 - p99)} |`;
+  process.stdout.write(`${HEADER}\n${line}\n`);
+  if (write) writeSection(line);
+}
+
+function cpuModel(): string {
+  try {
+    const m = /^model name\s*:\s*(.+)$/m.exec(readFileSync('/proc/cpuinfo', 'utf8'));
+    if (m?.[1]) return m[1].trim();
+  } catch {
+    // not Linux
+  }
+  return os.cpus()[0]?.model ?? 'unknown CPU';
+}
+
+function nproc(): string {
+  try {
+    return execFileSync('nproc', { encoding: 'utf8' }).trim();
+  } catch {
+    return String(os.availableParallelism());
+  }
+}
+
+/** Adds the row under "## Key saves", creating the section (or the file) when absent; other sections are left alone. */
+function writeSection(line: string): void {
+  const file = path.join(import.meta.dirname, '..', 'docs', 'PERFORMANCE.md');
+  const current = existsSync(file) ? readFileSync(file, 'utf8') : '# Performance\n';
+  const start = current.indexOf('## Key saves');
+  if (start >= 0) {
+    // Append the row to the section's table (its last table line).
+    const end = current.indexOf('\n## ', start + 1);
+    const section = current.slice(start, end < 0 ? current.length : end);
+    const lastRow = section.lastIndexOf('\n|');
+    const rowEnd = section.indexOf('\n', lastRow + 1);
+    const updated = rowEnd < 0 ? `${section}\n${line}` : `${section.slice(0, rowEnd)}\n${line}${section.slice(rowEnd)}`;
+    writeFileSync(file, `${current.slice(0, start)}${updated}${end < 0 ? '' : current.slice(end)}`);
+    return;
+  }
+  const section = [
+    '## Key saves',
+    '',
+    '`npx node bench/key-save.ts [--concurrency 20] [--think-ms 0] [--saves 2000]` on PostgreSQL + Redis (`DATABASE_URL` / `REDIS_URL`,',
+    'default 127.0.0.1). Users save provider keys over HTTP, closed loop (each user at most 10 times, the rolling-hour',
+    'limit), against a loopback fake that answers the probe at once. The service has the main thread; the fake and the',
+    'load generator run on worker threads. Rounds of bare probes (the service\'s probe function, same fake, same',
+    'concurrency) alternate with rounds of saves; overhead = save percentile − bare-probe percentile. It covers HTTP,',
+    'JWT verification, the Redis rate limit, validation, AES-GCM sealing and the PostgreSQL transaction. Goal: overhead',
+    'p50 ≤ 2 ms at 20 concurrent users.',
+    '',
+    HEADER,
+    line,
+    '',
+  ].join('\n');
+  writeFileSync(file, `${current.replace(/\n*$/, '\n\n')}${section}`);
+}

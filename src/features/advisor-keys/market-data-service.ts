@@ -1,0 +1,68 @@
+import type { Deps } from '../../deps.ts';
+import { MARKET_DATA_PROVIDERS, type MarketDataProvider } from '../../config.ts';
+import { AppError } from '../../http/errors.ts';
+import { probeMarketDataKey } from '../../providers/market-data/probes.ts';
+import * as repo from './repo.ts';
+import { hintTail, marketDataSlot, sealedColumns } from './sealing.ts';
+import type { MarketDataKeyStatusDto, SaveMarketDataKeyInput } from './schemas.ts';
+import { probeResultLabel } from './service.ts';
+
+type KeyDeps = Pick<Deps, 'db' | 'clock' | 'vault' | 'config' | 'metrics' | 'logger'>;
+
+const NOT_CONFIGURED: MarketDataKeyStatusDto = {
+  configured: false,
+  keyHintTail: null,
+  verified: false,
+  provider: null,
+  lastVerifiedAt: null,
+  updatedAt: null,
+};
+
+function toStatus(row: repo.MarketDataKeyRow): MarketDataKeyStatusDto {
+  return {
+    configured: true,
+    keyHintTail: row.key_hint_tail,
+    // A key is verified when the probe at its save accepted it (lastVerifiedAt is that moment).
+    verified: row.last_verified_at !== null,
+    provider: MARKET_DATA_PROVIDERS.find((p) => p === row.provider) ?? null,
+    lastVerifiedAt: row.last_verified_at?.toISOString() ?? null,
+    updatedAt: row.updated_at.toISOString(),
+  };
+}
+
+/**
+ * Spec 4.1: the configured provider's probe decides; a refusal (401/403) stores nothing and leaves
+ * an earlier key as it was; a transient failure stores the key unverified.
+ */
+export async function saveMarketDataKey(deps: KeyDeps, userId: string, input: SaveMarketDataKeyInput): Promise<MarketDataKeyStatusDto> {
+  const apiKey = input.apiKey.trim();
+  const provider: MarketDataProvider = deps.config.marketData.provider;
+  const probe = await probeMarketDataKey(provider, apiKey, {
+    baseUrl: deps.config.marketData.baseUrl,
+    timeoutMs: deps.config.marketDataProbeTimeoutMs,
+  });
+  deps.metrics.keyProbes.inc({ provider, result: probeResultLabel(probe) });
+  if (probe.outcome === 'invalid') throw new AppError('MARKET_DATA_KEY_INVALID', `${provider} rejected the key (HTTP ${probe.status})`);
+  if (probe.outcome === 'transient') deps.logger.info({ provider, reason: probe.reason }, 'market-data key stored unverified');
+
+  const now = deps.clock.now();
+  const row = await repo.upsertMarketDataKey(deps.db, {
+    user_id: userId,
+    provider,
+    ...sealedColumns(deps.vault.seal(apiKey, marketDataSlot(userId, provider))),
+    key_hint_tail: hintTail(apiKey),
+    last_verified_at: probe.outcome === 'valid' ? now : null,
+    created_at: now,
+    updated_at: now,
+  });
+  return toStatus(row);
+}
+
+export async function marketDataKeyStatus(deps: Pick<Deps, 'db'>, userId: string): Promise<MarketDataKeyStatusDto> {
+  const row = await repo.findMarketDataKey(deps.db, userId);
+  return row ? toStatus(row) : NOT_CONFIGURED;
+}
+
+export async function deleteMarketDataKey(deps: Pick<Deps, 'db'>, userId: string): Promise<void> {
+  if (!(await repo.deleteMarketDataKey(deps.db, userId))) throw new AppError('MARKET_DATA_KEY_NOT_FOUND', 'no market-data key is saved');
+}

@@ -1,0 +1,153 @@
+import type { Deps } from '../../deps.ts';
+import { PROVIDERS, type Provider } from '../../catalogue.ts';
+import { UNIQUE_VIOLATION, pgErrorCode } from '../../db/create-db.ts';
+import { AppError } from '../../http/errors.ts';
+import { VaultError } from '../../platform/vault.ts';
+import { probeProviderKey, type ProviderProbeResult } from '../../providers/llm/probes.ts';
+import { chooseDefaultModel, modelListed } from './default-model.ts';
+import * as repo from './repo.ts';
+import { hintTail, providerSlot, sealedColumns, sealedOf } from './sealing.ts';
+import type { ProviderKeyListItemDto, SavedProviderKeyDto, SaveProviderKeyInput, UpdateProviderKeyInput } from './schemas.ts';
+
+type KeyDeps = Pick<Deps, 'db' | 'clock' | 'vault' | 'config' | 'metrics' | 'logger'>;
+
+// Far more than the providers a user can save at once (each collision means another save won).
+const SAVE_ATTEMPTS = 10;
+
+export interface UsableProviderKey {
+  readonly provider: Provider;
+  readonly model: string;
+  readonly apiKey: string;
+}
+
+/** The user's active key, decrypted. 409 PROVIDER_KEY_NOT_CONFIGURED when none is active; 409 PROVIDER_KEY_DECRYPTION_FAILED when it cannot be decrypted. */
+export async function activeProviderKey(deps: Deps, userId: string): Promise<UsableProviderKey> {
+  const row = await repo.findActiveProviderKey(deps.db, userId);
+  if (!row) throw new AppError('PROVIDER_KEY_NOT_CONFIGURED', 'no active provider key; save one with PUT /api/advisor/provider-keys/{provider}');
+  return usable(deps, row);
+}
+
+/** The user's key for one provider (for an existing conversation, which keeps its provider); same errors; `model` is the key's defaultModel. */
+export async function providerKeyFor(deps: Deps, userId: string, provider: Provider): Promise<UsableProviderKey> {
+  const row = await repo.findProviderKey(deps.db, userId, provider);
+  if (!row) throw new AppError('PROVIDER_KEY_NOT_CONFIGURED', `no ${provider} key is saved; save one with PUT /api/advisor/provider-keys/${provider}`);
+  return usable(deps, row);
+}
+
+function usable(deps: Pick<Deps, 'vault' | 'logger'>, row: repo.ProviderKeyRow): UsableProviderKey {
+  const provider = asProvider(row.provider);
+  try {
+    return { provider, model: row.default_model, apiKey: deps.vault.open(sealedOf(row), providerSlot(row.user_id, row.provider)) };
+  } catch (err) {
+    if (!(err instanceof VaultError)) throw err;
+    // Which slot failed helps an operator after a keyring change; the cause never carries key material.
+    deps.logger.warn({ userId: row.user_id, provider, keyId: row.key_id }, 'stored provider key failed to decrypt');
+    throw new AppError('PROVIDER_KEY_DECRYPTION_FAILED', `the stored ${provider} key cannot be decrypted; save it again`);
+  }
+}
+
+function asProvider(name: string): Provider {
+  const found = PROVIDERS.find((p) => p === name);
+  // Rows are only written through ProviderSchema-validated routes; anything else is corruption.
+  if (!found) throw new Error(`provider_keys holds an unknown provider "${name}"`);
+  return found;
+}
+
+function toItem(row: repo.ProviderKeyRow): ProviderKeyListItemDto {
+  return {
+    provider: asProvider(row.provider),
+    keyHintTail: row.key_hint_tail,
+    defaultModel: row.default_model,
+    active: row.active,
+    lastVerifiedAt: row.last_verified_at?.toISOString() ?? null,
+    createdAt: row.created_at.toISOString(),
+    updatedAt: row.updated_at.toISOString(),
+  };
+}
+
+export function probeResultLabel(probe: { outcome: string; reason?: string }): string {
+  return probe.outcome === 'transient' && probe.reason ? probe.reason : probe.outcome;
+}
+
+/**
+ * Spec 4.2: probe (no transaction is open across it), refuse a rejected key, pick the default model,
+ * then store the sealed key as the user's one active key.
+ */
+export async function saveProviderKey(
+  deps: KeyDeps,
+  userId: string,
+  provider: Provider,
+  input: SaveProviderKeyInput,
+): Promise<SavedProviderKeyDto> {
+  const apiKey = input.apiKey.trim();
+  const probe: ProviderProbeResult = await probeProviderKey(provider, apiKey, {
+    baseUrl: deps.config.providerBaseUrls[provider],
+    timeoutMs: deps.config.providerProbeTimeoutMs,
+  });
+  deps.metrics.keyProbes.inc({ provider, result: probeResultLabel(probe) });
+  if (probe.outcome === 'invalid') throw new AppError('PROVIDER_KEY_INVALID', `${provider} rejected the key (HTTP ${probe.status})`);
+  if (probe.outcome === 'transient') deps.logger.info({ provider, reason: probe.reason }, 'provider key stored unverified');
+
+  const models = probe.outcome === 'valid' ? probe.models : undefined;
+  if (input.defaultModel !== undefined && models !== undefined && !modelListed(models, input.defaultModel)) {
+    const message = `${provider} does not list this model for the key`;
+    throw new AppError('VALIDATION_ERROR', `/defaultModel: ${message}`, { details: [{ path: '/defaultModel', message }] });
+  }
+  const defaultModel = input.defaultModel ?? chooseDefaultModel(deps.config.catalogue, provider, models);
+
+  const sealed = sealedColumns(deps.vault.seal(apiKey, providerSlot(userId, provider)));
+  const now = deps.clock.now();
+  const stored: repo.ProviderKeyRow = {
+    user_id: userId,
+    provider,
+    ...sealed,
+    key_hint_tail: hintTail(apiKey),
+    default_model: defaultModel,
+    active: true,
+    last_verified_at: probe.outcome === 'valid' ? now : null,
+    created_at: now,
+    updated_at: now,
+  };
+  // DESIGN §6: saving makes this the active key. Only a concurrent save for the same user can
+  // collide (on the partial unique index); each retry sees the winner and deactivates it.
+  let row: repo.ProviderKeyRow | undefined;
+  for (let attempt = 1; row === undefined; attempt++) {
+    try {
+      row = await repo.saveActiveProviderKey(deps.db, stored);
+    } catch (err) {
+      if (pgErrorCode(err) !== UNIQUE_VIOLATION || attempt >= SAVE_ATTEMPTS) throw err;
+    }
+  }
+  return { ...toItem(row), verified: probe.outcome === 'valid' };
+}
+
+export async function listProviderKeys(deps: Pick<Deps, 'db'>, userId: string): Promise<ProviderKeyListItemDto[]> {
+  return (await repo.listProviderKeys(deps.db, userId)).map(toItem);
+}
+
+/** DESIGN §6: `active: true` moves the active flag here; `active: false` leaves the user with none. */
+export async function updateProviderKey(
+  deps: Pick<Deps, 'db' | 'clock'>,
+  userId: string,
+  provider: Provider,
+  input: UpdateProviderKeyInput,
+): Promise<ProviderKeyListItemDto> {
+  const now = deps.clock.now();
+  const row = await deps.db.transaction().execute(async (trx) => {
+    await repo.lockUserKeys(trx, userId);
+    const current = await repo.findProviderKey(trx, userId, provider);
+    if (!current) throw new AppError('PROVIDER_KEY_NOT_FOUND', `no ${provider} key is saved`);
+    const patch = {
+      ...(input.defaultModel !== undefined && input.defaultModel !== current.default_model ? { default_model: input.defaultModel } : {}),
+      ...(input.active !== undefined && input.active !== current.active ? { active: input.active } : {}),
+    };
+    if (Object.keys(patch).length === 0) return current;
+    if (patch.active === true) await repo.deactivateOthers(trx, userId, provider, now);
+    return (await repo.updateProviderKey(trx, userId, provider, { ...patch, updated_at: now })) ?? current;
+  });
+  return toItem(row);
+}
+
+export async function deleteProviderKey(deps: Pick<Deps, 'db'>, userId: string, provider: Provider): Promise<void> {
+  if (!(await repo.deleteProviderKey(deps.db, userId, provider))) throw new AppError('PROVIDER_KEY_NOT_FOUND', `no ${provider} key is saved`);
+}

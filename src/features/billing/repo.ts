@@ -1,0 +1,168 @@
+import { sql, type Insertable, type Selectable } from 'kysely';
+import type { Db, LedgerEntriesTable, PurchasesTable, TurnChargesTable, Trx } from '../../db/types.ts';
+
+export type LedgerRow = Selectable<LedgerEntriesTable>;
+export type TurnChargeRow = Selectable<TurnChargesTable>;
+export type PurchaseRow = Selectable<PurchasesTable>;
+export type NewLedgerEntry = Omit<Insertable<LedgerEntriesTable>, 'seq'>;
+
+/**
+ * Creates the wallet if needed and locks its row for the rest of the transaction. Every money write
+ * takes this lock first (then the month's usage, then the turn), so concurrent writers of one user
+ * queue here and never deadlock.
+ */
+export async function lockWallet(trx: Trx, userId: string): Promise<number> {
+  const row = await trx
+    .insertInto('wallets')
+    .values({ user_id: userId, balance: 0 })
+    .onConflict((oc) => oc.column('user_id').doUpdateSet({ balance: sql<number>`wallets.balance` }))
+    .returning('balance')
+    .executeTakeFirstOrThrow();
+  return row.balance;
+}
+
+export async function addToBalance(trx: Trx, userId: string, delta: number, now: Date): Promise<void> {
+  await trx
+    .updateTable('wallets')
+    .set({ balance: sql<number>`balance + ${delta}`, updated_at: now })
+    .where('user_id', '=', userId)
+    .executeTakeFirstOrThrow();
+}
+
+/** Inserts the entry unless its reference exists; true when it was inserted. */
+export async function insertLedgerEntry(trx: Trx, entry: NewLedgerEntry): Promise<boolean> {
+  const row = await trx
+    .insertInto('ledger_entries')
+    .values(entry)
+    .onConflict((oc) => oc.column('reference').doNothing())
+    .returning('seq')
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
+/** Creates the month's usage row if needed and locks it. */
+export async function lockUsage(trx: Trx, userId: string, month: string): Promise<{ allowanceTurns: number; images: number }> {
+  const row = await trx
+    .insertInto('monthly_usage')
+    .values({ user_id: userId, month })
+    .onConflict((oc) => oc.columns(['user_id', 'month']).doUpdateSet({ images: sql<number>`monthly_usage.images` }))
+    .returning(['allowance_turns', 'images'])
+    .executeTakeFirstOrThrow();
+  return { allowanceTurns: row.allowance_turns, images: row.images };
+}
+
+export async function addUsage(trx: Trx, userId: string, month: string, turns: number, images: number): Promise<void> {
+  await trx
+    .updateTable('monthly_usage')
+    .set({ allowance_turns: sql<number>`allowance_turns + ${turns}`, images: sql<number>`images + ${images}` })
+    .where('user_id', '=', userId)
+    .where('month', '=', month)
+    .executeTakeFirstOrThrow();
+}
+
+export async function readUsage(db: Db, userId: string, month: string): Promise<{ allowanceTurns: number; images: number }> {
+  const row = await db
+    .selectFrom('monthly_usage')
+    .select(['allowance_turns', 'images'])
+    .where('user_id', '=', userId)
+    .where('month', '=', month)
+    .executeTakeFirst();
+  return { allowanceTurns: row?.allowance_turns ?? 0, images: row?.images ?? 0 };
+}
+
+export async function readBalance(db: Db | Trx, userId: string): Promise<number> {
+  const row = await db.selectFrom('wallets').select('balance').where('user_id', '=', userId).executeTakeFirst();
+  return row?.balance ?? 0;
+}
+
+export async function ledgerSum(db: Db | Trx, userId: string): Promise<number> {
+  const row = await db
+    .selectFrom('ledger_entries')
+    .select(sql<string | number | null>`sum(amount)`.as('total'))
+    .where('user_id', '=', userId)
+    .executeTakeFirstOrThrow();
+  return Number(row.total ?? 0);
+}
+
+/** Sum of the entries whose reference starts with `prefix` (e.g. every refund of one charge). */
+export async function sumByReferencePrefix(trx: Trx, userId: string, prefix: string): Promise<number> {
+  const row = await trx
+    .selectFrom('ledger_entries')
+    .select(sql<string | number | null>`sum(amount)`.as('total'))
+    .where('user_id', '=', userId)
+    .where(sql<boolean>`starts_with(reference, ${prefix})`)
+    .executeTakeFirstOrThrow();
+  return Number(row.total ?? 0);
+}
+
+/** Newest first; `beforeSeq` continues a page. */
+export function listLedger(db: Db, userId: string, beforeSeq: number | undefined, limit: number): Promise<LedgerRow[]> {
+  let q = db.selectFrom('ledger_entries').selectAll().where('user_id', '=', userId);
+  if (beforeSeq !== undefined) q = q.where('seq', '<', beforeSeq);
+  return q.orderBy('seq', 'desc').limit(limit).execute();
+}
+
+export async function insertTurnCharge(trx: Trx, row: TurnChargeRow): Promise<void> {
+  await trx.insertInto('turn_charges').values(row).execute();
+}
+
+export function findTurnCharge(db: Db | Trx, turnId: string): Promise<TurnChargeRow | undefined> {
+  return db.selectFrom('turn_charges').selectAll().where('turn_id', '=', turnId).executeTakeFirst();
+}
+
+export function lockTurnCharge(trx: Trx, turnId: string): Promise<TurnChargeRow | undefined> {
+  return trx.selectFrom('turn_charges').selectAll().where('turn_id', '=', turnId).forUpdate().executeTakeFirst();
+}
+
+/** Moves a reserved turn to its final status; undefined when it was not reserved any more. */
+export function finishTurnCharge(
+  db: Db | Trx,
+  turnId: string,
+  status: 'charged' | 'returned',
+  now: Date,
+): Promise<TurnChargeRow | undefined> {
+  return db
+    .updateTable('turn_charges')
+    .set({ status, settled_at: now })
+    .where('turn_id', '=', turnId)
+    .where('status', '=', 'reserved')
+    .returningAll()
+    .executeTakeFirst();
+}
+
+export async function staleReservations(db: Db, before: Date, limit: number): Promise<string[]> {
+  const rows = await db
+    .selectFrom('turn_charges')
+    .select('turn_id')
+    .where('status', '=', 'reserved')
+    .where('created_at', '<', before)
+    .orderBy('created_at')
+    .limit(limit)
+    .execute();
+  return rows.map((r) => r.turn_id);
+}
+
+export async function insertPurchase(db: Db, row: PurchaseRow): Promise<void> {
+  await db.insertInto('purchases').values(row).execute();
+}
+
+export function findPurchaseBySession(db: Db | Trx, sessionId: string): Promise<PurchaseRow | undefined> {
+  return db.selectFrom('purchases').selectAll().where('session_id', '=', sessionId).executeTakeFirst();
+}
+
+export function findPurchaseById(db: Db | Trx, id: string): Promise<PurchaseRow | undefined> {
+  return db.selectFrom('purchases').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
+export function findPurchaseByPaymentIntent(db: Db | Trx, paymentIntent: string): Promise<PurchaseRow | undefined> {
+  return db.selectFrom('purchases').selectAll().where('payment_intent', '=', paymentIntent).executeTakeFirst();
+}
+
+export async function markPurchasePaid(trx: Trx, sessionId: string, paymentIntent: string | null, now: Date): Promise<void> {
+  await trx
+    .updateTable('purchases')
+    .set((eb) => ({ status: 'paid', paid_at: now, payment_intent: eb.fn.coalesce('payment_intent', sql<string | null>`${paymentIntent}`) }))
+    .where('session_id', '=', sessionId)
+    .where('status', '=', 'pending')
+    .execute();
+}

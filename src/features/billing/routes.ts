@@ -1,0 +1,115 @@
+import type { FastifyInstance } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { Deps } from '../../deps.ts';
+import { AppError } from '../../http/errors.ts';
+import { enforceRateLimit } from '../../http/rate-limit.ts';
+import { responses } from '../../http/schemas.ts';
+import { createStripePayments, verifyStripeEvent, WebhookSignatureError, type PaymentEvent } from '../../providers/payments/stripe.ts';
+import { CHECKOUT_RULE, startCheckout } from './checkout-service.ts';
+import { CheckoutBody, CheckoutResult, LedgerPage, LedgerQuery, PackList, Wallet, WebhookAck } from './schemas.ts';
+import { ledgerPage, listPacks, wallet } from './wallet-service.ts';
+import { applyStripeEvent } from './webhook-service.ts';
+
+const WEBHOOK_BODY_LIMIT = 1024 * 1024;
+
+export async function billingRoutes(parent: FastifyInstance, { deps }: { deps: Deps }): Promise<void> {
+  const app = parent.withTypeProvider<TypeBoxTypeProvider>();
+  const tags = ['billing'];
+  const payments = createStripePayments(deps.config.stripe);
+
+  app.get('/billing/packs', { schema: { tags, summary: 'Credit packs on sale', response: responses({ 200: PackList }) } }, async () => ({
+    items: await listPacks(deps),
+  }));
+
+  app.get(
+    '/billing/wallet',
+    {
+      schema: {
+        tags,
+        summary: 'Credits, tier, and this month’s allowance and image quota',
+        response: responses({ 200: Wallet }),
+      },
+    },
+    async (req) => wallet(deps, req.user.id),
+  );
+
+  app.get(
+    '/billing/ledger',
+    {
+      schema: {
+        tags,
+        summary: 'Ledger entries, newest first',
+        description: 'Cursor-paginated; `cursor` is the previous page’s `nextCursor`; `limit` 1–100 (default 25).',
+        querystring: LedgerQuery,
+        response: responses({ 200: LedgerPage }),
+      },
+    },
+    async (req) => ledgerPage(deps, req.user.id, req.query.cursor, req.query.limit ?? 25),
+  );
+
+  app.post(
+    '/billing/checkout',
+    {
+      // Route-level, after authentication and before the body is validated: every attempt counts (DESIGN §4).
+      onRequest: async (req, reply) => enforceRateLimit(deps.limiter, CHECKOUT_RULE, req.user.id, reply),
+      schema: {
+        tags,
+        summary: 'Start a hosted checkout for a credit pack (spec 4.6)',
+        description:
+          'Missing or empty packId → 400 VALIDATION_ERROR; a packId that is not configured → 400 UNKNOWN_PACK; ' +
+          'payments unconfigured → 402 BILLING_NOT_AVAILABLE; 10 per rolling 60 s → 429 RATE_LIMITED. ' +
+          'Credits are granted by the payment webhook, never by this call.',
+        body: CheckoutBody,
+        response: responses({ 200: CheckoutResult }),
+      },
+    },
+    async (req) => startCheckout(deps, payments, req.user.id, req.body.packId),
+  );
+
+  await app.register(stripeWebhookRoutes, { deps });
+}
+
+/** Its own encapsulated scope: here, and only here, bodies stay raw bytes for the signature check. */
+async function stripeWebhookRoutes(parent: FastifyInstance, { deps }: { deps: Deps }): Promise<void> {
+  const app = parent.withTypeProvider<TypeBoxTypeProvider>();
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: WEBHOOK_BODY_LIMIT }, (_req, body, done) => done(null, body));
+
+  app.post(
+    '/billing/webhooks/stripe',
+    {
+      config: { public: true },
+      bodyLimit: WEBHOOK_BODY_LIMIT,
+      schema: {
+        tags: ['billing'],
+        summary: 'Stripe webhook (no bearer token; Stripe-Signature over the raw body)',
+        description:
+          'Grants credits once per checkout session (checkout.session.completed with payment_status paid, or ' +
+          'checkout.session.async_payment_succeeded); charge.refunded takes back the refunded share. ' +
+          'Bad or stale (> 300 s) signature → 400 INVALID_SIGNATURE. Other event types → 200, ignored.',
+        security: [],
+        response: responses({ 200: WebhookAck }),
+      },
+    },
+    async (req) => {
+      const secret = deps.config.stripe.webhookSecret;
+      if (secret === undefined) {
+        req.log.error('a Stripe webhook arrived but STRIPE_WEBHOOK_SECRET is not set');
+        throw new AppError('BILLING_NOT_AVAILABLE', 'payments are not configured on this service');
+      }
+      const raw = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
+      const header = req.headers['stripe-signature'];
+      let event: PaymentEvent;
+      try {
+        event = verifyStripeEvent(raw, typeof header === 'string' ? header : undefined, secret, deps.clock.now().getTime());
+      } catch (err) {
+        if (!(err instanceof WebhookSignatureError)) throw err;
+        req.log.warn({ reason: err.message }, 'stripe webhook refused');
+        throw new AppError('INVALID_SIGNATURE', 'the Stripe-Signature header does not verify this body');
+      }
+      const outcome = await applyStripeEvent(deps, event);
+      req.log.info({ eventId: event.id, type: event.type, outcome }, 'stripe event processed');
+      return { received: true };
+    },
+  );
+}

@@ -1,0 +1,302 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { sql } from 'kysely';
+import { createDb } from '../../db/create-db.ts';
+import { AppError } from '../../http/errors.ts';
+import { buildTestApp, STORES, type TestApp } from '../../../test/helpers/app.ts';
+import { ManualClock } from '../../../test/helpers/manual-clock.ts';
+import { createTurnBilling, sweepStaleReservations, type TurnBilling, type TurnCharge } from './turn-billing.ts';
+import { assertLedgerInvariant, ensureTestUser, giveCredits, ledgerCount, turnStatus, writeTestCatalogue } from './testing.ts';
+
+type Wallet = { credits: number; tier: string; allowance: { used: number; remaining: number }; images: { used: number; remaining: number; resetsAt: string } };
+
+describe('turn billing (DESIGN §8)', () => {
+  let t: TestApp;
+  const clock = new ManualClock(new Date('2030-01-15T12:00:00Z'));
+  const env = { CONFIG_FILE: writeTestCatalogue() };
+  before(async () => {
+    t = await buildTestApp({ clock, env });
+  });
+  after(async () => t.close());
+
+  async function user(credits = 0, tier?: string): Promise<string> {
+    const id = `u-${randomUUID()}`;
+    await ensureTestUser(t, id, tier);
+    if (credits !== 0) await giveCredits(t, id, credits);
+    return id;
+  }
+  const reserve = (userId: string, model: string, images = 0, billing: TurnBilling = t.deps.billing) =>
+    billing.reserve({ turnId: randomUUID(), userId, provider: 'openai', model, images });
+  async function refused(work: Promise<unknown>, code: string, status: number): Promise<AppError> {
+    const err = await work.then(
+      () => assert.fail(`expected ${code}`),
+      (e: unknown) => e,
+    );
+    assert.ok(err instanceof AppError, String(err));
+    assert.equal(err.code, code);
+    assert.equal(err.status, status);
+    return err;
+  }
+  async function walletOf(userId: string): Promise<Wallet> {
+    return (await t.call('GET', '/api/billing/wallet', { user: userId })).json<Wallet>();
+  }
+
+  describe('refusals, each by its exact condition', () => {
+    test('MODEL_NOT_AVAILABLE (402): a model not in the catalogue; nothing is written', async () => {
+      const u = await user(100);
+      await refused(reserve(u, 'mystery-model'), 'MODEL_NOT_AVAILABLE', 402);
+      assert.equal(await ledgerCount(t, u), 1);
+      assert.equal((await walletOf(u)).allowance.used, 0);
+      assert.equal(await assertLedgerInvariant(t, u), 100);
+    });
+
+    test('ALLOWANCE_EXHAUSTED (402): allowance model, allowance used up and not enough credits', async () => {
+      const u = await user();
+      await reserve(u, 'cheap-1');
+      await reserve(u, 'cheap-1');
+      await refused(reserve(u, 'cheap-1'), 'ALLOWANCE_EXHAUSTED', 402);
+      assert.equal((await walletOf(u)).allowance.used, 2);
+      await assertLedgerInvariant(t, u);
+    });
+
+    test('INSUFFICIENT_CREDITS_ALLOWANCE_AVAILABLE (402): credit model, not enough credits, allowance turns remain', async () => {
+      const u = await user(4);
+      await refused(reserve(u, 'big-1'), 'INSUFFICIENT_CREDITS_ALLOWANCE_AVAILABLE', 402);
+      assert.equal(await assertLedgerInvariant(t, u), 4);
+    });
+
+    test('INSUFFICIENT_CREDITS (402): credit model, not enough credits, no allowance turn left', async () => {
+      const u = await user(4);
+      await reserve(u, 'cheap-1');
+      await reserve(u, 'cheap-1');
+      await refused(reserve(u, 'big-1'), 'INSUFFICIENT_CREDITS', 402);
+      assert.equal(await assertLedgerInvariant(t, u), 4);
+    });
+
+    test('BILLING_NOT_AVAILABLE (402): the billing store is unreachable → refused (fail closed) and logged', async () => {
+      const u = await user(100);
+      const dead = await createDb({ pgliteDir: 'memory://' });
+      await dead.close();
+      const billing = createTurnBilling({ ...t.deps, db: dead.db });
+      await refused(reserve(u, 'cheap-1', 0, billing), 'BILLING_NOT_AVAILABLE', 402);
+      await refused(reserve(u, 'big-1', 0, billing), 'BILLING_NOT_AVAILABLE', 402);
+      assert.ok(t.logs.some((l) => l.includes('billing store unavailable')));
+      assert.equal(await assertLedgerInvariant(t, u), 100);
+    });
+
+    test('a refused turn charges nothing, consumes no allowance and no image quota', async () => {
+      const u = await user(3);
+      await reserve(u, 'cheap-1', 1);
+      await reserve(u, 'cheap-1', 1);
+      await refused(reserve(u, 'big-1', 1), 'INSUFFICIENT_CREDITS', 402);
+      const w = await walletOf(u);
+      assert.deepEqual([w.credits, w.allowance.used, w.images.used], [3, 2, 2]);
+      await assertLedgerInvariant(t, u);
+    });
+  });
+
+  describe('decision', () => {
+    test('allowance model: allowance turns first, then credits (creditsPerTurn), and the start frame data says which', async () => {
+      const u = await user(10);
+      const first = await reserve(u, 'cheap-1');
+      const second = await reserve(u, 'cheap-mini');
+      const third = await reserve(u, 'cheap-1');
+      assert.deepEqual([first.source, first.credits, second.source, third.source, third.credits], ['allowance', 0, 'allowance', 'credits', 1]);
+      const w = await walletOf(u);
+      assert.deepEqual([w.credits, w.allowance.used, w.allowance.remaining], [9, 2, 0]);
+      assert.equal(await assertLedgerInvariant(t, u), 9);
+    });
+
+    test('credit model: charged creditsPerTurn even while allowance turns remain', async () => {
+      const u = await user(12);
+      const c = await reserve(u, 'big-1');
+      assert.deepEqual([c.source, c.credits], ['credits', 5]);
+      assert.equal((await walletOf(u)).allowance.used, 0);
+      assert.equal(await assertLedgerInvariant(t, u), 7);
+    });
+
+    test('a zero-cost model is free: no ledger entry, no allowance used', async () => {
+      const u = await user();
+      const c = await reserve(u, 'gratis-1');
+      assert.deepEqual([c.source, c.credits], ['free', 0]);
+      assert.equal(await ledgerCount(t, u), 0);
+      assert.equal((await walletOf(u)).allowance.used, 0);
+    });
+
+    test('the tier decides the allowance: pro gets 5 turns a month', async () => {
+      const u = await user(0, 'pro');
+      for (let i = 0; i < 5; i++) assert.equal((await reserve(u, 'cheap-1')).source, 'allowance');
+      await refused(reserve(u, 'cheap-1'), 'ALLOWANCE_EXHAUSTED', 402);
+    });
+
+    test('calendar month (UTC): the allowance resets on the 1st at 00:00 UTC', async () => {
+      const u = await user();
+      clock.set(new Date('2030-01-31T23:59:59Z'));
+      await reserve(u, 'cheap-1');
+      await reserve(u, 'cheap-1');
+      await refused(reserve(u, 'cheap-1'), 'ALLOWANCE_EXHAUSTED', 402);
+      assert.equal((await walletOf(u)).allowance.remaining, 0);
+      clock.set(new Date('2030-02-01T00:00:00Z'));
+      const w = await walletOf(u);
+      assert.deepEqual([w.allowance.used, w.images.resetsAt], [0, '2030-03-01T00:00:00.000Z']);
+      assert.equal((await reserve(u, 'cheap-1')).source, 'allowance');
+      clock.set(new Date('2030-01-15T12:00:00Z'));
+    });
+  });
+
+  describe('image quota', () => {
+    test('TIER_LIMIT_IMAGES (429) when the turn’s images would exceed the monthly quota; text-only turns unaffected', async () => {
+      const u = await user(100);
+      await reserve(u, 'cheap-1', 2);
+      const err = await refused(reserve(u, 'big-1', 2), 'TIER_LIMIT_IMAGES', 429);
+      assert.equal(err.headers['Retry-After'], String(16 * 86400 + 12 * 3600));
+      assert.match(err.headers['RateLimit-Policy'] ?? '', /^"monthly-images";q=3;w=\d+$/);
+      assert.equal(err.headers['RateLimit'], `"monthly-images";r=1;t=${16 * 86400 + 12 * 3600}`);
+      assert.equal((await reserve(u, 'big-1', 0)).source, 'credits');
+      assert.equal((await reserve(u, 'big-1', 1)).images, 1);
+      await refused(reserve(u, 'big-1', 1), 'TIER_LIMIT_IMAGES', 429);
+      const w = await walletOf(u);
+      assert.deepEqual([w.images.used, w.images.remaining, w.credits], [3, 0, 90]);
+      await assertLedgerInvariant(t, u);
+    });
+  });
+
+  describe('settlement', () => {
+    test('DESIGN §7: no delta produced → credits, allowance turn and images are returned, exactly once', async () => {
+      const u = await user(20);
+      const paid = await reserve(u, 'big-1', 1);
+      const free = await reserve(u, 'cheap-1', 2);
+      assert.equal((await walletOf(u)).credits, 15);
+      await Promise.all(Array.from({ length: 10 }, () => t.deps.billing.settle(paid, false)));
+      await t.deps.billing.settle(free, false);
+      await t.deps.billing.settle(free, true);
+      const w = await walletOf(u);
+      assert.deepEqual([w.credits, w.allowance.used, w.images.used], [20, 0, 0]);
+      assert.deepEqual([await turnStatus(t, paid.turnId), await turnStatus(t, free.turnId)], ['returned', 'returned']);
+      const refs = (await t.call('GET', '/api/billing/ledger', { user: u })).json<{ items: { reference: string; amount: number }[] }>().items;
+      assert.deepEqual(refs.slice(0, 2).map((i) => [i.reference, i.amount]), [[`turn-return:${paid.turnId}`, 5], [`turn:${paid.turnId}`, -5]]);
+      assert.equal(await assertLedgerInvariant(t, u), 20);
+    });
+
+    test('produced → charged; a later settlement changes nothing', async () => {
+      const u = await user(10);
+      const c = await reserve(u, 'big-1');
+      await t.deps.billing.settle(c, true);
+      await t.deps.billing.settle(c, false);
+      assert.equal(await turnStatus(t, c.turnId), 'charged');
+      assert.equal(await assertLedgerInvariant(t, u), 5);
+    });
+
+    test('a turn returned after the month changed gives its allowance back to the month it was counted in', async () => {
+      const u = await user();
+      clock.set(new Date('2030-04-30T23:59:00Z'));
+      const c = await reserve(u, 'cheap-1', 1);
+      clock.set(new Date('2030-05-01T00:01:00Z'));
+      await reserve(u, 'cheap-1');
+      await t.deps.billing.settle(c, false);
+      const w = await walletOf(u);
+      assert.deepEqual([w.allowance.used, w.images.used], [1, 0]);
+      const april = await t.deps.db.selectFrom('monthly_usage').selectAll().where('user_id', '=', u).where('month', '=', '2030-04').executeTakeFirstOrThrow();
+      assert.deepEqual([april.allowance_turns, april.images], [0, 0]);
+      clock.set(new Date('2030-01-15T12:00:00Z'));
+    });
+
+    test('sweepStaleReservations settles as not produced only reservations older than the age', async () => {
+      const u = await user(10);
+      const old = await reserve(u, 'big-1');
+      clock.advance(3 * 60_000);
+      const fresh = await reserve(u, 'big-1');
+      await sweepStaleReservations(t.deps, 2 * 60_000);
+      assert.deepEqual([await turnStatus(t, old.turnId), await turnStatus(t, fresh.turnId)], ['returned', 'reserved']);
+      assert.equal(await assertLedgerInvariant(t, u), 5);
+      await t.deps.billing.settle(old, true);
+      assert.equal(await turnStatus(t, old.turnId), 'returned');
+      await t.deps.billing.settle(fresh, true);
+      assert.equal(await assertLedgerInvariant(t, u), 5);
+      clock.set(new Date('2030-01-15T12:00:00Z'));
+    });
+
+    test('a negative balance blocks spending until it is positive again', async () => {
+      const u = await user(3);
+      await t.deps.db.transaction().execute(async (trx) => {
+        await sql`update wallets set balance = balance - 8 where user_id = ${u}`.execute(trx);
+        await sql`insert into ledger_entries (id, user_id, amount, kind, reference, created_at) values (${randomUUID()}, ${u}, -8, 'refund', ${`refund:test:${u}`}, now())`.execute(trx);
+      });
+      assert.equal(await assertLedgerInvariant(t, u), -5);
+      await reserve(u, 'cheap-1');
+      await reserve(u, 'cheap-1');
+      await refused(reserve(u, 'cheap-1'), 'ALLOWANCE_EXHAUSTED', 402);
+      await refused(reserve(u, 'big-1'), 'INSUFFICIENT_CREDITS', 402);
+      await giveCredits(t, u, 10);
+      assert.equal((await reserve(u, 'big-1')).source, 'credits');
+      assert.equal(await assertLedgerInvariant(t, u), 0);
+    });
+  });
+
+  describe('ledger', () => {
+    test('DESIGN §8: the ledger is append-only in the database: update, delete and truncate are refused', async () => {
+      const u = await user(7);
+      for (const q of [
+        sql`update ledger_entries set amount = 700 where user_id = ${u}`,
+        sql`delete from ledger_entries where user_id = ${u}`,
+        sql`truncate ledger_entries`,
+      ]) {
+        await assert.rejects(q.execute(t.deps.db), /append-only/);
+      }
+      assert.equal(await assertLedgerInvariant(t, u), 7);
+    });
+  });
+
+  describe('concurrency', () => {
+    async function secondInstance(): Promise<{ billing: TurnBilling; close(): Promise<void> }> {
+      if (STORES.databaseUrl) {
+        const t2 = await buildTestApp({ shareWith: t, clock, env });
+        return { billing: t2.deps.billing, close: () => t2.close() };
+      }
+      // Embedded PGlite lives in one process (shareWith cannot reach it); a second billing over it
+      // keeps no state of its own, which is what a second instance would be.
+      return { billing: createTurnBilling(t.deps), close: async () => {} };
+    }
+
+    for (const k of [0, 1, 7]) {
+      test(`DESIGN §8: 500 concurrent reserves across two instances against a balance for ${k} turns → exactly ${k} charged, never overdrawn`, async () => {
+        const second = await secondInstance();
+        try {
+          const u = await user(0);
+          await reserve(u, 'cheap-1');
+          await reserve(u, 'cheap-1');
+          if (k > 0) await giveCredits(t, u, 5 * k);
+          const results = await Promise.allSettled(
+            Array.from({ length: 500 }, (_, i) => reserve(u, 'big-1', 0, i % 2 === 0 ? t.deps.billing : second.billing)),
+          );
+          const ok = results.filter((r): r is PromiseFulfilledResult<TurnCharge> => r.status === 'fulfilled');
+          const codes = new Set(results.flatMap((r) => (r.status === 'rejected' ? [(r.reason as AppError).code] : [])));
+          assert.equal(ok.length, k);
+          assert.deepEqual([...codes], ['INSUFFICIENT_CREDITS']);
+          assert.equal(await assertLedgerInvariant(t, u), 0);
+          const charged = await t.deps.db.selectFrom('turn_charges').select('turn_id').where('user_id', '=', u).where('source', '=', 'credits').execute();
+          assert.equal(charged.length, k);
+          await Promise.all(ok.map((r, i) => (i % 2 === 0 ? t.deps.billing : second.billing).settle(r.value, false)));
+          assert.equal(await assertLedgerInvariant(t, u), 5 * k);
+        } finally {
+          await second.close();
+        }
+      });
+    }
+
+    test('concurrent allowance reserves never exceed the monthly allowance', async () => {
+      const second = await secondInstance();
+      try {
+        const u = await user(0, 'pro');
+        const results = await Promise.allSettled(
+          Array.from({ length: 100 }, (_, i) => reserve(u, 'cheap-1', 0, i % 2 === 0 ? t.deps.billing : second.billing)),
+        );
+        assert.equal(results.filter((r) => r.status === 'fulfilled').length, 5);
+        assert.equal((await walletOf(u)).allowance.used, 5);
+      } finally {
+        await second.close();
+      }
+    });
+  });
+});

@@ -1,0 +1,84 @@
+import type { Deps } from '../../deps.ts';
+import { AppError } from '../../http/errors.ts';
+import { ensureUser, userTier } from '../users/service.ts';
+import { appendEntry, monthKey, nextMonthStart } from './ledger.ts';
+import * as repo from './repo.ts';
+
+type WalletDeps = Pick<Deps, 'db' | 'clock' | 'config' | 'ids' | 'seenUsers'>;
+
+interface Quota {
+  limit: number;
+  used: number;
+  remaining: number;
+  resetsAt: string;
+}
+
+export async function listPacks(deps: Pick<Deps, 'config'>) {
+  return deps.config.catalogue.creditPacks.map(({ packId, name, credits, amount, currency }) => ({ packId, name, credits, amount, currency }));
+}
+
+export async function wallet(deps: WalletDeps, userId: string) {
+  const now = deps.clock.now();
+  const tierName = await userTier(deps, userId);
+  const tier = deps.config.catalogue.tiers[tierName] ?? { monthlyAllowanceTurns: 0, monthlyImages: 0 };
+  const [credits, usage] = await Promise.all([repo.readBalance(deps.db, userId), repo.readUsage(deps.db, userId, monthKey(now))]);
+  const resetsAt = nextMonthStart(now).toISOString();
+  const quota = (limit: number, used: number): Quota => ({ limit, used, remaining: Math.max(0, limit - used), resetsAt });
+  return {
+    credits,
+    tier: tierName,
+    allowance: quota(tier.monthlyAllowanceTurns, usage.allowanceTurns),
+    images: quota(tier.monthlyImages, usage.images),
+  };
+}
+
+const CURSOR = /^l1:([1-9][0-9]{0,15})$/;
+
+function encodeCursor(seq: number): string {
+  return Buffer.from(`l1:${seq}`).toString('base64url');
+}
+
+/** Only cursors this service produced are accepted; anything else is a 400. */
+function decodeCursor(cursor: string): number {
+  const m = CURSOR.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
+  const seq = m ? Number(m[1]) : NaN;
+  if (!Number.isSafeInteger(seq) || encodeCursor(seq) !== cursor) {
+    throw new AppError('VALIDATION_ERROR', '/cursor: is not a cursor from this service', {
+      details: [{ path: '/cursor', message: 'is not a cursor from this service' }],
+    });
+  }
+  return seq;
+}
+
+export async function ledgerPage(deps: Pick<Deps, 'db'>, userId: string, cursor: string | undefined, limit: number) {
+  const before = cursor === undefined ? undefined : decodeCursor(cursor);
+  const rows = await repo.listLedger(deps.db, userId, before, limit + 1);
+  const page = rows.slice(0, limit);
+  const last = page[page.length - 1];
+  return {
+    items: page.map((r) => ({ id: r.id, amount: r.amount, kind: r.kind, reference: r.reference, createdAt: r.created_at.toISOString() })),
+    nextCursor: rows.length > limit && last ? encodeCursor(last.seq) : null,
+  };
+}
+
+/**
+ * An operator's credit adjustment (positive grants, negative takes back). `ref` makes a re-run
+ * idempotent: the same ref never writes twice.
+ */
+export async function grantCredits(
+  deps: WalletDeps,
+  userId: string,
+  credits: number,
+  reason: string,
+  ref: string = deps.ids.uuid(),
+): Promise<{ written: boolean; reference: string; balance: number }> {
+  if (!Number.isSafeInteger(credits) || credits === 0) throw new Error('credits must be a non-zero integer');
+  await ensureUser(deps, userId, undefined);
+  const reference = `grant:${ref}`;
+  const now = deps.clock.now();
+  return deps.db.transaction().execute(async (trx) => {
+    await repo.lockWallet(trx, userId);
+    const written = await appendEntry(trx, { id: deps.ids.uuid(), userId, amount: credits, kind: 'grant', reference, note: reason, now });
+    return { written, reference, balance: await repo.readBalance(trx, userId) };
+  });
+}

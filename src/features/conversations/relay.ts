@@ -1,0 +1,219 @@
+import type { FastifyReply } from 'fastify';
+import type { Deps } from '../../deps.ts';
+import { SseWriter } from '../../http/sse.ts';
+import { ProviderError, streamChat, type ChatEvent, type FinishReason } from '../../providers/llm/index.ts';
+import * as repo from './repo.ts';
+import { LEASE_TTL_MS, type LiveTurn, type ReplayTurn, type TurnIds } from './start-turn.ts';
+
+/** Generous for an advisor answer; every protocol gets it in its own field (Anthropic requires one). */
+export const MAX_OUTPUT_TOKENS = 8192;
+const RENEW_EVERY_MS = LEASE_TTL_MS / 3;
+const SHUTDOWN_FLUSH_MS = 1000;
+
+export type StreamErrorCode = ProviderError['code'] | 'SHUTTING_DOWN' | 'INTERNAL';
+
+/** Fixed texts: a provider's own error text can echo part of the key, so it is never forwarded. */
+const MESSAGES: Record<StreamErrorCode, string> = {
+  PROVIDER_AUTH_FAILED: 'The provider rejected the API key; save a valid key',
+  PROVIDER_RATE_LIMITED: 'The provider is rate limiting this key; try again shortly',
+  PROVIDER_UNAVAILABLE: 'The provider is unavailable or the connection to it was lost',
+  PROVIDER_ERROR: 'The provider could not process this request',
+  UPSTREAM_TIMEOUT: 'The provider sent nothing for too long',
+  SHUTTING_DOWN: 'The service is restarting; send the message again with a new clientMessageId',
+  INTERNAL: 'Internal error',
+};
+
+function startData(t: TurnIds): string {
+  return JSON.stringify({
+    conversationId: t.conversationId,
+    userMessageId: t.userMessageId,
+    assistantMessageId: t.assistantMessageId,
+    provider: t.provider,
+    model: t.model,
+    billing: { source: t.billing.source, credits: t.billing.credits },
+  });
+}
+
+const deltaData = (text: string): string => `{"text":${JSON.stringify(text)}}`;
+const doneData = (finishReason: FinishReason | 'aborted', input: number, output: number): string =>
+  `{"finishReason":"${finishReason}","usage":{"inputTokens":${input},"outputTokens":${output}}}`;
+const errorData = (code: string, retryable: boolean): string =>
+  JSON.stringify({ code, message: MESSAGES[code as StreamErrorCode] ?? MESSAGES.INTERNAL, retryable });
+
+function ping(sse: SseWriter): void {
+  // A backed-up socket does not need keep-alives, and must not grow.
+  if (!sse.needsDrain) sse.comment('ping');
+}
+
+const CLIENT_GONE = new Error('client went away');
+const SHUTDOWN = new Error('service is shutting down');
+
+type Failure = { code: StreamErrorCode; retryable: boolean; detail: string };
+
+/**
+ * Streams a live turn: start frame, the provider's deltas as they come (waiting for the socket when
+ * it is full, which stops reading upstream), then exactly one of done / error. Nothing is written
+ * to the database until the turn ends; then the reply is stored, the charge settled and the lease
+ * released before the last frame goes out, so a client that has seen `done` can send its next
+ * message at once and will find the reply stored. Never throws.
+ */
+export async function relayTurn(deps: Deps, reply: FastifyReply, turn: LiveTurn): Promise<void> {
+  reply.hijack();
+  const raw = reply.raw;
+  const log = reply.log;
+  const sse = new SseWriter(raw);
+  const ac = new AbortController();
+  let cause: 'client' | 'shutdown' | undefined;
+  let settled = false;
+  const stop = (why: 'client' | 'shutdown'): void => {
+    if (settled || cause !== undefined) return;
+    cause = why;
+    ac.abort(why === 'client' ? CLIENT_GONE : SHUTDOWN);
+  };
+  const onClose = (): void => stop('client');
+  raw.on('close', onClose);
+  const untrack = deps.lifecycle.track(() => stop('shutdown'));
+  deps.metrics.streamsOpen.inc();
+
+  sse.open(reply.getHeaders());
+  sse.event('start', startData(turn));
+  const heartbeat = setInterval(ping, deps.config.streamHeartbeatMs, sse);
+  const renewal = setInterval(() => void renewLease(deps, turn, log), RENEW_EVERY_MS);
+
+  let text = '';
+  let deltas = 0;
+  let usage: { input: number; output: number } | undefined;
+  let finish: FinishReason | undefined;
+  let failure: Failure | undefined;
+  // Gone while the turn was being prepared (the close event fired before anyone listened), or a
+  // drain that began meanwhile and will not wait for a stream it never saw.
+  if (raw.destroyed) stop('client');
+  else if (deps.lifecycle.draining) stop('shutdown');
+  let events: AsyncIterator<ChatEvent> | undefined;
+  try {
+    events = callProvider(deps, turn, ac.signal);
+    for (;;) {
+      const next = await events.next();
+      if (next.done || ac.signal.aborted) break;
+      const ev = next.value;
+      if (ev.type === 'delta') {
+        text += ev.text;
+        deltas++;
+        if (!sse.event('delta', deltaData(ev.text))) await sse.drained(ac.signal);
+      } else if (ev.type === 'usage') {
+        usage = { input: ev.input, output: ev.output };
+      } else {
+        finish = ev.reason;
+        break;
+      }
+    }
+  } catch (err) {
+    if (!ac.signal.aborted) failure = toFailure(err, log);
+  }
+  clearInterval(heartbeat);
+  clearInterval(renewal);
+  if (finish !== undefined) {
+    // The body ends right after the finish; reading it to the end keeps the upstream connection reusable.
+    if (events) void drain(events);
+  } else {
+    void events?.return?.().catch(() => undefined);
+    if (cause === 'shutdown') failure = { code: 'SHUTTING_DOWN', retryable: true, detail: 'drain deadline reached' };
+    else if (cause === 'client') failure = undefined;
+    else failure ??= { code: 'PROVIDER_UNAVAILABLE', retryable: true, detail: 'stream ended early' };
+  }
+  settled = true;
+  raw.off('close', onClose);
+
+  const status = finish !== undefined ? 'complete' : cause !== undefined ? 'interrupted' : 'failed';
+  const error = finish === undefined && failure ? { code: failure.code, retryable: failure.retryable } : undefined;
+  await settle(deps, turn, log, {
+    replyId: turn.assistantMessageId,
+    now: deps.clock.now(),
+    content: text,
+    status,
+    finishReason: finish ?? (cause === 'client' ? 'aborted' : null),
+    usage,
+    error,
+  }, deltas > 0);
+
+  if (finish !== undefined) sse.event('done', doneData(finish, usage?.input ?? 0, usage?.output ?? 0));
+  else if (error) sse.event('error', errorData(error.code, error.retryable));
+  sse.end();
+  // At shutdown a client that stopped reading must not hold the server open.
+  if (cause === 'shutdown') setTimeout(() => raw.writableFinished || raw.destroy(), SHUTDOWN_FLUSH_MS).unref();
+  untrack();
+  deps.metrics.streamsOpen.dec();
+  deps.metrics.streamsTotal.inc({ provider: turn.provider, outcome: status });
+  log.info(
+    { conversationId: turn.conversationId, provider: turn.provider, model: turn.model, outcome: status, deltas, cause, error: failure?.detail },
+    'advisor stream ended',
+  );
+}
+
+function callProvider(deps: Deps, turn: LiveTurn, signal: AbortSignal): AsyncIterator<ChatEvent> {
+  const upstream = turn.upstream;
+  turn.upstream = undefined;
+  if (upstream === undefined) throw new Error('a live turn was relayed twice');
+  const target = { baseUrl: deps.config.providerBaseUrls[turn.provider], apiKey: upstream.apiKey, idleTimeoutMs: deps.config.streamIdleTimeoutMs };
+  const request = { model: turn.model, system: upstream.system, messages: upstream.messages, maxTokens: MAX_OUTPUT_TOKENS, signal };
+  return streamChat(turn.provider, target, request)[Symbol.asyncIterator]();
+}
+
+function toFailure(err: unknown, log: FastifyReply['log']): Failure {
+  if (err instanceof ProviderError) return { code: err.code, retryable: err.retryable, detail: err.detail };
+  log.error({ err }, 'advisor stream failed');
+  return { code: 'INTERNAL', retryable: true, detail: 'internal error' };
+}
+
+async function drain(events: AsyncIterator<unknown>): Promise<void> {
+  try {
+    while (!(await events.next()).done);
+  } catch {
+    // The answer is complete; what happens to the rest of the body does not matter.
+  }
+}
+
+/** Stores the reply, settles the charge, releases the lease: each attempted whatever the others do. */
+async function settle(deps: Deps, turn: LiveTurn, log: FastifyReply['log'], end: repo.TurnEnd, produced: boolean): Promise<void> {
+  try {
+    await repo.finishTurn(deps.db, end);
+  } catch (err) {
+    log.error({ err, assistantMessageId: turn.assistantMessageId }, 'storing the reply failed');
+  }
+  try {
+    await deps.billing.settle(turn.charge, produced);
+  } catch (err) {
+    log.error({ err, turnId: turn.charge.turnId }, 'settling the turn failed');
+  }
+  try {
+    await deps.leases.release(turn.userId, turn.leaseToken);
+  } catch (err) {
+    log.error({ err }, 'releasing the stream lease failed');
+  }
+}
+
+async function renewLease(deps: Deps, turn: LiveTurn, log: FastifyReply['log']): Promise<void> {
+  try {
+    // Losing it means it expired (a stall longer than its ttl); the turn still finishes and stores.
+    if (!(await deps.leases.renew(turn.userId, turn.leaseToken, LEASE_TTL_MS))) log.warn('stream lease was lost');
+  } catch (err) {
+    log.warn({ err }, 'renewing the stream lease failed');
+  }
+}
+
+/** An idempotent retry of a finished turn: the stored reply as one stream, same ids, nothing new. */
+export function replayTurn(reply: FastifyReply, turn: ReplayTurn): void {
+  reply.hijack();
+  const sse = new SseWriter(reply.raw);
+  const r = turn.reply;
+  sse.open(reply.getHeaders());
+  sse.event('start', startData(turn));
+  if (r.content.length > 0) sse.event('delta', deltaData(r.content));
+  if (r.error_code !== null) {
+    sse.event('error', errorData(r.error_code, r.error_retryable ?? true));
+  } else {
+    const reason = r.status === 'complete' ? ((r.finish_reason ?? 'stop') as FinishReason) : 'aborted';
+    sse.event('done', doneData(reason, r.input_tokens ?? 0, r.output_tokens ?? 0));
+  }
+  sse.end();
+}

@@ -1,0 +1,197 @@
+import { sql, type Selectable } from 'kysely';
+import type { AttachmentsTable, ConversationsTable, Db, MessagesTable, Trx } from '../../db/types.ts';
+
+export type ConversationRow = Selectable<ConversationsTable>;
+export type MessageRow = Selectable<MessagesTable>;
+export type AttachmentRow = Selectable<AttachmentsTable>;
+export type AttachmentMeta = Pick<AttachmentRow, 'id' | 'message_id' | 'format' | 'byte_size'>;
+
+/** updated_at with the database's full (microsecond) precision, so a cursor names a row exactly. */
+const EXACT_UPDATED_AT = sql<string>`to_char(updated_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
+
+export type ListedConversation = ConversationRow & { updated_at_exact: string };
+
+/** One page of a user's conversations, newest first; `after` is the (updatedAt, id) of the last row seen. */
+export function listConversations(
+  db: Db,
+  userId: string,
+  limit: number,
+  after: { updatedAt: string; id: string } | undefined,
+): Promise<ListedConversation[]> {
+  let q = db.selectFrom('conversations').selectAll().select(EXACT_UPDATED_AT.as('updated_at_exact')).where('user_id', '=', userId);
+  if (after) q = q.where(sql<boolean>`(updated_at, id) < (${after.updatedAt}::timestamptz, ${after.id}::uuid)`);
+  return q.orderBy('updated_at', 'desc').orderBy('id', 'desc').limit(limit).execute();
+}
+
+export function findConversation(db: Db | Trx, userId: string, id: string): Promise<ConversationRow | undefined> {
+  return db.selectFrom('conversations').selectAll().where('id', '=', id).where('user_id', '=', userId).executeTakeFirst();
+}
+
+export function insertConversation(db: Db, row: ConversationRow): Promise<ConversationRow> {
+  return db.insertInto('conversations').values(row).returningAll().executeTakeFirstOrThrow();
+}
+
+export function renameConversation(db: Db, userId: string, id: string, title: string, now: Date): Promise<ConversationRow | undefined> {
+  return db
+    .updateTable('conversations')
+    .set({ title, updated_at: now })
+    .where('id', '=', id)
+    .where('user_id', '=', userId)
+    .returningAll()
+    .executeTakeFirst();
+}
+
+export async function deleteConversation(db: Db, userId: string, id: string): Promise<boolean> {
+  const r = await db.deleteFrom('conversations').where('id', '=', id).where('user_id', '=', userId).executeTakeFirst();
+  return r.numDeletedRows > 0n;
+}
+
+/** A page of a conversation's messages, newest first, below `beforeSeq` when given. */
+export function listMessages(db: Db, conversationId: string, limit: number, beforeSeq: number | undefined): Promise<MessageRow[]> {
+  let q = db.selectFrom('messages').selectAll().where('conversation_id', '=', conversationId);
+  if (beforeSeq !== undefined) q = q.where('seq', '<', beforeSeq);
+  return q.orderBy('seq', 'desc').limit(limit).execute();
+}
+
+export function attachmentsOf(db: Db, messageIds: readonly string[]): Promise<AttachmentMeta[]> {
+  if (messageIds.length === 0) return Promise.resolve([]);
+  return db
+    .selectFrom('attachments')
+    .select(['id', 'message_id', 'format', 'byte_size'])
+    .where('message_id', 'in', messageIds)
+    .orderBy('message_id')
+    .orderBy('position')
+    .execute();
+}
+
+export function findAttachment(db: Db, userId: string, id: string): Promise<Pick<AttachmentRow, 'format' | 'data'> | undefined> {
+  return db.selectFrom('attachments').select(['format', 'data']).where('id', '=', id).where('user_id', '=', userId).executeTakeFirst();
+}
+
+export interface PriorTurn {
+  user: MessageRow;
+  /** The reply (seq + 1); absent only if its row was never written. */
+  reply: MessageRow | undefined;
+  provider: string;
+  model: string;
+}
+
+/** The turn a client message id already started, for idempotent retries (DESIGN §7). */
+export async function findTurnByClientId(db: Db, userId: string, clientMessageId: string): Promise<PriorTurn | undefined> {
+  const user = await db
+    .selectFrom('messages')
+    .selectAll()
+    .where('user_id', '=', userId)
+    .where('client_message_id', '=', clientMessageId)
+    .executeTakeFirst();
+  if (!user) return undefined;
+  const [reply, conversation] = await Promise.all([
+    db.selectFrom('messages').selectAll().where('conversation_id', '=', user.conversation_id).where('seq', '=', user.seq + 1).executeTakeFirst(),
+    db.selectFrom('conversations').select(['provider', 'model']).where('id', '=', user.conversation_id).executeTakeFirstOrThrow(),
+  ]);
+  return { user, reply, provider: conversation.provider, model: conversation.model };
+}
+
+export interface HistoryRow {
+  role: 'user' | 'assistant';
+  content: string;
+  images: number;
+}
+
+/**
+ * The latest messages whose text fits in `budget` characters together, oldest first: the budget is
+ * filled from the newest message back and the first that does not fit ends it. Empty replies carry
+ * nothing and are skipped.
+ */
+export async function historyWithin(db: Db, conversationId: string, budget: number): Promise<HistoryRow[]> {
+  const result = await sql<HistoryRow>`
+    select role, content, images from (
+      select m.role, m.content, m.seq,
+             (select count(*)::int from attachments a where a.message_id = m.id) as images,
+             sum(char_length(m.content)) over (order by m.seq desc) as running
+      from messages m
+      where m.conversation_id = ${conversationId} and (m.role = 'user' or m.content <> '')
+    ) h
+    where running <= ${budget}
+    order by seq`.execute(db);
+  return result.rows;
+}
+
+export interface TurnRows {
+  readonly now: Date;
+  readonly userId: string;
+  /** Present for a new conversation, which this statement creates. */
+  readonly newConversation: Omit<ConversationRow, 'user_id' | 'message_count' | 'last_message_at' | 'created_at' | 'updated_at'> | undefined;
+  readonly conversationId: string;
+  /** An existing conversation's persona switch (undefined keeps it). */
+  readonly personaId: string | undefined;
+  readonly userMessage: { id: string; content: string; clientMessageId: string };
+  readonly reply: { id: string; billingSource: string; billingCredits: number };
+  readonly attachments: readonly { id: string; format: 'png' | 'jpeg' | 'webp'; data: Buffer }[];
+}
+
+const STREAMING_LEFT_BEHIND = { status: 'interrupted', error_code: 'SHUTTING_DOWN', error_retryable: true } as const;
+
+/**
+ * Stores a turn's start in one statement (one round trip, atomic without a transaction): the user
+ * message, its images, the reply placeholder ('streaming') and the conversation (created, or its
+ * counters moved, which also numbers the two messages; a conversation deleted meanwhile leaves them
+ * without a number and the statement fails whole). The caller holds the user's stream lease, so any other reply of this user still
+ * 'streaming' belongs to a crashed instance and is closed in the same statement.
+ */
+export async function startTurn(db: Db, t: TurnRows): Promise<void> {
+  const { now, userId } = t;
+  const sweep = sql`update messages set status = ${STREAMING_LEFT_BEHIND.status}, error_code = ${STREAMING_LEFT_BEHIND.error_code},
+    error_retryable = true, completed_at = ${now} where user_id = ${userId} and status = 'streaming'`;
+  const conversation = t.newConversation
+    ? sql`insert into conversations (id, user_id, title, provider, model, persona_id, message_count, last_message_at, created_at, updated_at)
+        values (${t.newConversation.id}, ${userId}, ${t.newConversation.title}, ${t.newConversation.provider}, ${t.newConversation.model},
+                ${t.newConversation.persona_id}, 2, ${now}, ${now}, ${now}) returning message_count`
+    : sql`update conversations set message_count = message_count + 2, last_message_at = ${now}, updated_at = ${now},
+        persona_id = coalesce(${t.personaId ?? null}, persona_id) where id = ${t.conversationId} and user_id = ${userId}
+        returning message_count`;
+  const images =
+    t.attachments.length === 0
+      ? sql``
+      : sql`, images as (insert into attachments (id, message_id, user_id, position, format, byte_size, data, created_at) values ${sql.join(
+          t.attachments.map((a, i) => sql`(${a.id}, ${t.userMessage.id}, ${userId}, ${i}, ${a.format}, ${a.data.length}, ${a.data}, ${now})`),
+        )})`;
+  const u = t.userMessage;
+  await sql`with sweep as (${sweep}), conversation as (${conversation})${images}
+    insert into messages (id, conversation_id, user_id, seq, role, content, status, client_message_id, billing_source, billing_credits, created_at)
+    values (${u.id}, ${t.conversationId}, ${userId}, (select message_count - 1 from conversation), 'user', ${u.content}, 'complete',
+            ${u.clientMessageId}, null, null, ${now}),
+           (${t.reply.id}, ${t.conversationId}, ${userId}, (select message_count from conversation), 'assistant', '', 'streaming', null,
+            ${t.reply.billingSource}, ${t.reply.billingCredits}, ${now})`.execute(db);
+}
+
+export interface TurnEnd {
+  readonly replyId: string;
+  readonly now: Date;
+  readonly content: string;
+  readonly status: 'complete' | 'interrupted' | 'failed';
+  readonly finishReason: string | null;
+  readonly usage: { input: number; output: number } | undefined;
+  readonly error: { code: string; retryable: boolean } | undefined;
+}
+
+/** Stores the reply as it ended and touches its conversation, in one statement. */
+export async function finishTurn(db: Db, e: TurnEnd): Promise<void> {
+  await sql`with reply as (
+      update messages set content = ${e.content}, status = ${e.status}, finish_reason = ${e.finishReason},
+        input_tokens = ${e.usage?.input ?? null}, output_tokens = ${e.usage?.output ?? null},
+        error_code = ${e.error?.code ?? null}, error_retryable = ${e.error?.retryable ?? null}, completed_at = ${e.now}
+      where id = ${e.replyId}
+      returning conversation_id)
+    update conversations set updated_at = ${e.now}, last_message_at = ${e.now} where id in (select conversation_id from reply)`.execute(db);
+}
+
+/** Closes replies of this user left 'streaming' by a crashed instance (caller holds the lease). */
+export async function closeAbandonedReplies(db: Db, userId: string, now: Date): Promise<void> {
+  await db
+    .updateTable('messages')
+    .set({ ...STREAMING_LEFT_BEHIND, completed_at: now })
+    .where('user_id', '=', userId)
+    .where('status', '=', 'streaming')
+    .execute();
+}

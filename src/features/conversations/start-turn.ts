@@ -1,0 +1,197 @@
+import { findModel, PROVIDERS, type Provider } from '../../catalogue.ts';
+import type { Deps } from '../../deps.ts';
+import { FOREIGN_KEY_VIOLATION, UNIQUE_VIOLATION, pgErrorCode } from '../../db/create-db.ts';
+import { AppError } from '../../http/errors.ts';
+import type { ChatMessage } from '../../providers/llm/index.ts';
+import type { TurnCharge } from '../billing/turn-billing.ts';
+import { activeProviderKey, providerKeyFor } from '../advisor-keys/service.ts';
+import { buildMessages, defaultTitle, systemPrompt } from './context.ts';
+import { decodeImages } from './images.ts';
+import * as repo from './repo.ts';
+import type { StreamMessageInput } from './schemas.ts';
+
+const NOT_NULL_VIOLATION = '23502';
+
+/** A crashed instance's lease frees itself within this; a live stream renews it every third of it. */
+export const LEASE_TTL_MS = 30_000;
+
+export interface TurnIds {
+  readonly conversationId: string;
+  readonly userMessageId: string;
+  readonly assistantMessageId: string;
+  readonly provider: Provider;
+  readonly model: string;
+  readonly billing: { readonly source: string; readonly credits: number };
+}
+
+/** A turn to stream from the provider; the caller owns the lease and must settle the charge. */
+export interface LiveTurn extends TurnIds {
+  readonly kind: 'live';
+  readonly userId: string;
+  readonly leaseToken: string;
+  readonly charge: TurnCharge;
+  /**
+   * What goes to the provider, taken once by the relay: the key, history and images are not held
+   * for the whole stream.
+   */
+  upstream: { readonly apiKey: string; readonly system: string | undefined; readonly messages: ChatMessage[] } | undefined;
+}
+
+/** A finished turn to play back from storage (idempotent retry). */
+export interface ReplayTurn extends TurnIds {
+  readonly kind: 'replay';
+  readonly reply: repo.MessageRow;
+}
+
+function settledValue<T>(r: PromiseSettledResult<T>): T {
+  if (r.status === 'rejected') throw r.reason;
+  return r.value;
+}
+
+function invalid(path: string, message: string): AppError {
+  return new AppError('VALIDATION_ERROR', `${path}: ${message}`, { details: [{ path, message }] });
+}
+
+export function asProvider(name: string): Provider {
+  const found = PROVIDERS.find((p) => p === name);
+  if (!found) throw new Error(`conversation holds an unknown provider "${name}"`);
+  return found;
+}
+
+function replayOf(prior: repo.PriorTurn, reply: repo.MessageRow): ReplayTurn {
+  return {
+    kind: 'replay',
+    conversationId: prior.user.conversation_id,
+    userMessageId: prior.user.id,
+    assistantMessageId: reply.id,
+    provider: asProvider(prior.provider),
+    model: prior.model,
+    billing: { source: reply.billing_source ?? 'free', credits: reply.billing_credits ?? 0 },
+    reply,
+  };
+}
+
+/**
+ * DESIGN §7 idempotency: the same id with other text, or sent to another conversation, is a reuse;
+ * a reply still streaming is a 409 unless its stream is dead (no lease: its instance crashed), in
+ * which case it is closed as interrupted and replayed like any finished reply.
+ */
+async function priorTurn(
+  deps: Deps,
+  userId: string,
+  target: string | null,
+  body: StreamMessageInput,
+  prior: repo.PriorTurn | undefined,
+): Promise<ReplayTurn | undefined> {
+  if (!prior) return undefined;
+  const sameTarget = target === null ? prior.user.seq === 1 : prior.user.conversation_id === target;
+  if (prior.user.content !== body.text || !sameTarget) {
+    throw new AppError('CLIENT_MESSAGE_ID_REUSED', 'this clientMessageId was already used for another message');
+  }
+  if (prior.reply !== undefined && prior.reply.status !== 'streaming') return replayOf(prior, prior.reply);
+  const token = await deps.leases.acquire(userId, LEASE_TTL_MS);
+  if (token === null) throw new AppError('STREAM_IN_PROGRESS', 'the reply to this message is still streaming');
+  try {
+    await repo.closeAbandonedReplies(deps.db, userId, deps.clock.now());
+  } finally {
+    await deps.leases.release(userId, token);
+  }
+  const again = await repo.findTurnByClientId(deps.db, userId, body.clientMessageId);
+  if (again?.reply === undefined) throw new Error('a stored turn lost its reply row');
+  return replayOf(again, again.reply);
+}
+
+/** Gives back what a refused turn took; a failure here is logged, the refusal still reaches the client. */
+async function undo(deps: Deps, userId: string, leaseToken: string, charge: TurnCharge | undefined): Promise<void> {
+  if (charge) {
+    await deps.billing.settle(charge, false).catch((err: unknown) => deps.logger.error({ err, turnId: charge.turnId }, 'returning a refused turn failed'));
+  }
+  await deps.leases.release(userId, leaseToken).catch((err: unknown) => deps.logger.error({ err }, 'releasing a stream lease failed'));
+}
+
+/**
+ * Every check before a stream, cheapest and most client-fixable first; a refusal stores nothing,
+ * holds no lease, reserves nothing and calls no provider (DESIGN §3). Draining, the rate limit, the
+ * body cap and the schema run before this (route hooks and validation).
+ */
+export async function startTurn(deps: Deps, userId: string, target: string | null, body: StreamMessageInput): Promise<LiveTurn | ReplayTurn> {
+  if (body.text.trim().length === 0) throw invalid('/text', 'must contain a non-whitespace character');
+  if (body.personaId !== undefined && !deps.config.catalogue.personas.some((p) => p.personaId === body.personaId)) {
+    throw invalid('/personaId', 'is not a known persona');
+  }
+  const images = decodeImages(body.attachments ?? [], deps.config.maxImageBytes);
+  // Independent reads in one round trip; their outcomes are then taken in the documented order.
+  const [found, prior, activeKey] = await Promise.allSettled([
+    target === null ? undefined : repo.findConversation(deps.db, userId, target),
+    repo.findTurnByClientId(deps.db, userId, body.clientMessageId),
+    target === null ? activeProviderKey(deps, userId) : undefined,
+  ]);
+  const conversation = settledValue(found);
+  if (target !== null && conversation === undefined) throw new AppError('CONVERSATION_NOT_FOUND', 'conversation not found');
+
+  const replay = await priorTurn(deps, userId, target, body, settledValue(prior));
+  if (replay) return replay;
+
+  // An existing conversation keeps its provider and model; only the key is looked up.
+  const key = conversation ? await providerKeyFor(deps, userId, asProvider(conversation.provider)) : settledValue(activeKey);
+  if (key === undefined) throw new Error('no key for a new conversation');
+  const provider = conversation ? asProvider(conversation.provider) : key.provider;
+  const model = conversation?.model ?? key.model;
+  if (images.length > 0 && findModel(deps.config.catalogue, provider, model)?.images === false) {
+    throw new AppError('IMAGES_NOT_SUPPORTED', `${provider} model ${model} does not take images`);
+  }
+
+  // Draining began while this request was being checked (the route gate saw it too late).
+  if (deps.lifecycle.draining) throw new AppError('SERVICE_UNAVAILABLE', 'the service is shutting down; retry shortly');
+  const leaseToken = await deps.leases.acquire(userId, LEASE_TTL_MS);
+  if (leaseToken === null) throw new AppError('STREAM_IN_PROGRESS', 'another reply is streaming for this user');
+  let charge: TurnCharge | undefined;
+  try {
+    const conversationId = conversation?.id ?? deps.ids.uuid();
+    const userMessageId = deps.ids.uuid();
+    const assistantMessageId = deps.ids.uuid();
+    const [reserved, earlier] = await Promise.allSettled([
+      deps.billing.reserve({ turnId: assistantMessageId, userId, provider, model, images: images.length }),
+      conversation ? repo.historyWithin(deps.db, conversation.id, deps.config.contextBudgetChars) : [],
+    ]);
+    charge = settledValue(reserved);
+    const history = settledValue(earlier);
+    const personaId = body.personaId ?? conversation?.persona_id ?? null;
+    await repo.startTurn(deps.db, {
+      now: deps.clock.now(),
+      userId,
+      conversationId,
+      newConversation: conversation ? undefined : { id: conversationId, title: defaultTitle(body.text), provider, model, persona_id: personaId },
+      personaId: body.personaId,
+      userMessage: { id: userMessageId, content: body.text, clientMessageId: body.clientMessageId },
+      reply: { id: assistantMessageId, billingSource: charge.source, billingCredits: charge.credits },
+      attachments: images.map((i) => ({ id: deps.ids.uuid(), format: i.format, data: i.data })),
+    });
+    return {
+      kind: 'live',
+      userId,
+      conversationId,
+      userMessageId,
+      assistantMessageId,
+      provider,
+      model,
+      billing: { source: charge.source, credits: charge.credits },
+      leaseToken,
+      charge,
+      upstream: { apiKey: key.apiKey, system: systemPrompt(deps.config.catalogue, personaId), messages: buildMessages(history, body.text, images) },
+    };
+  } catch (err) {
+    await undo(deps, userId, leaseToken, charge);
+    const code = pgErrorCode(err);
+    // Lost a race with a concurrent duplicate (the unique index decided) or with a delete.
+    if (code === UNIQUE_VIOLATION) {
+      const replayed = await priorTurn(deps, userId, target, body, await repo.findTurnByClientId(deps.db, userId, body.clientMessageId));
+      if (replayed) return replayed;
+      throw new AppError('STREAM_IN_PROGRESS', 'another reply is streaming for this conversation');
+    }
+    if ((code === NOT_NULL_VIOLATION || code === FOREIGN_KEY_VIOLATION) && conversation) {
+      throw new AppError('CONVERSATION_NOT_FOUND', 'conversation not found');
+    }
+    throw err;
+  }
+}

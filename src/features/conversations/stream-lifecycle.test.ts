@@ -1,0 +1,164 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { AddressInfo } from 'node:net';
+import { buildTestApp, type TestApp } from '../../../test/helpers/app.ts';
+import type { OpenAiCompatibleFake } from '../../../test/fakes/index.ts';
+import { startOpenAiCompatibleFake } from '../../../test/fakes/index.ts';
+import { message, newUser, openStream, replyRow, saveKey, send, spyOnBilling, startOf, textOf, waitFor, type BillingSpy } from './test-kit.ts';
+
+const HEARTBEAT_MS = 20;
+const IDLE_MS = 300;
+
+describe('advisor stream: lifecycle', () => {
+  let fake: OpenAiCompatibleFake;
+  let t: TestApp;
+  let base: string;
+  let billing: BillingSpy;
+  before(async () => {
+    fake = await startOpenAiCompatibleFake({ flavor: 'openai' });
+    t = await buildTestApp({ env: { OPENAI_BASE_URL: fake.url, STREAM_HEARTBEAT_MS: String(HEARTBEAT_MS), STREAM_IDLE_TIMEOUT_MS: String(IDLE_MS) } });
+    await t.app.listen({ port: 0, host: '127.0.0.1' });
+    base = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
+    billing = spyOnBilling(t);
+  });
+  after(async () => {
+    await t.close();
+    await fake.close();
+  });
+
+  async function userWithKey(tag: string): Promise<string> {
+    const user = newUser(tag);
+    await saveKey(t, user, 'openai', fake.validKey);
+    return user;
+  }
+  const settlesOf = (turnId: unknown) => billing.settles.filter((s) => s.charge.turnId === turnId).map((s) => s.produced);
+
+  test('DESIGN §7: a client that disconnects after 5 deltas → upstream closed within 1 s, reply stored interrupted with exactly those deltas, lease free', async () => {
+    const user = await userWithKey('gone');
+    fake.enqueueStream({ chunks: Array.from({ length: 10 }, (_, i) => `w${i} `), delayMs: 100 });
+    const seen = fake.streams.length;
+    const live = openStream(base, await t.token(user), message());
+    assert.equal(await live.status, 200);
+    const got = await live.deltas(5);
+    const cutAt = Date.now();
+    live.destroy();
+    const upstream = fake.streams[seen];
+    assert.ok(upstream);
+    const closedAt = await upstream.closed;
+    assert.ok(closedAt - cutAt < 1000, `upstream closed ${closedAt - cutAt} ms after the client left`);
+    assert.equal(upstream.closedByClient, true, 'the service, not the fake, ended the upstream call');
+    const replyId = live.frames[0]?.data['assistantMessageId'];
+    const stored = await waitFor('the interrupted reply', async () => {
+      const row = await replyRow(t, String(replyId));
+      return row?.status === 'streaming' ? undefined : row;
+    });
+    assert.deepEqual([stored.status, stored.content, stored.finish_reason], ['interrupted', got.join(''), 'aborted']);
+    assert.deepEqual(settlesOf(replyId), [true]);
+    assert.equal((await send(t, user, null, message())).statusCode, 200, 'the lease was released');
+  });
+
+  test('DESIGN §7: settle runs exactly once per turn; produced = at least one delta was sent', async () => {
+    const user = await userWithKey('settle');
+    fake.enqueueStream({ chunks: ['yes'] });
+    const done = await send(t, user, null, message());
+    fake.enqueueStream({ status: 500 });
+    const failedEarly = await send(t, user, null, message());
+    fake.enqueueStream({ chunks: ['half'], errorAfterChunks: 1 });
+    const failedLate = await send(t, user, null, message());
+    assert.deepEqual(settlesOf(startOf(done)['assistantMessageId']), [true]);
+    assert.deepEqual(settlesOf(startOf(failedEarly)['assistantMessageId']), [false]);
+    assert.deepEqual(settlesOf(startOf(failedLate)['assistantMessageId']), [true]);
+  });
+
+  test(`DESIGN §7: a ": ping" comment every STREAM_HEARTBEAT_MS (${HEARTBEAT_MS} ms) while the provider is slow`, async () => {
+    const user = await userWithKey('ping');
+    fake.enqueueStream({ chunks: ['a', 'b', 'c'], delayMs: 120 });
+    const res = await send(t, user, null, message());
+    assert.ok(res.pings >= 2, `only ${res.pings} pings`);
+    assert.deepEqual(res.frames.map((f) => f.id), [1, 2, 3, 4, 5], 'pings carry no id');
+    assert.equal(res.frames.at(-1)?.event, 'done');
+  });
+
+  test(`DESIGN §7: no byte from the provider for STREAM_IDLE_TIMEOUT_MS (${IDLE_MS} ms) after a chunk → error UPSTREAM_TIMEOUT; stored failed`, async () => {
+    const user = await userWithKey('stall');
+    fake.enqueueStream({ chunks: ['a', 'b'], stallAfterChunks: 1 });
+    const res = await send(t, user, null, message());
+    assert.deepEqual(res.frames.map((f) => f.event), ['start', 'delta', 'error']);
+    assert.deepEqual([res.frames.at(-1)?.data['code'], res.frames.at(-1)?.data['retryable']], ['UPSTREAM_TIMEOUT', true]);
+    const stored = await replyRow(t, String(startOf(res)['assistantMessageId']));
+    assert.deepEqual([stored?.status, stored?.content, stored?.error_code], ['failed', 'a', 'UPSTREAM_TIMEOUT']);
+  });
+
+  test('DESIGN §7: a provider that never answers the request → error UPSTREAM_TIMEOUT', async () => {
+    const user = await userWithKey('silent');
+    fake.enqueueStream({ stallBeforeHeaders: true });
+    const res = await send(t, user, null, message());
+    assert.deepEqual(res.frames.map((f) => f.event), ['start', 'error']);
+    assert.equal(res.frames.at(-1)?.data['code'], 'UPSTREAM_TIMEOUT');
+  });
+
+  test('DESIGN §7: a slow provider whose gaps stay under the idle timeout is not timed out', async () => {
+    const user = await userWithKey('slow');
+    fake.enqueueStream({ chunks: ['a', 'b', 'c', 'd'], delayMs: IDLE_MS / 2 });
+    const res = await send(t, user, null, message());
+    assert.equal(res.frames.at(-1)?.event, 'done');
+    assert.equal(textOf(res), 'abcd');
+  });
+
+  test('DESIGN §4: a reply left streaming by a crashed instance → 409 while its lease lives, then replayed as interrupted; the next turn closes others', async () => {
+    const user = await userWithKey('crash');
+    const body = message();
+    const first = await send(t, user, null, body);
+    const orphan = String(startOf(first)['assistantMessageId']);
+    const other = String(startOf(await send(t, user, null, message())).assistantMessageId);
+    await t.deps.db.updateTable('messages').set({ status: 'streaming', content: '', finish_reason: null, completed_at: null }).where('id', 'in', [orphan, other]).execute();
+    const lease = await t.deps.leases.acquire(user, 30_000);
+    assert.ok(lease);
+    const whileHeld = await send(t, user, null, body);
+    assert.deepEqual([whileHeld.statusCode, whileHeld.code], [409, 'STREAM_IN_PROGRESS']);
+    await t.deps.leases.release(user, lease);
+    const replay = await send(t, user, null, body);
+    assert.equal(replay.statusCode, 200);
+    assert.deepEqual(replay.frames.map((f) => [f.event, f.data['code']]), [['start', undefined], ['error', 'SHUTTING_DOWN']]);
+    assert.equal((await replyRow(t, orphan))?.status, 'interrupted');
+    assert.equal((await replyRow(t, other))?.status, 'interrupted', 'closed together with the first');
+  });
+
+  test('operations: stream metrics and the request metrics hook see streams', async () => {
+    const user = await userWithKey('metrics');
+    await send(t, user, null, message());
+    const metrics = (await t.call('GET', '/metrics')).body;
+    assert.match(metrics, /advisor_streams_open 0/);
+    assert.match(metrics, /advisor_streams_total\{provider="openai",outcome="complete"\} [1-9]/);
+    assert.match(metrics, /http_requests_total\{method="POST",route="\/api\/advisor\/conversations\/new\/messages\/stream",status="200"\} [1-9]/);
+  });
+});
+
+describe('advisor stream: SIGTERM drain', () => {
+  test('DESIGN §10: drain ends a live stream with error SHUTTING_DOWN, stores and settles it; new streams → 503 SERVICE_UNAVAILABLE', async () => {
+    const fake = await startOpenAiCompatibleFake({ flavor: 'openai' });
+    const t = await buildTestApp({ env: { OPENAI_BASE_URL: fake.url } });
+    try {
+      await t.app.listen({ port: 0, host: '127.0.0.1' });
+      const billing = spyOnBilling(t);
+      const user = newUser('drain');
+      await saveKey(t, user, 'openai', fake.validKey);
+      fake.enqueueStream({ chunks: ['a', 'b', 'c'], stallAfterChunks: 2 });
+      const live = openStream(`http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`, await t.token(user), message());
+      await live.deltas(2);
+      await t.deps.lifecycle.drain(50);
+      await live.ended;
+      assert.deepEqual(live.frames.map((f) => f.event), ['start', 'delta', 'delta', 'error']);
+      assert.deepEqual(live.frames.at(-1)?.data, { code: 'SHUTTING_DOWN', message: live.frames.at(-1)?.data['message'], retryable: true });
+      const replyId = String(live.frames[0]?.data['assistantMessageId']);
+      const stored = await replyRow(t, replyId);
+      assert.deepEqual([stored?.status, stored?.content, stored?.error_code], ['interrupted', 'ab', 'SHUTTING_DOWN']);
+      assert.deepEqual(billing.settles.map((s) => [s.charge.turnId, s.produced]), [[replyId, true]]);
+      const refused = await send(t, user, null, message());
+      assert.deepEqual([refused.statusCode, refused.code], [503, 'SERVICE_UNAVAILABLE']);
+    } finally {
+      await t.close();
+      await fake.close();
+    }
+  });
+});

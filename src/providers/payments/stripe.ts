@@ -1,0 +1,128 @@
+import Stripe from 'stripe';
+import type { Config } from '../../config.ts';
+
+export interface CheckoutSessionInput {
+  readonly purchaseId: string;
+  readonly userId: string;
+  readonly packId: string;
+  readonly packName: string;
+  readonly credits: number;
+  /** Minor units of `currency`. */
+  readonly amount: number;
+  readonly currency: string;
+  readonly successUrl: string;
+  readonly cancelUrl: string;
+}
+
+export interface CheckoutSession {
+  readonly sessionId: string;
+  readonly url: string;
+}
+
+/** The payment processor as the billing feature sees it. */
+export interface PaymentsClient {
+  /** Throws PaymentProviderError when the processor refuses or cannot be reached. */
+  createCheckoutSession(input: CheckoutSessionInput): Promise<CheckoutSession>;
+}
+
+export class PaymentProviderError extends Error {
+  readonly status: number | undefined;
+  constructor(message: string, status: number | undefined) {
+    super(message);
+    this.name = 'PaymentProviderError';
+    this.status = status;
+  }
+}
+
+/** A verified webhook event, reduced to what the service reads. */
+export interface PaymentEvent {
+  readonly id: string;
+  readonly type: string;
+  readonly object: Record<string, unknown>;
+}
+
+export class WebhookSignatureError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'WebhookSignatureError';
+  }
+}
+
+export interface StripeClientOptions {
+  readonly maxNetworkRetries?: number;
+  readonly timeoutMs?: number;
+}
+
+/** Where stripe-node should connect: STRIPE_API_BASE (a fake, a proxy) or Stripe's public API. */
+function connection(apiBase: string | undefined): { host?: string; port?: number; protocol?: 'http' | 'https' } {
+  if (apiBase === undefined) return {};
+  const u = new URL(apiBase);
+  const protocol = u.protocol === 'http:' ? 'http' : 'https';
+  return { host: u.hostname, port: u.port ? Number(u.port) : protocol === 'http' ? 80 : 443, protocol };
+}
+
+/** A Stripe-backed client, or undefined when no secret key is configured (billing not available). */
+export function createStripePayments(stripe: Config['stripe'], opts: StripeClientOptions = {}): PaymentsClient | undefined {
+  if (stripe.secretKey === undefined) return undefined;
+  const client = new Stripe(stripe.secretKey, {
+    ...connection(stripe.apiBase),
+    maxNetworkRetries: opts.maxNetworkRetries ?? 2,
+    timeout: opts.timeoutMs ?? 30_000,
+    telemetry: false,
+  });
+  return {
+    async createCheckoutSession(input) {
+      const metadata = { userId: input.userId, packId: input.packId, credits: String(input.credits), purchaseId: input.purchaseId };
+      let session: Stripe.Checkout.Session;
+      try {
+        session = await client.checkout.sessions.create(
+          {
+            mode: 'payment',
+            line_items: [
+              {
+                quantity: 1,
+                price_data: { currency: input.currency, unit_amount: input.amount, product_data: { name: input.packName } },
+              },
+            ],
+            client_reference_id: input.userId,
+            metadata,
+            // Refund events carry the charge, whose payment intent holds this copy of the metadata.
+            payment_intent_data: { metadata },
+            success_url: input.successUrl,
+            cancel_url: input.cancelUrl,
+          },
+          // One key per purchase: stripe-node's own retries can never open a second session.
+          { idempotencyKey: `checkout-${input.purchaseId}` },
+        );
+      } catch (err) {
+        const status = err instanceof Stripe.errors.StripeError ? err.statusCode : undefined;
+        throw new PaymentProviderError(err instanceof Error ? err.message : 'payment provider failed', status);
+      }
+      if (typeof session.url !== 'string' || session.url === '') {
+        throw new PaymentProviderError('checkout session has no URL', undefined);
+      }
+      return { sessionId: session.id, url: session.url };
+    },
+  };
+}
+
+/**
+ * Verifies `Stripe-Signature` over the exact bytes received (any re-serialisation breaks it) and
+ * parses the event. `nowMs` comes from the service clock so the 300 s tolerance is testable.
+ */
+export function verifyStripeEvent(raw: Buffer, header: string | undefined, secret: string, nowMs: number, toleranceSeconds = 300): PaymentEvent {
+  if (header === undefined || header === '') throw new WebhookSignatureError('missing Stripe-Signature header');
+  let event: { id?: unknown; type?: unknown; data?: { object?: unknown } };
+  try {
+    event = Stripe.webhooks.constructEvent(raw, header, secret, toleranceSeconds, undefined, nowMs) as typeof event;
+  } catch (err) {
+    // Only the library's verdict, never the secret or the expected signature.
+    const reason = err instanceof Stripe.errors.StripeSignatureVerificationError ? err.message : 'payload is not a Stripe event';
+    throw new WebhookSignatureError(reason);
+  }
+  const object = event.data?.object;
+  if (typeof event.id !== 'string' || typeof event.type !== 'string' || typeof object !== 'object' || object === null) {
+    throw new WebhookSignatureError('payload is not a Stripe event');
+  }
+  return { id: event.id, type: event.type, object: object as Record<string, unknown> };
+}
