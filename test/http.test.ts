@@ -4,6 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { mintToken } from '../src/http/auth.ts';
 import { BODY_CAP_FLOOR } from '../src/config.ts';
 import { TEST_JWT_SECRET, buildTestApp, codeOf, type TestApp } from './helpers/app.ts';
+import { ManualClock } from './helpers/manual-clock.ts';
 
 type OpenApi = { paths: Record<string, Record<string, { security?: unknown[]; responses?: Record<string, unknown> }>> };
 
@@ -50,6 +51,24 @@ describe('http foundation', () => {
           assert.equal(JSON.parse(res.body).error.code, 'UNAUTHENTICATED');
           assert.ok(res.headers['x-request-id']);
         }
+      }
+    });
+
+    test('DESIGN §2: a token accepted once is refused with 401 UNAUTHENTICATED as soon as it expires', async () => {
+      const clock = new ManualClock(new Date('2030-06-01T00:00:00Z'));
+      const other = await buildTestApp({ clock });
+      try {
+        const token = await mintToken(TEST_JWT_SECRET, 'u-exp', { now: clock.now(), ttlSeconds: 30 });
+        const headers = { authorization: `Bearer ${token}` };
+        assert.equal((await other.call('GET', '/api/accounts', { headers })).statusCode, 200);
+        clock.advance(29_000);
+        assert.equal((await other.call('GET', '/api/accounts', { headers })).statusCode, 200);
+        clock.advance(1_000);
+        const res = await other.call('GET', '/api/accounts', { headers });
+        assert.equal(res.statusCode, 401);
+        assert.equal(codeOf(res), 'UNAUTHENTICATED');
+      } finally {
+        await other.close();
       }
     });
 

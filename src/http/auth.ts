@@ -21,6 +21,8 @@ export interface AuthSettings {
 }
 
 const SUB_MAX = 128;
+const VERIFIED_MAX = 10_000;
+const VERIFIED_TTL_MS = 60_000;
 
 export function createAuthenticator(settings: AuthSettings, clock: Clock): Authenticator {
   const options = (): JWTVerifyOptions => ({
@@ -39,8 +41,15 @@ export function createAuthenticator(settings: AuthSettings, clock: Clock): Authe
         return async (token: string) => (await jwtVerify(token, secret, { ...options(), algorithms: ['HS256'] })).payload;
       })();
 
+  // A verified token is remembered until it expires (at most a minute, so a rotated JWKS key or a
+  // changed secret is noticed quickly): signature checks are the largest fixed cost of a request.
+  const verified = new Map<string, { user: AuthUser; untilMs: number }>();
   return {
     async verify(token) {
+      const nowMs = clock.now().getTime();
+      const hit = verified.get(token);
+      if (hit && hit.untilMs > nowMs) return hit.user;
+      if (hit) verified.delete(token);
       let payload: JWTPayload;
       try {
         payload = await verifyToken(token);
@@ -53,7 +62,10 @@ export function createAuthenticator(settings: AuthSettings, clock: Clock): Authe
         throw new AppError('UNAUTHENTICATED', 'token subject must be 1 to 128 characters');
       }
       const tier = typeof payload['tier'] === 'string' ? payload['tier'] : undefined;
-      return { id: sub, tierClaim: tier };
+      const user: AuthUser = { id: sub, tierClaim: tier };
+      if (verified.size >= VERIFIED_MAX) verified.clear();
+      verified.set(token, { user, untilMs: Math.min((payload.exp ?? 0) * 1000, nowMs + VERIFIED_TTL_MS) });
+      return user;
     },
   };
 }

@@ -10,7 +10,7 @@ export interface MarketDataFake extends FakeServer, KeyRing {
   setProbe(b: ProbeBehaviour): void;
 }
 
-/** `url` is the origin; the probe is `GET {url}/v1/marketstatus/now?apiKey=KEY`. */
+/** `url` is the origin; the probe is `GET {url}/v1/marketstatus/now` with the key as `?apiKey=` or a bearer token. */
 export async function startPolygonFake(): Promise<MarketDataFake> {
   const keys = keyRing('pk-valid-polygon');
   let probe: ProbeBehaviour = 'ok';

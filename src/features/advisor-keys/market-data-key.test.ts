@@ -53,7 +53,8 @@ describe('market-data key (spec 4.1)', () => {
         const [probe] = fake().requests.slice(from);
         if (provider === 'polygon') {
           assert.equal(probe?.path, '/v1/marketstatus/now');
-          assert.equal(probe?.query['apiKey'], fake().validKey);
+          assert.equal(probe?.headers['authorization'], `Bearer ${fake().validKey}`);
+          assert.equal(probe?.query['apiKey'], undefined, 'the key stays out of the URL');
         } else {
           assert.equal(probe?.path, '/stable/quote');
           assert.deepEqual([probe?.query['symbol'], probe?.query['apikey']], ['AAPL', fake().validKey]);

@@ -26,8 +26,8 @@ export async function probeMarketDataKey(
 /** Polygon's market status: available on every plan, so a refusal is about the key. */
 async function probePolygon(apiKey: string, base: string, signal: AbortSignal): Promise<MarketDataProbeResult> {
   const url = new URL(`${base}/v1/marketstatus/now`);
-  url.searchParams.set('apiKey', apiKey);
-  const answer = await probeGet(url, {}, signal);
+  // Polygon takes the key as a bearer token too: a header stays out of proxy and access logs.
+  const answer = await probeGet(url, { authorization: `Bearer ${apiKey}` }, signal);
   if (answer.kind === 'failed') return { outcome: 'transient', reason: answer.reason };
   const { status, body } = answer;
   if (status === 401 || status === 403) return { outcome: 'invalid', status };
