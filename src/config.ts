@@ -66,6 +66,10 @@ export interface Config {
   readonly maxBodyBytes: number;
   /** Characters of earlier conversation sent to the provider as context. */
   readonly contextBudgetChars: number;
+  /** Age after which a turn reservation still open is settled as not produced (its instance crashed). */
+  readonly reservationSweepAfterMs: number;
+  /** How often each instance looks for such reservations. */
+  readonly reservationSweepIntervalMs: number;
 }
 
 export class ConfigError extends Error {
@@ -164,6 +168,8 @@ export function loadConfig(env: Env = process.env): Config {
     maxImageBytes: int('MAX_IMAGE_BYTES', 3 * 1024 * 1024, 1, 3_375_000),
     maxBodyBytes,
     contextBudgetChars: int('CONTEXT_BUDGET_CHARS', 60_000, 1000),
+    reservationSweepAfterMs: int('RESERVATION_SWEEP_AFTER_MS', 10 * 60_000, 1000, 7 * 24 * 3_600_000),
+    reservationSweepIntervalMs: int('RESERVATION_SWEEP_INTERVAL_MS', 30_000, 100, 3_600_000),
   };
   if (problems.length > 0) throw new ConfigError(problems);
   return deepFreeze(config);

@@ -18,16 +18,17 @@ async function main(): Promise<void> {
   const app = await buildApp(deps);
   const address = await app.listen({ port: config.port, host: config.host });
   const log = deps.logger;
-  // Returns what a crashed instance's turns reserved. The age is well past any live stream, which
-  // settles itself; a turn outliving it ends uncharged rather than charged twice.
+  // Returns what a crashed instance's turns reserved. The age (RESERVATION_SWEEP_AFTER_MS, 10 min by
+  // default) is well past any live stream, which settles itself; a turn outliving it ends uncharged
+  // rather than charged twice.
   let sweeping = false;
   const sweeper = setInterval(() => {
     if (sweeping) return;
     sweeping = true;
-    sweepStaleReservations(deps, 10 * 60_000)
+    sweepStaleReservations(deps, config.reservationSweepAfterMs)
       .catch((err: unknown) => log.error({ err }, 'sweeping stale turn reservations failed'))
       .finally(() => (sweeping = false));
-  }, 30_000);
+  }, config.reservationSweepIntervalMs);
   sweeper.unref();
   if (!config.databaseUrl) {
     log.warn(`embedded database (PGlite) in ${config.dataDir}/pgdata: for local use; set DATABASE_URL for production`);

@@ -47,6 +47,11 @@ export async function createDb(opts: CreateDbOptions): Promise<DbHandle> {
     // An idle client whose backend is terminated emits 'error' on the pool; unhandled, it would
     // crash the process. The pool drops that client and the next query gets a fresh one.
     pool.on('error', (err) => opts.onPoolError?.(err));
+    // A client that is checked out has no pool listener: a connection cut or a backend terminated
+    // while a query or transaction holds it emits 'error' on the client itself, which, unhandled,
+    // crashes the process. The query in flight fails on its own (→ 503), the next one on that client
+    // is refused, and the pool discards the client on release; so this listener only has to exist.
+    pool.on('connect', (client) => client.on('error', () => undefined));
     const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
     return { db, kind: 'postgres', close: () => db.destroy() };
   }

@@ -42,6 +42,9 @@ export interface Cluster {
 
 export const CLUSTER_STORES = { databaseUrl: process.env.DATABASE_URL, redisUrl: process.env.REDIS_URL };
 
+/** `application_name` of the harness's own database connections (`cluster.sql`). */
+export const CLUSTER_TEST_APPLICATION = 'advisor-cluster-test';
+
 /**
  * N instances sharing a fresh PostgreSQL database and a Redis server of their own, each reached
  * through a TCP proxy the tests can cut. Needs DATABASE_URL (a server where it may create databases)
@@ -59,11 +62,26 @@ export async function startCluster(opts: { instances: number; env?: Record<strin
   direct.pathname = `/${dbName}`;
   const databaseUrl = direct.toString();
 
+  const dropDatabase = async (): Promise<void> => {
+    const a = new pg.Client({ connectionString: adminUrl });
+    await a.connect();
+    await a.query(`drop database if exists ${dbName} with (force)`);
+    await a.end();
+  };
+
   const redisPort = await unusedPort();
   const redis = spawn('redis-server', ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
     stdio: 'ignore',
   });
-  await waitForPort(redisPort);
+  let spawnError: Error | undefined;
+  redis.on('error', (err) => (spawnError = err));
+  try {
+    await waitForPort(redisPort);
+  } catch (err) {
+    redis.kill('SIGKILL');
+    await dropDatabase();
+    throw spawnError ?? err;
+  }
 
   const dbProxy = new TcpProxy(direct.hostname, Number(direct.port || 5432));
   const dbProxyPort = await dbProxy.start(0);
@@ -86,8 +104,10 @@ export async function startCluster(opts: { instances: number; env?: Record<strin
     LOG_LEVEL: 'warn',
     ...opts.env,
   };
-  const sqlClient = new pg.Pool({ connectionString: databaseUrl, max: 4 });
+  // Named, so a fault test that terminates the instances' backends can leave the test's own alone.
+  const sqlClient = new pg.Pool({ connectionString: databaseUrl, max: 4, application_name: CLUSTER_TEST_APPLICATION });
   sqlClient.on('error', () => undefined);
+  sqlClient.on('connect', (client) => client.on('error', () => undefined));
 
   const instances: Instance[] = [];
   const startInstance = async (extraEnv: Record<string, string> = {}): Promise<Instance> => {
@@ -95,8 +115,6 @@ export async function startCluster(opts: { instances: number; env?: Record<strin
     instances.push(instance);
     return instance;
   };
-  // One at a time: the first applies the migrations, the others find them applied.
-  for (let i = 0; i < opts.instances; i++) await startInstance();
 
   let next = 0;
   const cluster: Cluster = {
@@ -133,13 +151,18 @@ export async function startCluster(opts: { instances: number; env?: Record<strin
       await dbProxy.stop();
       await redisProxy.stop();
       redis.kill('SIGKILL');
-      const a = new pg.Client({ connectionString: adminUrl });
-      await a.connect();
-      await a.query(`drop database if exists ${dbName} with (force)`);
-      await a.end();
+      await dropDatabase();
       rmSync(dataDir, { recursive: true, force: true });
     },
   };
+  try {
+    // One at a time: the first applies the migrations, the others find them applied.
+    for (let i = 0; i < opts.instances; i++) await startInstance();
+  } catch (err) {
+    // Nothing started so far may outlive a failed start.
+    await cluster.close().catch(() => undefined);
+    throw err;
+  }
   return cluster;
 }
 
@@ -149,7 +172,10 @@ async function spawnInstance(env: Record<string, string>): Promise<Instance> {
   child.stdout?.on('data', (c: Buffer) => (out += c.toString()));
   child.stderr?.on('data', (c: Buffer) => (out += c.toString()));
   const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`instance did not start: ${out}`)), 30_000);
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`instance did not start: ${out}`));
+    }, 30_000);
     const onData = () => {
       const match = /listening on (http:\/\/\S+)/.exec(out);
       if (match?.[1]) {

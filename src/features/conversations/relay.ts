@@ -1,4 +1,6 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyReply } from 'fastify';
+import { isDatabaseUnavailable } from '../../db/create-db.ts';
 import type { Deps } from '../../deps.ts';
 import { SseWriter } from '../../http/sse.ts';
 import { ProviderError, streamChat, type ChatEvent, type FinishReason } from '../../providers/llm/index.ts';
@@ -9,6 +11,8 @@ import { LEASE_TTL_MS, type LiveTurn, type ReplayTurn, type TurnIds } from './st
 export const MAX_OUTPUT_TOKENS = 8192;
 const RENEW_EVERY_MS = LEASE_TTL_MS / 3;
 const SHUTDOWN_FLUSH_MS = 1000;
+const SETTLE_ATTEMPTS = 3;
+const SETTLE_RETRY_MS = 100;
 
 export type StreamErrorCode = ProviderError['code'] | 'SHUTTING_DOWN' | 'INTERNAL';
 
@@ -173,15 +177,31 @@ async function drain(events: AsyncIterator<unknown>): Promise<void> {
   }
 }
 
+/**
+ * A write that lost its connection (a terminated backend, a failover) is tried again on a fresh one:
+ * the client is told the turn ended only after this, so what it saw must be what is stored and
+ * charged. Both writes are idempotent (an update by id; a settlement of a still-reserved charge).
+ */
+async function persist(op: () => Promise<void>): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await op();
+    } catch (err) {
+      if (attempt >= SETTLE_ATTEMPTS || !isDatabaseUnavailable(err)) throw err;
+      await sleep(SETTLE_RETRY_MS * attempt);
+    }
+  }
+}
+
 /** Stores the reply, settles the charge, releases the lease: each attempted whatever the others do. */
 async function settle(deps: Deps, turn: LiveTurn, log: FastifyReply['log'], end: repo.TurnEnd, produced: boolean): Promise<void> {
   try {
-    await repo.finishTurn(deps.db, end);
+    await persist(() => repo.finishTurn(deps.db, end));
   } catch (err) {
     log.error({ err, assistantMessageId: turn.assistantMessageId }, 'storing the reply failed');
   }
   try {
-    await deps.billing.settle(turn.charge, produced);
+    await persist(() => deps.billing.settle(turn.charge, produced));
   } catch (err) {
     log.error({ err, turnId: turn.charge.turnId }, 'settling the turn failed');
   }

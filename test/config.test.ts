@@ -1,0 +1,22 @@
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { ConfigError, loadConfig } from '../src/config.ts';
+
+describe('configuration', () => {
+  test('DESIGN §1: the reservation sweeper defaults to settling reservations open 10 min, looking every 30 s', () => {
+    const config = loadConfig({});
+    assert.deepEqual([config.reservationSweepAfterMs, config.reservationSweepIntervalMs], [600_000, 30_000]);
+    const tuned = loadConfig({ RESERVATION_SWEEP_AFTER_MS: '4000', RESERVATION_SWEEP_INTERVAL_MS: '500' });
+    assert.deepEqual([tuned.reservationSweepAfterMs, tuned.reservationSweepIntervalMs], [4000, 500]);
+  });
+
+  test('DESIGN §1: a bad sweeper setting stops the start with a message naming each variable', () => {
+    assert.throws(
+      () => loadConfig({ RESERVATION_SWEEP_AFTER_MS: '10s', RESERVATION_SWEEP_INTERVAL_MS: '0' }),
+      (err: unknown) =>
+        err instanceof ConfigError &&
+        err.problems.some((p) => p.startsWith('RESERVATION_SWEEP_AFTER_MS must be an integer')) &&
+        err.problems.some((p) => p.startsWith('RESERVATION_SWEEP_INTERVAL_MS must be an integer')),
+    );
+  });
+});
