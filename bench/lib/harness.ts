@@ -1,0 +1,100 @@
+// What every scenario gets: the run's stores, the fake upstream process, and starters for the
+// service (`node src/server.ts`, as production starts it) and the baselines, each its own process.
+import { mkdtempSync } from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import type { StreamScript } from '../../test/fakes/index.ts';
+import { mintToken } from '../../src/http/auth.ts';
+import { TEST_ENCRYPTION_KEYS, TEST_JWT_SECRET } from '../../test/helpers/app.ts';
+import type { ScriptMessage } from './fake-upstream.ts';
+import { ROOT, type Proc, type Procs } from './procs.ts';
+import type { Stores } from './stores.ts';
+
+export interface Harness {
+  readonly procs: Procs;
+  readonly stores: Stores;
+  readonly quick: boolean;
+  /** Directory for this run's logs and profiles. */
+  readonly dir: string;
+  /** The fake's base URL with its version segment (…/v1). */
+  readonly fakeUrl: string;
+  readonly fake: Proc;
+  /** Every later stream request to the fake plays this. */
+  script(s: StreamScript): Promise<void>;
+  startService(name: string, env?: Record<string, string>, nodeArgs?: readonly string[]): Promise<Proc>;
+  startProxy(name: string): Promise<Proc>;
+  token(userId: string): Promise<string>;
+  /** Node flags for service processes (e.g. --cpu-prof when profiling). */
+  readonly serviceNodeArgs: readonly string[];
+}
+
+export interface HarnessOptions {
+  readonly dir: string;
+  readonly quick: boolean;
+  readonly profile: boolean;
+  /** Another checkout of the service to measure (a candidate change), instead of this one. */
+  readonly serviceRoot?: string | undefined;
+}
+
+export async function createHarness(procs: Procs, stores: Stores, opts: HarnessOptions): Promise<Harness> {
+  const fake = await procs.startNode('fake-upstream', 'bench/lib/fake-upstream.ts', { env: baseEnv(), ipc: true });
+  const fakeUrl = fake.ready;
+  let seq = 0;
+  const serviceNodeArgs = opts.profile ? ['--cpu-prof', `--cpu-prof-dir=${path.join(opts.dir, 'profiles')}`] : [];
+  return {
+    procs,
+    stores,
+    quick: opts.quick,
+    dir: opts.dir,
+    fake,
+    fakeUrl,
+    serviceNodeArgs,
+    script(script) {
+      const id = ++seq;
+      return new Promise<void>((resolve, reject) => {
+        const onMessage = (m: { id?: number }): void => {
+          if (m.id !== id) return;
+          fake.child.off('message', onMessage);
+          resolve();
+        };
+        fake.child.on('message', onMessage);
+        const message: ScriptMessage = { id, script };
+        fake.child.send(message, (err) => err && reject(err));
+      });
+    },
+    startService(name, env = {}, nodeArgs = []) {
+      return procs.startNode(name, path.join(opts.serviceRoot ?? ROOT, 'src', 'server.ts'), {
+        nodeArgs: [...serviceNodeArgs, ...nodeArgs],
+        env: {
+          ...baseEnv(),
+          PORT: '0',
+          HOST: '127.0.0.1',
+          // Unused with DATABASE_URL and the secrets given, but the service wants one; removed with the run's directory.
+          DATA_DIR: mkdtempSync(path.join(opts.dir, `data-${name}-`)),
+          DATABASE_URL: stores.databaseUrl,
+          REDIS_URL: stores.redisUrl,
+          AUTH_JWT_SECRET: TEST_JWT_SECRET,
+          ENCRYPTION_KEYS: TEST_ENCRYPTION_KEYS,
+          OPENAI_BASE_URL: fakeUrl,
+          // Production's default level: the service pays for its own request logs here too.
+          LOG_LEVEL: 'info',
+          SHUTDOWN_DRAIN_MS: '1000',
+          ...env,
+        },
+      });
+    },
+    startProxy(name) {
+      return procs.startNode(name, 'bench/lib/bare-proxy.ts', { env: { ...baseEnv(), UPSTREAM_URL: fakeUrl, UPSTREAM_KEY: 'sk-valid-openai' } });
+    },
+    token: (userId) => mintToken(TEST_JWT_SECRET, userId, { tier: 'pro', ttlSeconds: 4 * 3600 }),
+  };
+}
+
+function baseEnv(): Record<string, string> {
+  return { PATH: process.env.PATH ?? '', NODE_ENV: 'production' };
+}
+
+/** A keep-alive agent for stream clients; `maxSockets` bounds the connections to one target. */
+export function streamAgent(maxSockets: number): http.Agent {
+  return new http.Agent({ keepAlive: true, maxSockets, maxFreeSockets: maxSockets });
+}

@@ -1,0 +1,39 @@
+/** Nearest-rank percentile of already sorted samples (NaN when there are none). */
+export function percentile(sorted: readonly number[], p: number): number {
+  if (sorted.length === 0) return NaN;
+  const rank = Math.ceil((p / 100) * sorted.length);
+  return sorted[Math.min(sorted.length - 1, Math.max(0, rank - 1))] ?? NaN;
+}
+
+export interface Distribution {
+  readonly n: number;
+  readonly p50: number;
+  readonly p90: number;
+  readonly p99: number;
+  readonly max: number;
+  readonly mean: number;
+}
+
+export function distribution(samples: readonly number[]): Distribution {
+  const sorted = Float64Array.from(samples).sort();
+  const list = Array.from(sorted);
+  let sum = 0;
+  for (const x of list) sum += x;
+  return {
+    n: list.length,
+    p50: percentile(list, 50),
+    p90: percentile(list, 90),
+    p99: percentile(list, 99),
+    max: list.at(-1) ?? NaN,
+    mean: list.length === 0 ? NaN : sum / list.length,
+  };
+}
+
+export function median(xs: readonly number[]): number {
+  return percentile(Array.from(Float64Array.from(xs).sort()), 50);
+}
+
+export const ms = (x: number, digits = 2): string => (Number.isFinite(x) ? x.toFixed(digits) : 'n/a');
+
+/** 12345.6 → "12,346". */
+export const int = (x: number): string => (Number.isFinite(x) ? Math.round(x).toLocaleString('en-US') : 'n/a');

@@ -1,0 +1,118 @@
+// Row 4: GET /api/advisor/conversations (first page, then the page after its cursor) for random users
+// of a 1,000,000-conversation table; baseline: the same keyset query straight on PostgreSQL.
+import pg from 'pg';
+import { performance } from 'node:perf_hooks';
+import type { Harness } from '../lib/harness.ts';
+import { HttpLoad } from '../lib/http-load.ts';
+import { cpuMs } from '../lib/procs.ts';
+import type { Row } from '../lib/report.ts';
+import { seedConversations } from '../lib/seed.ts';
+import { distribution, int, ms } from '../lib/stats.ts';
+import { mintToken } from '../../src/http/auth.ts';
+import { TEST_JWT_SECRET } from '../../test/helpers/app.ts';
+
+const CLIENTS = 50;
+const PAGE = 25;
+
+export async function list(h: Harness): Promise<Row> {
+  const users = h.quick ? 2000 : 10_000;
+  const perUser = 100;
+  const durationMs = h.quick ? 5000 : 20_000;
+  const service = await h.startService('service-list');
+  const load = new HttpLoad(service.ready, CLIENTS);
+  try {
+    const t0 = performance.now();
+    await seedConversations(h.stores.pool, users, perUser);
+    const seedMs = performance.now() - t0;
+    // No tier claim: these users stay on the default tier, as most readers of a list are.
+    const tokens = await Promise.all(Array.from({ length: users }, (_, i) => mintToken(TEST_JWT_SECRET, `list-${i}`, { ttlSeconds: 4 * 3600 })));
+    const auth = (i: number): Record<string, string> => ({ authorization: `Bearer ${tokens[i] ?? ''}` });
+    // Steady state: every user has been seen by this process once (its first request writes the user).
+    await load.each(users, CLIENTS, async (i) => {
+      const r = await load.get('/api/billing/packs', auth(i));
+      if (r.status !== 200) throw new Error(`warm-up answered ${r.status}: ${r.body}`);
+    });
+    const first: number[] = [];
+    const second: number[] = [];
+    let bad = '';
+    const iteration = async (record: boolean): Promise<void> => {
+      const u = Math.floor(Math.random() * users);
+      const a = await load.get('/api/advisor/conversations', auth(u), true);
+      const page = JSON.parse(a.body) as { items?: unknown[]; nextCursor?: string | null };
+      if (a.status !== 200 || page.items?.length !== PAGE || typeof page.nextCursor !== 'string') {
+        bad ||= `first page: ${a.status} ${a.body.slice(0, 200)}`;
+        return;
+      }
+      const b = await load.get(`/api/advisor/conversations?cursor=${encodeURIComponent(page.nextCursor)}`, auth(u));
+      if (b.status !== 200) bad ||= `second page: ${b.status} ${b.body.slice(0, 200)}`;
+      if (record) {
+        first.push(a.ms);
+        second.push(b.ms);
+      }
+    };
+    await load.run(CLIENTS, 2000, () => iteration(false));
+    // Unloaded, for contrast: one client, so the time is the request's own, without queueing.
+    await load.run(1, 2000, () => iteration(true));
+    const alone = distribution([...first.splice(0), ...second.splice(0)]);
+    const cpu0 = cpuMs(service.pid);
+    const { wallMs } = await load.run(CLIENTS, durationMs, () => iteration(true));
+    const cpu = cpuMs(service.pid) - cpu0;
+    if (bad) throw new Error(bad);
+    const all = distribution([...first, ...second]);
+    const d1 = distribution(first);
+    const d2 = distribution(second);
+    const rps = (all.n * 1000) / wallMs;
+
+    const sqlDist = await sqlBaseline(h, users, h.quick ? 3000 : 5000);
+    return {
+      id: 'list',
+      title: 'Conversation list',
+      service: `p50 ${ms(all.p50)} ms, p99 ${ms(all.p99)} ms · ${int(rps)} req/s · ${((cpu * 1000) / all.n).toFixed(0)} µs CPU/req`,
+      baseline: `p50 ${ms(sqlDist.p50)} ms, p99 ${ms(sqlDist.p99)} ms (the first-page query alone, pg)`,
+      result: `p99 ${ms(all.p99)} ms at ${CLIENTS} clients; ${ms(alone.p99)} ms alone`,
+      goal: 'p99 ≤ 10 ms',
+      met: all.p99 <= 10,
+      how:
+        `${int(users * perUser)} conversations across ${int(users)} users (${perUser} each), inserted with one insert … select from ` +
+        `generate_series (${(seedMs / 1000).toFixed(0)} s with ANALYZE). ${CLIENTS} concurrent clients, each in a loop: a random ` +
+        `user's first page (${PAGE} items), then the page after its cursor; ${durationMs / 1000} s after a 2 s warm-up, every user ` +
+        'having been seen once before (steady state; a first request writes the user). Latency per request at the client; ' +
+        'req/s counts both pages; "alone" is one client in the same loop for 2 s, before the loaded run. CPU per request as ' +
+        'in the JSON row. Baseline: the same keyset query (first page) sent straight to PostgreSQL by a 20-connection ' +
+        `pg pool (the service's pool size) from ${CLIENTS} concurrent loops.`,
+      notes: [
+        `first page p50 ${ms(d1.p50)} / p99 ${ms(d1.p99)} ms, second page p50 ${ms(d2.p50)} / p99 ${ms(d2.p99)} ms, max ${ms(all.max)} ms; ` +
+          `one client alone (no queueing): p50 ${ms(alone.p50)} ms, p99 ${ms(alone.p99)} ms`,
+      ],
+    };
+  } finally {
+    await load.close();
+    await service.stop();
+  }
+}
+
+async function sqlBaseline(h: Harness, users: number, durationMs: number): Promise<ReturnType<typeof distribution>> {
+  const pool = new pg.Pool({ connectionString: h.stores.databaseUrl, max: 20 });
+  pool.on('error', () => undefined);
+  // The statement the service's repo builds (Kysely sends it unprepared, as this does).
+  const text =
+    `select "conversations".*, to_char(updated_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as "updated_at_exact" ` +
+    `from "conversations" where "user_id" = $1 order by "updated_at" desc, "id" desc limit $2`;
+  const samples: number[] = [];
+  try {
+    const loop = async (until: number, record: boolean): Promise<void> => {
+      while (performance.now() < until) {
+        const t = performance.now();
+        await pool.query(text, [`list-${Math.floor(Math.random() * users)}`, PAGE + 1]);
+        if (record) samples.push(performance.now() - t);
+      }
+    };
+    const warmUntil = performance.now() + 1000;
+    await Promise.all(Array.from({ length: CLIENTS }, () => loop(warmUntil, false)));
+    const until = performance.now() + durationMs;
+    await Promise.all(Array.from({ length: CLIENTS }, () => loop(until, true)));
+  } finally {
+    await pool.end();
+  }
+  return distribution(samples);
+}
