@@ -32,6 +32,9 @@ export type App = Awaited<ReturnType<typeof buildApp>>;
 export async function buildApp(deps: Deps) {
   const app = Fastify({
     loggerInstance: deps.logger,
+    // One line per request (below) instead of Fastify's two: request logging was half the CPU of a
+    // small JSON request. It names the route pattern, never the raw URL, which may hold anything.
+    disableRequestLogging: true,
     bodyLimit: deps.config.maxBodyBytes,
     requestIdHeader: false,
     genReqId: (req) => {
@@ -48,7 +51,9 @@ export async function buildApp(deps: Deps) {
   app.addHook('onResponse', async (req, reply) => {
     const route = req.routeOptions.url ?? 'unmatched';
     deps.metrics.httpRequests.inc({ method: req.method, route, status: String(reply.statusCode) });
-    deps.metrics.httpDuration.observe({ method: req.method, route }, reply.elapsedTime / 1000);
+    const seconds = reply.elapsedTime / 1000;
+    deps.metrics.httpDuration.observe({ method: req.method, route }, seconds);
+    req.log.info({ method: req.method, route, status: reply.statusCode, ms: Math.round(reply.elapsedTime * 100) / 100 }, 'request');
   });
 
   app.setErrorHandler((err: FastifyError | AppError, req, reply) => {

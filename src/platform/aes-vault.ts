@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createSecretKey, randomBytes, type KeyObject } from 'node:crypto';
 import { chmodSync, linkSync, mkdirSync, readFileSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { VaultError, type SealedSecret, type SecretSlot, type Vault } from './vault.ts';
@@ -27,12 +27,16 @@ function associatedData(keyId: string, slot: SecretSlot): Buffer {
 export function createVault(keyring: Keyring): Vault {
   const primary = keyring.keys[0];
   if (!primary) throw new Error('keyring is empty');
-  const keys = new Map<string, Buffer>();
+  // KeyObjects, imported once: handing createCipheriv a raw Buffer re-imports the key on every
+  // call, which costs several times the encryption of a short secret.
+  const keys = new Map<string, KeyObject>();
   for (const { id, key } of keyring.keys) {
     if (key.length !== KEY_BYTES) throw new Error(`key "${id}" must be ${KEY_BYTES} bytes`);
     if (keys.has(id)) throw new Error(`key id "${id}" appears twice`);
-    keys.set(id, key);
+    keys.set(id, createSecretKey(key));
   }
+  const primaryKey = keys.get(primary.id);
+  if (!primaryKey) throw new Error('keyring is empty');
 
   return {
     primaryKeyId: primary.id,
@@ -41,7 +45,7 @@ export function createVault(keyring: Keyring): Vault {
       // Lone surrogates would be silently replaced by U+FFFD; refuse rather than store a different key.
       if (!plaintext.isWellFormed()) throw new VaultError('plaintext is not well-formed Unicode');
       const nonce = randomBytes(NONCE_BYTES);
-      const cipher = createCipheriv(ALGORITHM, primary.key, nonce, { authTagLength: TAG_BYTES });
+      const cipher = createCipheriv(ALGORITHM, primaryKey, nonce, { authTagLength: TAG_BYTES });
       cipher.setAAD(associatedData(primary.id, slot));
       const ciphertext = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
       return { keyId: primary.id, nonce, ciphertext, tag: cipher.getAuthTag() };
