@@ -28,7 +28,9 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
     base: { service: 'advisor' },
     timestamp: pino.stdTimeFunctions.isoTime,
   };
-  return destination ? pino(options, destination) : pino(options);
+  // Asynchronous stdout: lines written while a write is in flight go out together, instead of one
+  // blocking write(2) per line on the request path. server.ts flushes before exiting.
+  return pino(options, destination ?? pino.destination({ dest: 1, sync: false }));
 }
 
 export type { Logger };

@@ -54,7 +54,7 @@ async function main(): Promise<void> {
     await app.close();
     await deps.close();
     log.info('stopped');
-    process.exit(0);
+    log.flush(() => process.exit(0));
   };
   process.on('SIGTERM', () => void stop('SIGTERM'));
   process.on('SIGINT', () => void stop('SIGINT'));
