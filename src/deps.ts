@@ -16,6 +16,7 @@ import { createVault, loadOrCreateKeyring, loadOrCreateSecret } from './platform
 import { createCoordination, type Coordination } from './platform/coordination.ts';
 import path from 'node:path';
 import { createTurnBilling, type TurnBilling } from './features/billing/turn-billing.ts';
+import { createUpstreamAgent, type UpstreamAgent } from './providers/llm/index.ts';
 
 /** Everything the app needs, built in one place; tests build the same with overrides. */
 export interface Deps {
@@ -35,6 +36,8 @@ export interface Deps {
   readonly seenUsers: Set<string>;
   /** How advisor turns are paid (DESIGN §8). */
   readonly billing: TurnBilling;
+  /** Keep-alive connections to the language-model providers. */
+  readonly upstream: UpstreamAgent;
   close(): Promise<void>;
 }
 
@@ -77,6 +80,7 @@ export async function createDeps(config: Config, opts: DepsOptions = {}): Promis
     : createCoordination(config, handle.db, clock, opts.redisPrefix ?? 'advisor:');
   const ids = opts.ids ?? randomIds;
   const metrics = createMetrics();
+  const upstream = createUpstreamAgent();
   return {
     config,
     logger,
@@ -92,7 +96,10 @@ export async function createDeps(config: Config, opts: DepsOptions = {}): Promis
     lifecycle: new Lifecycle(),
     seenUsers: new Set(),
     billing: createTurnBilling({ db: handle.db, clock, config, logger, metrics, ids }),
+    upstream,
     async close() {
+      // Streams have ended or been stopped by now; whatever upstream call is left is cut.
+      await upstream.destroy();
       await coordination.close();
       await handle.close();
     },

@@ -6,16 +6,23 @@ export const SSE_HEADERS = {
   'x-accel-buffering': 'no',
 } as const;
 
+/** Frames held back beyond this many characters are written at once (bounds the string and reports backpressure). */
+const FLUSH_CHARS = 32 * 1024;
+
 /**
- * Server-Sent Events onto a raw response. Every event gets the next `id:`. Writes made in the same
- * tick (the several events of one upstream chunk) leave in one socket write: the response is corked
- * on the first and uncorked on the next tick. `write` results are returned so the caller can respect
- * backpressure with `drained()`.
+ * Server-Sent Events onto a raw response. Every event gets the next `id:`. The frames of one tick
+ * (the several events of one upstream chunk) are joined into one string and handed to the response
+ * in one `write` on the next tick, so they leave in one chunk of the chunked encoding and one
+ * syscall (Node's own write path keeps the socket corked until then). A write returns false when
+ * the response's buffer is over its high-water mark (now or after an earlier write), so the caller
+ * can respect backpressure with `drained()`; at most FLUSH_CHARS are held back.
  */
 export class SseWriter {
   readonly #res: ServerResponse;
   #id = 0;
-  #corked = false;
+  /** Frames not yet handed to the response. */
+  #pending = '';
+  #scheduled = false;
 
   constructor(res: ServerResponse) {
     this.#res = res;
@@ -33,8 +40,7 @@ export class SseWriter {
 
   /** `data` must be a single line (JSON.stringify output is). */
   event(name: string, data: string): boolean {
-    this.#id++;
-    return this.#write(`id: ${this.#id}\nevent: ${name}\ndata: ${data}\n\n`);
+    return this.#write(`id: ${++this.#id}\nevent: ${name}\ndata: ${data}\n\n`);
   }
 
   comment(text: string): boolean {
@@ -50,9 +56,14 @@ export class SseWriter {
     return this.#res.writableNeedDrain;
   }
 
+  /** Writes what is held back together with the end of the response. */
   end(): void {
-    SseWriter.#uncork(this);
-    if (!this.#res.writableEnded) this.#res.end();
+    const res = this.#res;
+    const rest = this.#pending;
+    this.#pending = '';
+    if (res.writableEnded) return;
+    if (rest.length > 0 && !res.destroyed) res.end(rest);
+    else res.end();
   }
 
   /** Resolves when the socket buffer has drained, the connection closed, or `signal` aborted. */
@@ -72,21 +83,33 @@ export class SseWriter {
     });
   }
 
-  #write(chunk: string): boolean {
+  #write(frame: string): boolean {
     const res = this.#res;
     if (res.destroyed || res.writableEnded) return true;
-    if (!this.#corked) {
-      this.#corked = true;
-      res.cork();
-      process.nextTick(SseWriter.#uncork, this);
+    if (this.#pending.length === 0) {
+      this.#pending = frame;
+      if (!this.#scheduled) {
+        this.#scheduled = true;
+        process.nextTick(SseWriter.#flushTick, this);
+      }
+    } else {
+      this.#pending += frame;
     }
+    if (this.#pending.length >= FLUSH_CHARS) return this.#flush();
+    return !res.writableNeedDrain;
+  }
+
+  #flush(): boolean {
+    const chunk = this.#pending;
+    const res = this.#res;
+    if (chunk.length === 0) return !res.writableNeedDrain;
+    this.#pending = '';
+    if (res.destroyed || res.writableEnded) return true;
     return res.write(chunk);
   }
 
-  /** Each cork is matched by exactly one uncork (whichever of end() and the next tick comes first). */
-  static #uncork(w: SseWriter): void {
-    if (!w.#corked) return;
-    w.#corked = false;
-    w.#res.uncork();
+  static #flushTick(w: SseWriter): void {
+    w.#scheduled = false;
+    w.#flush();
   }
 }

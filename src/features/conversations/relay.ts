@@ -44,9 +44,82 @@ const doneData = (finishReason: FinishReason | 'aborted', input: number, output:
 const errorData = (code: string, retryable: boolean): string =>
   JSON.stringify({ code, message: MESSAGES[code as StreamErrorCode] ?? MESSAGES.INTERNAL, retryable });
 
-function ping(sse: SseWriter): void {
+/** What the process-wide tickers need of a live stream. */
+interface Live {
+  readonly sse: SseWriter;
+  readonly turn: LiveTurn;
+  readonly log: FastifyReply['log'];
+}
+
+/** A ticker's interval is cut into at most this many slots, each at least a second long. */
+const MAX_SLOTS = 10;
+
+/**
+ * Runs `each` over every member once per interval on one timer, however many members there are
+ * (instead of a timer per stream), and only while there are members. Members are dealt round-robin
+ * into slots and one slot is served per tick, so the work (a ping write, a Redis call) is spread
+ * over the interval rather than done for thousands of streams at once. A member's first turn comes
+ * within one interval of joining, then one every interval.
+ */
+class Ticker {
+  readonly #slots: Set<Live>[];
+  readonly #tickMs: number;
+  readonly #each: (live: Live) => void;
+  #size = 0;
+  #dealt = 0;
+  #turn = 0;
+  #timer: NodeJS.Timeout | undefined;
+
+  constructor(intervalMs: number, each: (live: Live) => void) {
+    const slots = Math.max(1, Math.min(MAX_SLOTS, Math.floor(intervalMs / 1000)));
+    this.#slots = Array.from({ length: slots }, () => new Set<Live>());
+    this.#tickMs = intervalMs / slots;
+    this.#each = each;
+  }
+
+  add(live: Live): void {
+    const slot = this.#slots[this.#dealt++ % this.#slots.length];
+    if (slot === undefined) return;
+    slot.add(live);
+    this.#size++;
+    this.#timer ??= setInterval(Ticker.#tick, this.#tickMs, this);
+  }
+
+  delete(live: Live): void {
+    for (const slot of this.#slots) {
+      if (!slot.delete(live)) continue;
+      if (--this.#size === 0 && this.#timer !== undefined) {
+        clearInterval(this.#timer);
+        this.#timer = undefined;
+      }
+      return;
+    }
+  }
+
+  static #tick(t: Ticker): void {
+    const slot = t.#slots[t.#turn++ % t.#slots.length];
+    if (slot !== undefined) for (const live of slot) t.#each(live);
+  }
+}
+
+/** The heartbeat and lease-renewal tickers of one app (tests run several apps, with their own settings, in one process). */
+const tickers = new WeakMap<Deps, { heartbeat: Ticker; renewal: Ticker }>();
+
+function tickersOf(deps: Deps): { heartbeat: Ticker; renewal: Ticker } {
+  let t = tickers.get(deps);
+  if (t === undefined) {
+    t = {
+      heartbeat: new Ticker(deps.config.streamHeartbeatMs, ping),
+      renewal: new Ticker(RENEW_EVERY_MS, (live) => void renewLease(deps, live.turn, live.log)),
+    };
+    tickers.set(deps, t);
+  }
+  return t;
+}
+
+function ping(live: Live): void {
   // A backed-up socket does not need keep-alives, and must not grow.
-  if (!sse.needsDrain) sse.comment('ping');
+  if (!live.sse.needsDrain) live.sse.comment('ping');
 }
 
 const CLIENT_GONE = new Error('client went away');
@@ -81,8 +154,10 @@ export async function relayTurn(deps: Deps, reply: FastifyReply, turn: LiveTurn)
 
   sse.open(reply.getHeaders());
   sse.event('start', startData(turn));
-  const heartbeat = setInterval(ping, deps.config.streamHeartbeatMs, sse);
-  const renewal = setInterval(() => void renewLease(deps, turn, log), RENEW_EVERY_MS);
+  const live: Live = { sse, turn, log };
+  const { heartbeat, renewal } = tickersOf(deps);
+  heartbeat.add(live);
+  renewal.add(live);
 
   let text = '';
   let deltas = 0;
@@ -93,29 +168,33 @@ export async function relayTurn(deps: Deps, reply: FastifyReply, turn: LiveTurn)
   // drain that began meanwhile and will not wait for a stream it never saw.
   if (raw.destroyed) stop('client');
   else if (deps.lifecycle.draining) stop('shutdown');
-  let events: AsyncIterator<ChatEvent> | undefined;
+  let events: AsyncIterator<readonly ChatEvent[]> | undefined;
   try {
     events = callProvider(deps, turn, ac.signal);
-    for (;;) {
+    read: for (;;) {
       const next = await events.next();
       if (next.done || ac.signal.aborted) break;
-      const ev = next.value;
-      if (ev.type === 'delta') {
-        text += ev.text;
-        deltas++;
-        if (!sse.event('delta', deltaData(ev.text))) await sse.drained(ac.signal);
-      } else if (ev.type === 'usage') {
-        usage = { input: ev.input, output: ev.output };
-      } else {
-        finish = ev.reason;
-        break;
+      for (const ev of next.value) {
+        if (ev.type === 'delta') {
+          text += ev.text;
+          deltas++;
+          if (!sse.event('delta', deltaData(ev.text))) {
+            await sse.drained(ac.signal);
+            if (ac.signal.aborted) break read;
+          }
+        } else if (ev.type === 'usage') {
+          usage = { input: ev.input, output: ev.output };
+        } else {
+          finish = ev.reason;
+          break read;
+        }
       }
     }
   } catch (err) {
     if (!ac.signal.aborted) failure = toFailure(err, log);
   }
-  clearInterval(heartbeat);
-  clearInterval(renewal);
+  heartbeat.delete(live);
+  renewal.delete(live);
   if (finish !== undefined) {
     // The body ends right after the finish; reading it to the end keeps the upstream connection reusable.
     if (events) void drain(events);
@@ -154,11 +233,16 @@ export async function relayTurn(deps: Deps, reply: FastifyReply, turn: LiveTurn)
   );
 }
 
-function callProvider(deps: Deps, turn: LiveTurn, signal: AbortSignal): AsyncIterator<ChatEvent> {
+function callProvider(deps: Deps, turn: LiveTurn, signal: AbortSignal): AsyncIterator<readonly ChatEvent[]> {
   const upstream = turn.upstream;
   turn.upstream = undefined;
   if (upstream === undefined) throw new Error('a live turn was relayed twice');
-  const target = { baseUrl: deps.config.providerBaseUrls[turn.provider], apiKey: upstream.apiKey, idleTimeoutMs: deps.config.streamIdleTimeoutMs };
+  const target = {
+    agent: deps.upstream,
+    baseUrl: deps.config.providerBaseUrls[turn.provider],
+    apiKey: upstream.apiKey,
+    idleTimeoutMs: deps.config.streamIdleTimeoutMs,
+  };
   const request = { model: turn.model, system: upstream.system, messages: upstream.messages, maxTokens: MAX_OUTPUT_TOKENS, signal };
   return streamChat(turn.provider, target, request)[Symbol.asyncIterator]();
 }

@@ -4,7 +4,8 @@ import { streamGemini } from './gemini.ts';
 import { streamOpenAiCompatible } from './openai-compatible.ts';
 import type { ChatRequest, ChatStream, ChatTarget } from './types.ts';
 
-export type { ChatEvent, ChatImage, ChatMessage, ChatRequest, ChatStream, ChatTarget, FinishReason, ImageFormat } from './types.ts';
+export type { ChatEvent, ChatImage, ChatMessage, ChatRequest, ChatStream, ChatTarget, FinishReason, ImageFormat, UpstreamAgent } from './types.ts';
+export { createUpstreamAgent } from './upstream.ts';
 export { ProviderError, type ProviderErrorCode } from './types.ts';
 
 /** One streamed chat turn with `provider`, through its own wire protocol. */

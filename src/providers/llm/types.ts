@@ -1,3 +1,5 @@
+import type { Dispatcher } from 'undici';
+
 export type ImageFormat = 'png' | 'jpeg' | 'webp';
 
 export interface ChatImage {
@@ -52,12 +54,21 @@ export class ProviderError extends Error {
   }
 }
 
+/** Keep-alive connections to the providers: one per process (see createUpstreamAgent), closed on shutdown. */
+export type UpstreamAgent = Dispatcher;
+
 /** Where and as whom to call a provider. */
 export interface ChatTarget {
+  /** The connection pool the call goes through. */
+  readonly agent: UpstreamAgent;
   readonly baseUrl: string;
   readonly apiKey: string;
   /** No byte from upstream for this long (headers included) → UPSTREAM_TIMEOUT. */
   readonly idleTimeoutMs: number;
 }
 
-export type ChatStream = AsyncIterable<ChatEvent>;
+/**
+ * The events of one streamed turn, in batches: one batch per chunk read from the provider (the
+ * events it completed, in order, never none), so a consumer handles them without a wait each.
+ */
+export type ChatStream = AsyncIterable<readonly ChatEvent[]>;

@@ -1,5 +1,7 @@
+import { StringDecoder } from 'node:string_decoder';
+import { Agent, request, type Dispatcher } from 'undici';
 import { SseLineTooLongError, SseParser } from './sse-parser.ts';
-import { ProviderError, type ChatEvent, type ChatTarget } from './types.ts';
+import { ProviderError, type ChatEvent, type ChatTarget, type UpstreamAgent } from './types.ts';
 
 /** Turns one wire protocol's SSE events into ChatEvents. */
 export interface Translator {
@@ -17,15 +19,36 @@ export interface UpstreamCall {
   readonly headers: Record<string, string>;
 }
 
-const DECODE_STREAM = { stream: true } as const;
+/**
+ * Pooled keep-alive connections, no cap per origin (every open stream holds one). An idle
+ * connection is kept 30 s unless the provider's Keep-Alive header says less (the global fetch
+ * agent kept it 4 s): long enough to be reused by the next turn, shorter than providers' load
+ * balancers keep one. Redirects are followed as fetch did (up to 20; 301/302/303 turn a POST into
+ * a GET). The connect, headers and body timeouts stay at undici's defaults (10 s, 300 s, 300 s), as
+ * they were for global fetch; the stream's own idle timeout is enforced by streamSse.
+ */
+export function createUpstreamAgent(): UpstreamAgent {
+  // undici's own header and body timeouts (300 s) are off: the idle timer above is the one rule for
+  // upstream silence, so a long STREAM_IDLE_TIMEOUT_MS still ends as UPSTREAM_TIMEOUT.
+  // Redirects are not followed: providers answer API calls directly, and a redirect would carry
+  // x-api-key / x-goog-api-key (which no redirect handler strips) to wherever it points.
+  return new Agent({ keepAliveTimeout: 30_000, keepAliveMaxTimeout: 600_000, headersTimeout: 0, bodyTimeout: 0 });
+}
+
 /** After the end marker the body should close at once; do not hold the stream open for a slow one. */
 const END_GRACE_MS = 2000;
 const ERROR_BODY_MAX = 64 * 1024;
+/** What global fetch sent besides the caller's headers (no accept-encoding: SSE is read as sent). */
+const DEFAULT_HEADERS = { 'user-agent': 'node' } as const;
+const ENCODER = new TextEncoder();
+/** The reason the request is aborted with when the provider was silent for too long. */
+const IDLE = new Error('upstream idle timeout');
 
 /**
- * POSTs a streaming request and yields its events. An idle timer (reset by every byte, headers
- * included) turns upstream silence into UPSTREAM_TIMEOUT; the caller's signal aborts the socket
- * at once and rethrows the signal's reason. No retries: a retry is the client's decision.
+ * POSTs a streaming request and yields its events, one batch per chunk read from the body (never
+ * empty, in order). An idle timer (reset by every read, headers included) turns upstream silence
+ * into UPSTREAM_TIMEOUT; the caller's signal aborts the socket at once and rethrows the signal's
+ * reason. No retries: a retry is the client's decision.
  */
 export async function* streamSse(
   call: UpstreamCall,
@@ -33,42 +56,51 @@ export async function* streamSse(
   target: ChatTarget,
   signal: AbortSignal,
   translator: Translator,
-): AsyncGenerator<ChatEvent> {
-  const idle = new AbortController();
+): AsyncGenerator<ChatEvent[]> {
+  if (signal.aborted) throw signal.reason;
+  const ac = new AbortController();
+  const onAbort = (): void => ac.abort(signal.reason);
+  signal.addEventListener('abort', onAbort);
   // Only silence while this side waits for the provider counts: a consumer that is slow to take an
   // event (a client not reading, backpressure) is not the provider's fault.
   let waiting = true;
   const onIdle = (): void => {
-    if (waiting) idle.abort();
+    if (waiting) ac.abort(IDLE);
     else timer.refresh();
   };
   let timer = setTimeout(onIdle, target.idleTimeoutMs);
-  const fail = (err: unknown): unknown => upstreamFailure(err, call.provider, signal, idle.signal);
-  let reader: ReadableStreamDefaultReader<Uint8Array> | undefined;
+  const fail = (err: unknown): unknown => upstreamFailure(err, call.provider, signal, ac.signal);
+  let res: Dispatcher.ResponseData | undefined;
   let eof = false;
   try {
-    let res: Response;
+    // undici keeps the body until the response ends. A string would become a Buffer from the shared
+    // pool, and each stream would keep a whole pool slab (64 KB) alive; this one is its own.
+    const payload = ENCODER.encode(body);
+    // The request (history, images) can be large; the stream can be long. Hold on to one copy only.
+    body = '';
     try {
-      res = await fetch(call.url, { method: 'POST', headers: call.headers, body, signal: AbortSignal.any([signal, idle.signal]) });
+      res = await request(call.url, { dispatcher: target.agent, method: 'POST', headers: { ...DEFAULT_HEADERS, ...call.headers }, body: payload, signal: ac.signal });
     } catch (err) {
       throw fail(err);
     }
-    // The request (history, images) can be large; the stream can be long. Do not hold on to it.
-    body = '';
     timer.refresh();
-    if (!res.ok) {
+    const status = res.statusCode;
+    if (status < 200 || status > 299) {
       let text = '';
       try {
-        text = (await res.text()).slice(0, ERROR_BODY_MAX);
+        text = (await res.body.text()).slice(0, ERROR_BODY_MAX);
       } catch (err) {
         throw fail(err);
       }
-      throw errorForStatus(call.provider, res.status, text);
+      eof = true;
+      throw errorForStatus(call.provider, status, text);
     }
-    if (res.body === null) throw new ProviderError('PROVIDER_UNAVAILABLE', true, `${call.provider} answered without a body`, res.status);
-    reader = res.body.getReader();
-    const decoder = new TextDecoder();
-    const out: ChatEvent[] = [];
+    // fetch gave these no body at all.
+    if (status === 204 || status === 205) throw new ProviderError('PROVIDER_UNAVAILABLE', true, `${call.provider} answered without a body`, status);
+    const chunks: AsyncIterator<Buffer> = res.body[Symbol.asyncIterator]();
+    const decoder = new StringDecoder('utf8');
+    let started = false;
+    let out: ChatEvent[] = [];
     let failure: unknown;
     // A failure inside a chunk stops parsing but keeps the events before it, so every delta the
     // provider produced before its error still reaches the client.
@@ -81,30 +113,37 @@ export async function* streamSse(
       }
     });
     for (;;) {
-      let chunk: Awaited<ReturnType<typeof reader.read>>;
+      let chunk: IteratorResult<Buffer>;
       try {
-        chunk = await reader.read();
+        chunk = await chunks.next();
       } catch (err) {
         if (translator.ended) return;
         throw fail(err);
       }
-      if (chunk.done) {
+      if (chunk.done === true) {
         eof = true;
         break;
       }
       if (translator.ended) continue;
       timer.refresh();
       try {
-        parser.push(decoder.decode(chunk.value, DECODE_STREAM));
+        let text = decoder.write(chunk.value);
+        // A byte order mark opens the stream at most once; TextDecoder dropped it, so does this.
+        if (!started && text.length > 0) {
+          started = true;
+          if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
+        }
+        parser.push(text);
       } catch (err) {
         failure ??= err;
       }
-      for (let i = 0; i < out.length; i++) {
+      if (out.length > 0) {
+        const batch = out;
+        out = [];
         waiting = false;
-        yield out[i] as ChatEvent;
+        yield batch;
         waiting = true;
       }
-      out.length = 0;
       if (failure !== undefined) throw malformed(failure, call.provider);
       if (translator.ended) {
         // Read on to the end of the body so the connection can be reused, but not for long.
@@ -114,33 +153,40 @@ export async function* streamSse(
     }
     if (translator.ended) return;
     try {
-      parser.push(decoder.decode());
+      const rest = decoder.end();
+      parser.push(started || rest.charCodeAt(0) !== 0xfeff ? rest : rest.slice(1));
       parser.end();
     } catch (err) {
       failure ??= err;
     }
-    for (let i = 0; i < out.length; i++) {
+    if (out.length > 0) {
+      const batch = out;
+      out = [];
       waiting = false;
-      yield out[i] as ChatEvent;
+      yield batch;
       waiting = true;
     }
-    out.length = 0;
     if (failure !== undefined) throw malformed(failure, call.provider);
     translator.end(out);
-    for (let i = 0; i < out.length; i++) {
+    if (out.length > 0) {
       waiting = false;
-      yield out[i] as ChatEvent;
+      yield out;
       waiting = true;
     }
   } finally {
     clearTimeout(timer);
-    if (reader !== undefined && !eof) reader.cancel().catch(() => undefined);
+    signal.removeEventListener('abort', onAbort);
+    // Destroying the body aborts the request and closes its socket; the error that follows is ours.
+    if (res !== undefined && !eof) res.body.on('error', ignore).destroy();
   }
 }
 
-function upstreamFailure(err: unknown, provider: string, signal: AbortSignal, idle: AbortSignal): unknown {
+function ignore(): void {}
+
+/** `own` is the request's signal: aborted with the caller's reason, or by the idle timer. */
+function upstreamFailure(err: unknown, provider: string, signal: AbortSignal, own: AbortSignal): unknown {
   if (signal.aborted) return signal.reason;
-  if (idle.aborted) return new ProviderError('UPSTREAM_TIMEOUT', true, `${provider} sent nothing for too long`);
+  if (own.aborted) return new ProviderError('UPSTREAM_TIMEOUT', true, `${provider} sent nothing for too long`);
   if (err instanceof ProviderError) return err;
   const cause = err instanceof Error && err.cause instanceof Error ? err.cause : err;
   const code = cause !== null && typeof cause === 'object' && 'code' in cause ? String(cause.code) : '';
