@@ -5,6 +5,7 @@ import * as m0002 from './migrations/0002-platform.ts';
 import * as m0003 from './migrations/0003-advisor-keys.ts';
 import * as m0004 from './migrations/0004-conversations.ts';
 import * as m0005 from './migrations/0005-billing.ts';
+import * as m0006 from './migrations/0006-turn-reservation.ts';
 
 /** Every migration, in order. A feature adds its file here; names never change once shipped. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -13,6 +14,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0003-advisor-keys': m0003,
   '0004-conversations': m0004,
   '0005-billing': m0005,
+  '0006-turn-reservation': m0006,
 };
 
 class StaticProvider implements MigrationProvider {

@@ -16,6 +16,7 @@ export interface LedgerWrite {
 /**
  * Appends one ledger entry and moves the cached balance with it, in the caller's transaction, which
  * must hold the wallet lock (repo.lockWallet). A reference already present writes nothing: false.
+ * (A turn's `turn:` entry is written the same way, in SQL, by reserve_turn.)
  */
 export async function appendEntry(trx: Trx, w: LedgerWrite): Promise<boolean> {
   if (!Number.isSafeInteger(w.amount) || w.amount === 0) throw new Error(`ledger amount must be a non-zero integer (got ${w.amount})`);

@@ -1,4 +1,4 @@
-import { sql, type Insertable, type Selectable } from 'kysely';
+import { sql, type Insertable, type RawBuilder, type Selectable } from 'kysely';
 import type { Db, LedgerEntriesTable, PurchasesTable, TurnChargesTable, Trx } from '../../db/types.ts';
 
 export type LedgerRow = Selectable<LedgerEntriesTable>;
@@ -19,6 +19,42 @@ export async function lockWallet(trx: Trx, userId: string): Promise<number> {
     .returning('balance')
     .executeTakeFirstOrThrow();
   return row.balance;
+}
+
+/** What `reserve_turn` (migration 0006-turn-reservation) is given; `tiers` is the catalogue's tiers as JSON. */
+export interface TurnReservation {
+  readonly turnId: string;
+  readonly userId: string;
+  /** The id of the `turn:` ledger entry, written only when the turn is paid with credits. */
+  readonly ledgerId: string | null;
+  readonly now: Date;
+  readonly month: string;
+  readonly allowance: boolean;
+  readonly cost: number;
+  readonly images: number;
+  readonly tiers: string;
+  readonly defaultTier: string;
+}
+
+/**
+ * The reservation as a one-row query `(source, credits)`: reading it decides and reserves the turn
+ * (tier, locks, decision, ledger entry, usage and the turn_charges row). A refusal fails the
+ * statement that reads it with SQLSTATE `BL402` / `BL429` and the refusal's code as its message, so
+ * nothing is written. Read it exactly once (alone, or as a materialised CTE of another statement).
+ */
+export function reservation(r: TurnReservation): RawBuilder<{ source: string; credits: number }> {
+  return sql<{ source: string; credits: number }>`
+    select r_source as source, r_credits as credits
+    from reserve_turn(${r.turnId}, ${r.userId}, ${r.ledgerId}::uuid, ${r.now}::timestamptz, ${r.month}, ${r.allowance}::boolean,
+                      ${r.cost}::bigint, ${r.images}::integer, ${r.tiers}::jsonb, ${r.defaultTier})`;
+}
+
+/** Runs a reservation on its own (one round trip, one commit). */
+export async function runReservation(db: Db, query: RawBuilder<{ source: string; credits: number }>): Promise<{ source: string; credits: number }> {
+  const { rows } = await query.execute(db);
+  const row = rows[0];
+  if (!row) throw new Error('reserve_turn returned no row');
+  return row;
 }
 
 export async function addToBalance(trx: Trx, userId: string, delta: number, now: Date): Promise<void> {
@@ -100,10 +136,6 @@ export function listLedger(db: Db, userId: string, beforeSeq: number | undefined
   let q = db.selectFrom('ledger_entries').selectAll().where('user_id', '=', userId);
   if (beforeSeq !== undefined) q = q.where('seq', '<', beforeSeq);
   return q.orderBy('seq', 'desc').limit(limit).execute();
-}
-
-export async function insertTurnCharge(trx: Trx, row: TurnChargeRow): Promise<void> {
-  await trx.insertInto('turn_charges').values(row).execute();
 }
 
 export function findTurnCharge(db: Db | Trx, turnId: string): Promise<TurnChargeRow | undefined> {

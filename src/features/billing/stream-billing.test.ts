@@ -1,6 +1,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import { sql } from 'kysely';
 import { createDb } from '../../db/create-db.ts';
 import { buildTestApp, codeOf, type TestApp } from '../../../test/helpers/app.ts';
 import { ManualClock } from '../../../test/helpers/manual-clock.ts';
@@ -105,6 +106,85 @@ describe('billing through the advisor stream (DESIGN §7, §8)', () => {
     const ledger = (await t.call('GET', '/api/billing/ledger', { user: u })).json<{ items: { amount: number; reference: string }[] }>();
     assert.deepEqual(ledger.items.slice(0, 2).map((i) => [i.reference, i.amount]), [[`turn-return:${turnId}`, 5], [`turn:${turnId}`, -5]]);
     assert.equal(await assertLedgerInvariant(t, u), 10);
+  });
+
+  describe('the turn\'s rows and its reservation are stored by one statement: both or neither', () => {
+    /** Runs `work` with billing's statement delayed until `meanwhile` has happened (a race lost on purpose). */
+    async function racing(meanwhile: () => Promise<void>, work: () => Promise<void>): Promise<void> {
+      const deps = t.deps as { billing: TurnBilling };
+      const real = deps.billing;
+      const withStatement = real.reserveWith;
+      assert.ok(withStatement, 'the app\'s billing offers reserveWith');
+      deps.billing = {
+        reserve: (req) => real.reserve(req),
+        settle: (charge, produced) => real.settle(charge, produced),
+        reserveWith: (req, store) =>
+          withStatement(req, async (db, reservation) => {
+            await meanwhile();
+            return store(db, reservation);
+          }),
+      };
+      try {
+        await work();
+      } finally {
+        deps.billing = real;
+      }
+    }
+    const charges = async (u: string) => (await t.deps.db.selectFrom('turn_charges').select('turn_id').where('user_id', '=', u).execute()).length;
+
+    test('a conversation deleted after the checks → 404 CONVERSATION_NOT_FOUND; nothing reserved, charged or stored', async () => {
+      const u = await userWithKey('big-1', 12);
+      const first = frames((await send(u)).body)[0];
+      const conversationId = String(first?.data['conversationId']);
+      const [entries, turns, streams] = [await ledgerCount(t, u), await charges(u), openai.streams.length];
+      await racing(
+        async () => void (await t.deps.db.deleteFrom('conversations').where('id', '=', conversationId).execute()),
+        async () => {
+          clock.advance(2500);
+          const res = await t.call('POST', `/api/advisor/conversations/${conversationId}/messages/stream`, {
+            user: u,
+            body: { text: 'And this week?', clientMessageId: randomUUID() },
+          });
+          assert.equal(res.statusCode, 404, res.body);
+          assert.equal(codeOf(res), 'CONVERSATION_NOT_FOUND');
+        },
+      );
+      assert.deepEqual([await ledgerCount(t, u), await charges(u), openai.streams.length], [entries, turns, streams]);
+      assert.equal(await conversationCount(u), 0);
+      assert.equal(await assertLedgerInvariant(t, u), 7);
+    });
+
+    test('a duplicate clientMessageId stored meanwhile (the unique index decides) → its turn is replayed; nothing reserved or charged', async () => {
+      const u = await userWithKey('big-1', 12);
+      const clientMessageId = randomUUID();
+      const text = 'How was my week?';
+      const [conversationId, userMessageId, replyId] = [randomUUID(), randomUUID(), randomUUID()];
+      const [entries, streams] = [await ledgerCount(t, u), openai.streams.length];
+      await racing(
+        async () => {
+          // Another instance started and finished the same message in between.
+          await sql`insert into conversations (id, user_id, title, provider, model, persona_id, message_count, last_message_at, created_at, updated_at)
+            values (${conversationId}, ${u}, ${text}, 'openai', 'big-1', null, 2, now(), now(), now())`.execute(t.deps.db);
+          await sql`insert into messages (id, conversation_id, user_id, seq, role, content, status, client_message_id, finish_reason,
+              billing_source, billing_credits, created_at, completed_at)
+            values (${userMessageId}, ${conversationId}, ${u}, 1, 'user', ${text}, 'complete', ${clientMessageId}, null, null, null, now(), null),
+                   (${replyId}, ${conversationId}, ${u}, 2, 'assistant', 'Calm and steady.', 'complete', null, 'stop', 'credits', 5, now(), now())`.execute(
+            t.deps.db,
+          );
+        },
+        async () => {
+          clock.advance(2500);
+          const res = await t.call('POST', STREAM, { user: u, body: { text, clientMessageId } });
+          assert.equal(res.statusCode, 200, res.body);
+          const sent = frames(res.body);
+          assert.deepEqual(sent.map((f) => f.event), ['start', 'delta', 'done']);
+          assert.deepEqual([sent[0]?.data['conversationId'], sent[0]?.data['assistantMessageId'], sent[1]?.data['text']], [conversationId, replyId, 'Calm and steady.']);
+          assert.deepEqual(sent[0]?.data['billing'], { source: 'credits', credits: 5 });
+        },
+      );
+      assert.deepEqual([await ledgerCount(t, u), await charges(u), openai.streams.length], [entries, 0, streams]);
+      assert.equal(await assertLedgerInvariant(t, u), 12);
+    });
   });
 
   describe('each refusal through the stream route, by its exact condition', () => {

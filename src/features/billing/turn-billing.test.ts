@@ -6,7 +6,8 @@ import { createDb } from '../../db/create-db.ts';
 import { AppError } from '../../http/errors.ts';
 import { buildTestApp, STORES, type TestApp } from '../../../test/helpers/app.ts';
 import { ManualClock } from '../../../test/helpers/manual-clock.ts';
-import { createTurnBilling, sweepStaleReservations, type TurnBilling, type TurnCharge } from './turn-billing.ts';
+import type { Db } from '../../db/types.ts';
+import { createTurnBilling, sweepStaleReservations, type ReservationQuery, type ReservedRow, type TurnBilling, type TurnCharge } from './turn-billing.ts';
 import { assertLedgerInvariant, ensureTestUser, giveCredits, ledgerCount, turnStatus, writeTestCatalogue } from './testing.ts';
 
 type Wallet = { credits: number; tier: string; allowance: { used: number; remaining: number }; images: { used: number; remaining: number; resetsAt: string } };
@@ -234,6 +235,80 @@ describe('turn billing (DESIGN §8)', () => {
     });
   });
 
+  describe('reserveWith: the reservation read inside the caller\'s own statement', () => {
+    // The caller's own part writes a users row (any table would do), so a test can see whether it was stored.
+    const storing = (id: string) => async (db: Db, reservation: ReservationQuery): Promise<ReservedRow> => {
+      const { rows } = await sql<ReservedRow>`with charge as materialized (${reservation}), mine as (insert into users (id) values (${id}))
+        select source, credits from charge`.execute(db);
+      const row = rows[0];
+      if (!row) throw new Error('the statement returned no row');
+      return row;
+    };
+    const reserveWith = (userId: string, model: string, id: string, images = 0, billing: TurnBilling = t.deps.billing) => {
+      const withStatement = billing.reserveWith;
+      assert.ok(withStatement, 'the billing offers reserveWith');
+      return withStatement({ turnId: randomUUID(), userId, provider: 'openai', model, images }, storing(id));
+    };
+    const stored = async (id: string) => (await t.deps.db.selectFrom('users').select('id').where('id', '=', id).executeTakeFirst()) !== undefined;
+    const marker = () => `marker-${randomUUID()}`;
+
+    test('the reservation and the caller\'s rows are stored together; the decision is reserve\'s', async () => {
+      const u = await user(10);
+      const [a, b, c] = [marker(), marker(), marker()];
+      const first = await reserveWith(u, 'cheap-1', a);
+      const paid = await reserveWith(u, 'big-1', b, 1);
+      const free = await reserveWith(u, 'gratis-1', c);
+      assert.deepEqual([first.source, first.credits, paid.source, paid.credits, paid.images, free.source], ['allowance', 0, 'credits', 5, 1, 'free']);
+      assert.deepEqual([await stored(a), await stored(b), await stored(c)], [true, true, true]);
+      assert.equal(await turnStatus(t, paid.turnId), 'reserved');
+      const w = await walletOf(u);
+      assert.deepEqual([w.credits, w.allowance.used, w.images.used], [5, 1, 1]);
+      assert.equal(await assertLedgerInvariant(t, u), 5);
+    });
+
+    test('a refusal (402 / 429 with its headers) stores none of the caller\'s rows and charges nothing', async () => {
+      const u = await user(3);
+      const m = marker();
+      await refused(reserveWith(u, 'big-1', m), 'INSUFFICIENT_CREDITS_ALLOWANCE_AVAILABLE', 402);
+      await refused(reserveWith(u, 'mystery-model', m), 'MODEL_NOT_AVAILABLE', 402);
+      const err = await refused(reserveWith(u, 'cheap-1', m, 4), 'TIER_LIMIT_IMAGES', 429);
+      assert.equal(err.headers['RateLimit'], `"monthly-images";r=3;t=${16 * 86400 + 12 * 3600}`);
+      for (let i = 0; i < 5; i++) await reserveWith(u, 'cheap-1', marker());
+      await refused(reserveWith(u, 'cheap-1', m), 'ALLOWANCE_EXHAUSTED', 402);
+      await refused(reserveWith(u, 'big-1', m), 'INSUFFICIENT_CREDITS', 402);
+      assert.equal(await stored(m), false);
+      const w = await walletOf(u);
+      assert.deepEqual([w.credits, w.allowance.used, w.images.used], [0, 2, 0]);
+      assert.equal(await assertLedgerInvariant(t, u), 0);
+    });
+
+    test('the caller\'s part failing reserves nothing, and its own error reaches the caller unchanged', async () => {
+      const u = await user(10);
+      // The users row of u exists: the caller's insert breaks its primary key after the reservation was read.
+      const err = await reserveWith(u, 'big-1', u, 1).then(
+        () => assert.fail('expected the caller\'s unique violation'),
+        (e: unknown) => e,
+      );
+      assert.ok(!(err instanceof AppError), String(err));
+      assert.equal((err as { code?: string }).code, '23505');
+      assert.equal(await ledgerCount(t, u), 1);
+      const w = await walletOf(u);
+      assert.deepEqual([w.credits, w.allowance.used, w.images.used], [10, 0, 0]);
+      assert.equal((await t.deps.db.selectFrom('turn_charges').select('turn_id').where('user_id', '=', u).execute()).length, 0);
+      assert.equal(await assertLedgerInvariant(t, u), 10);
+    });
+
+    test('BILLING_NOT_AVAILABLE (402) when billing\'s store is unreachable, whatever the caller\'s statement', async () => {
+      const u = await user(100);
+      const dead = await createDb({ pgliteDir: 'memory://' });
+      await dead.close();
+      const m = marker();
+      await refused(reserveWith(u, 'big-1', m, 0, createTurnBilling({ ...t.deps, db: dead.db })), 'BILLING_NOT_AVAILABLE', 402);
+      assert.equal(await stored(m), false);
+      assert.equal(await assertLedgerInvariant(t, u), 100);
+    });
+  });
+
   describe('ledger', () => {
     test('DESIGN §8: the ledger is append-only in the database: update, delete and truncate are refused', async () => {
       const u = await user(7);
@@ -284,6 +359,38 @@ describe('turn billing (DESIGN §8)', () => {
         }
       });
     }
+
+    test('DESIGN §8: 500 concurrent reserveWith (inside the caller\'s statement) across two instances against a balance for 7 turns → exactly 7 charged', async () => {
+      const second = await secondInstance();
+      try {
+        const u = await user(0);
+        await reserve(u, 'cheap-1');
+        await reserve(u, 'cheap-1');
+        await giveCredits(t, u, 35);
+        const results = await Promise.allSettled(
+          Array.from({ length: 500 }, (_, i) => {
+            const billing = i % 2 === 0 ? t.deps.billing : second.billing;
+            const withStatement = billing.reserveWith;
+            assert.ok(withStatement);
+            return withStatement({ turnId: randomUUID(), userId: u, provider: 'openai', model: 'big-1', images: 0 }, async (db, reservation) => {
+              const { rows } = await sql<ReservedRow>`with charge as materialized (${reservation}) select source, credits from charge`.execute(db);
+              const row = rows[0];
+              if (!row) throw new Error('no row');
+              return row;
+            });
+          }),
+        );
+        const ok = results.filter((r): r is PromiseFulfilledResult<TurnCharge> => r.status === 'fulfilled');
+        const codes = new Set(results.flatMap((r) => (r.status === 'rejected' ? [(r.reason as AppError).code] : [])));
+        assert.equal(ok.length, 7);
+        assert.deepEqual([...codes], ['INSUFFICIENT_CREDITS']);
+        assert.equal(await assertLedgerInvariant(t, u), 0);
+        await Promise.all(ok.map((r) => t.deps.billing.settle(r.value, false)));
+        assert.equal(await assertLedgerInvariant(t, u), 35);
+      } finally {
+        await second.close();
+      }
+    });
 
     test('concurrent allowance reserves never exceed the monthly allowance', async () => {
       const second = await secondInstance();

@@ -1,9 +1,11 @@
 import type { Provider, TierConfig } from '../../catalogue.ts';
 import { findModel } from '../../catalogue.ts';
+import type { RawBuilder } from 'kysely';
+import { isDatabaseUnavailable, pgErrorCode } from '../../db/create-db.ts';
+import type { Db } from '../../db/types.ts';
 import type { Deps } from '../../deps.ts';
 import { AppError } from '../../http/errors.ts';
 import { rateLimitHeaders } from '../../http/rate-limit.ts';
-import { userTier } from '../users/service.ts';
 import { appendEntry, monthKey, monthStart, nextMonthStart } from './ledger.ts';
 import * as repo from './repo.ts';
 
@@ -33,8 +35,27 @@ export interface TurnRequest {
  */
 export interface TurnBilling {
   reserve(req: TurnRequest): Promise<TurnCharge>;
+  /**
+   * `reserve`, made in one statement with the caller's own rows for the turn: one round trip and one
+   * commit, and both are stored or neither (a refusal stores nothing; a failure of the caller's part
+   * reserves nothing). `store` runs that statement on `db` (billing's store), reading `reservation`
+   * (a one-row query `(source, credits)` that decides and reserves when it is read) exactly once, as a
+   * materialised CTE, and returns its row. Refusals and billing failures are thrown as `reserve` throws
+   * them; an error of the caller's own part reaches the caller unchanged. Optional: without it, a
+   * caller reserves first and stores after, giving the reservation back if storing fails.
+   */
+  reserveWith?(req: TurnRequest, store: (db: Db, reservation: ReservationQuery) => Promise<ReservedRow>): Promise<TurnCharge>;
   settle(charge: TurnCharge, produced: boolean): Promise<void>;
 }
+
+/** What a reservation query yields: how the turn is paid and the credits it took. */
+export interface ReservedRow {
+  readonly source: string;
+  readonly credits: number;
+}
+
+/** A reservation as a query to embed in another statement (see TurnBilling.reserveWith). */
+export type ReservationQuery = RawBuilder<ReservedRow>;
 
 /** Every turn free; stands in until the billing feature is configured into deps. */
 export const freeTurnBilling: TurnBilling = {
@@ -48,8 +69,10 @@ export type BillingDeps = Pick<Deps, 'db' | 'clock' | 'config' | 'logger' | 'met
 
 /** Turns paid with the monthly allowance, credits from the ledger, or nothing (zero-cost models). */
 export function createTurnBilling(deps: BillingDeps): TurnBilling {
+  const tiers = tiersJson(deps.config.catalogue.tiers);
   return {
-    reserve: (req) => reserveTurn(deps, req),
+    reserve: (req) => reserveTurn(deps, tiers, req, (reservation) => repo.runReservation(deps.db, reservation), () => true),
+    reserveWith: (req, store) => reserveTurn(deps, tiers, req, (reservation) => store(deps.db, reservation), failedInReservation),
     async settle(charge, produced) {
       if (produced) await chargeTurn(deps, charge.turnId);
       else await returnTurn(deps, charge.turnId);
@@ -57,81 +80,109 @@ export function createTurnBilling(deps: BillingDeps): TurnBilling {
   };
 }
 
-function imageQuotaExceeded(tier: TierConfig, used: number, now: Date): AppError {
+/** The catalogue's tiers as `reserve_turn` reads them (the limits only), serialised once. */
+function tiersJson(tiers: Readonly<Record<string, TierConfig>>): string {
+  return JSON.stringify(
+    Object.fromEntries(Object.entries(tiers).map(([name, t]) => [name, { monthlyAllowanceTurns: t.monthlyAllowanceTurns, monthlyImages: t.monthlyImages }])),
+  );
+}
+
+function imageQuotaExceeded(limit: number, used: number, now: Date): AppError {
   const resetsAt = nextMonthStart(now);
-  const rule = { name: 'monthly-images', limit: tier.monthlyImages, windowMs: resetsAt.getTime() - monthStart(now).getTime() };
+  const rule = { name: 'monthly-images', limit, windowMs: resetsAt.getTime() - monthStart(now).getTime() };
   const untilReset = resetsAt.getTime() - now.getTime();
   const headers = rateLimitHeaders(rule, {
     allowed: false,
-    limit: tier.monthlyImages,
-    remaining: Math.max(0, tier.monthlyImages - used),
+    limit,
+    remaining: Math.max(0, limit - used),
     retryAfterMs: untilReset,
     resetMs: untilReset,
   });
-  return new AppError('TIER_LIMIT_IMAGES', `the monthly image quota of your tier (${tier.monthlyImages}) would be exceeded`, { headers });
+  return new AppError('TIER_LIMIT_IMAGES', `the monthly image quota of your tier (${limit}) would be exceeded`, { headers });
 }
 
-async function reserveTurn(deps: BillingDeps, req: TurnRequest): Promise<TurnCharge> {
+const REFUSALS = {
+  ALLOWANCE_EXHAUSTED: 'the monthly allowance and your credits are used up',
+  INSUFFICIENT_CREDITS_ALLOWANCE_AVAILABLE: 'not enough credits for this model; allowance turns remain for allowance models',
+  INSUFFICIENT_CREDITS: 'not enough credits for this model',
+} as const;
+
+/** The refusal `reserve_turn` raised (SQLSTATE BL402 / BL429), as the client sees it; else undefined. */
+function refusalOf(err: unknown, now: Date): AppError | undefined {
+  const code = pgErrorCode(err);
+  if ((code !== 'BL402' && code !== 'BL429') || !(err instanceof Error)) return undefined;
+  if (code === 'BL429' && err.message === 'TIER_LIMIT_IMAGES') {
+    const detail = 'detail' in err && typeof err.detail === 'string' ? /^limit=(\d+) used=(\d+)$/.exec(err.detail) : null;
+    return detail ? imageQuotaExceeded(Number(detail[1]), Number(detail[2]), now) : undefined;
+  }
+  const refusal = err.message;
+  return code === 'BL402' && isRefusal(refusal) ? new AppError(refusal, REFUSALS[refusal]) : undefined;
+}
+
+const isRefusal = (code: string): code is keyof typeof REFUSALS => Object.hasOwn(REFUSALS, code);
+
+function chargeSource(source: string): TurnCharge['source'] {
+  if (source === 'allowance' || source === 'credits' || source === 'free') return source;
+  throw new Error(`reserve_turn returned an unknown source "${source}"`);
+}
+
+/**
+ * The decision (DESIGN §8), made atomically by `reserve_turn` in one statement: image quota first,
+ * then allowance model → allowance turn if any remain, else credits, else ALLOWANCE_EXHAUSTED; other
+ * model → credits (free when it costs none), else INSUFFICIENT_CREDITS_ALLOWANCE_AVAILABLE while
+ * allowance turns remain, else INSUFFICIENT_CREDITS. `run` executes the reservation query, alone or
+ * inside a caller's statement; `billings` tells a failure of billing's part from one of the caller's.
+ */
+async function reserveTurn(
+  deps: BillingDeps,
+  tiers: string,
+  req: TurnRequest,
+  run: (reservation: ReservationQuery) => Promise<ReservedRow>,
+  billings: (err: unknown) => boolean,
+): Promise<TurnCharge> {
   const model = findModel(deps.config.catalogue, req.provider, req.model);
   if (!model) throw new AppError('MODEL_NOT_AVAILABLE', `model ${req.model} of ${req.provider} is not available`);
   if (!Number.isSafeInteger(req.images) || req.images < 0) throw new Error(`images must be a non-negative integer (got ${req.images})`);
+  const now = deps.clock.now();
+  let row: ReservedRow;
   try {
-    const tierName = await userTier(deps, req.userId);
-    const tier = deps.config.catalogue.tiers[tierName];
-    if (!tier) throw new Error(`tier ${tierName} is not in the catalogue`);
-    const now = deps.clock.now();
-    const month = monthKey(now);
-    const cost = model.creditsPerTurn;
-    return await deps.db.transaction().execute(async (trx) => {
-      // Both rows stay locked until commit: the decision and its writes are one atomic step per user.
-      const balance = await repo.lockWallet(trx, req.userId);
-      const usage = await repo.lockUsage(trx, req.userId, month);
-      if (req.images > 0 && usage.images + req.images > tier.monthlyImages) throw imageQuotaExceeded(tier, usage.images, now);
-      const allowanceLeft = usage.allowanceTurns < tier.monthlyAllowanceTurns;
-      // A negative balance (after a refund) never satisfies `balance >= cost`, so it blocks spending.
-      const affordable = cost > 0 && balance >= cost;
-      let source: TurnCharge['source'];
-      if (model.allowance && allowanceLeft) source = 'allowance';
-      else if (cost === 0) source = 'free';
-      else if (affordable) source = 'credits';
-      else if (model.allowance) throw new AppError('ALLOWANCE_EXHAUSTED', 'the monthly allowance and your credits are used up');
-      else if (allowanceLeft) {
-        throw new AppError('INSUFFICIENT_CREDITS_ALLOWANCE_AVAILABLE', 'not enough credits for this model; allowance turns remain for allowance models');
-      } else throw new AppError('INSUFFICIENT_CREDITS', 'not enough credits for this model');
-
-      const credits = source === 'credits' ? cost : 0;
-      if (credits > 0) {
-        const written = await appendEntry(trx, {
-          id: deps.ids.uuid(),
-          userId: req.userId,
-          amount: -credits,
-          kind: 'turn',
-          reference: `turn:${req.turnId}`,
-          now,
-        });
-        if (!written) throw new Error(`turn ${req.turnId} was already charged`);
-      }
-      const turns = source === 'allowance' ? 1 : 0;
-      if (turns > 0 || req.images > 0) await repo.addUsage(trx, req.userId, month, turns, req.images);
-      await repo.insertTurnCharge(trx, {
-        turn_id: req.turnId,
-        user_id: req.userId,
-        source,
-        credits,
+    row = await run(
+      repo.reservation({
+        turnId: req.turnId,
+        userId: req.userId,
+        ledgerId: model.creditsPerTurn > 0 ? deps.ids.uuid() : null,
+        now,
+        month: monthKey(now),
+        allowance: model.allowance,
+        cost: model.creditsPerTurn,
         images: req.images,
-        month,
-        status: 'reserved',
-        created_at: now,
-        settled_at: null,
-      });
-      return { turnId: req.turnId, userId: req.userId, source, credits, images: req.images };
-    });
+        tiers,
+        defaultTier: deps.config.catalogue.defaultTier,
+      }),
+    );
   } catch (err) {
-    if (err instanceof AppError) throw err;
+    const refusal = refusalOf(err, now);
+    if (refusal) throw refusal;
+    if (!billings(err)) throw err;
     // Fail closed: a turn that cannot be recorded is not given away.
     deps.logger.error({ err, userId: req.userId, turnId: req.turnId }, 'billing store unavailable; turn refused');
     throw new AppError('BILLING_NOT_AVAILABLE', 'billing is not available right now; try again shortly');
   }
+  return { turnId: req.turnId, userId: req.userId, source: chargeSource(row.source), credits: row.credits, images: req.images };
+}
+
+const SQLSTATE = /^[0-9A-Z]{5}$/;
+
+/**
+ * Whether a caller's statement that read the reservation failed in billing's part: the store could
+ * not be used at all (unreachable, connection lost, closed), or the error was raised inside
+ * reserve_turn. Anything else is an error of the caller's own part (e.g. its unique index).
+ */
+function failedInReservation(err: unknown): boolean {
+  const code = pgErrorCode(err);
+  if (code === undefined || !SQLSTATE.test(code) || isDatabaseUnavailable(err)) return true;
+  const where = err && typeof err === 'object' && 'where' in err && typeof err.where === 'string' ? err.where : '';
+  return where.includes('reserve_turn(');
 }
 
 async function chargeTurn(deps: BillingDeps, turnId: string): Promise<void> {

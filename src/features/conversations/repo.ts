@@ -1,4 +1,4 @@
-import { sql, type Selectable } from 'kysely';
+import { sql, type RawBuilder, type Selectable } from 'kysely';
 import type { AttachmentsTable, ConversationsTable, Db, MessagesTable, Trx } from '../../db/types.ts';
 
 export type ConversationRow = Selectable<ConversationsTable>;
@@ -126,20 +126,23 @@ export interface TurnRows {
   /** An existing conversation's persona switch (undefined keeps it). */
   readonly personaId: string | undefined;
   readonly userMessage: { id: string; content: string; clientMessageId: string };
-  readonly reply: { id: string; billingSource: string; billingCredits: number };
+  readonly replyId: string;
   readonly attachments: readonly { id: string; format: 'png' | 'jpeg' | 'webp'; data: Buffer }[];
+}
+
+/** How the turn is paid, as billing reserved it: stored on the reply. */
+export interface ReplyBilling {
+  readonly source: string;
+  readonly credits: number;
 }
 
 const STREAMING_LEFT_BEHIND = { status: 'interrupted', error_code: 'SHUTTING_DOWN', error_retryable: true } as const;
 
 /**
- * Stores a turn's start in one statement (one round trip, atomic without a transaction): the user
- * message, its images, the reply placeholder ('streaming') and the conversation (created, or its
- * counters moved, which also numbers the two messages; a conversation deleted meanwhile leaves them
- * without a number and the statement fails whole). The caller holds the user's stream lease, so any other reply of this user still
- * 'streaming' belongs to a crashed instance and is closed in the same statement.
+ * A turn's start as one statement: `ctes` (the sweep, the conversation and the images) and `insert`
+ * (the two messages), whose reply carries `billing`. See startTurn.
  */
-export async function startTurn(db: Db, t: TurnRows): Promise<void> {
+function turnStatement(t: TurnRows, billing: { source: RawBuilder<unknown>; credits: RawBuilder<unknown> }) {
   const { now, userId } = t;
   const sweep = sql`update messages set status = ${STREAMING_LEFT_BEHIND.status}, error_code = ${STREAMING_LEFT_BEHIND.error_code},
     error_retryable = true, completed_at = ${now} where user_id = ${userId} and status = 'streaming'`;
@@ -157,12 +160,40 @@ export async function startTurn(db: Db, t: TurnRows): Promise<void> {
           t.attachments.map((a, i) => sql`(${a.id}, ${t.userMessage.id}, ${userId}, ${i}, ${a.format}, ${a.data.length}, ${a.data}, ${now})`),
         )})`;
   const u = t.userMessage;
-  await sql`with sweep as (${sweep}), conversation as (${conversation})${images}
-    insert into messages (id, conversation_id, user_id, seq, role, content, status, client_message_id, billing_source, billing_credits, created_at)
-    values (${u.id}, ${t.conversationId}, ${userId}, (select message_count - 1 from conversation), 'user', ${u.content}, 'complete',
-            ${u.clientMessageId}, null, null, ${now}),
-           (${t.reply.id}, ${t.conversationId}, ${userId}, (select message_count from conversation), 'assistant', '', 'streaming', null,
-            ${t.reply.billingSource}, ${t.reply.billingCredits}, ${now})`.execute(db);
+  return {
+    ctes: sql`sweep as (${sweep}), conversation as (${conversation})${images}`,
+    insert: sql`insert into messages (id, conversation_id, user_id, seq, role, content, status, client_message_id, billing_source, billing_credits, created_at)
+      values (${u.id}, ${t.conversationId}, ${userId}, (select message_count - 1 from conversation), 'user', ${u.content}, 'complete',
+              ${u.clientMessageId}, null, null, ${now}),
+             (${t.replyId}, ${t.conversationId}, ${userId}, (select message_count from conversation), 'assistant', '', 'streaming', null,
+              ${billing.source}, ${billing.credits}, ${now})`,
+  };
+}
+
+/**
+ * Stores a turn's start in one statement (one round trip, atomic without a transaction): the user
+ * message, its images, the reply placeholder ('streaming') and the conversation (created, or its
+ * counters moved, which also numbers the two messages; a conversation deleted meanwhile leaves them
+ * without a number and the statement fails whole). The caller holds the user's stream lease, so any other reply of this user still
+ * 'streaming' belongs to a crashed instance and is closed in the same statement.
+ */
+export async function startTurn(db: Db, t: TurnRows, billing: ReplyBilling): Promise<void> {
+  const { ctes, insert } = turnStatement(t, { source: sql`${billing.source}`, credits: sql`${billing.credits}` });
+  await sql`with ${ctes} ${insert}`.execute(db);
+}
+
+/**
+ * startTurn and the turn's billing reservation in the same statement (one round trip, one commit):
+ * `reservation` (billing's one-row query, read once) decides how the reply is paid; a refusal fails
+ * the statement whole, so nothing of the turn is stored. Returns the reservation's row.
+ */
+export async function startReservedTurn(db: Db, t: TurnRows, reservation: RawBuilder<ReplyBilling>): Promise<ReplyBilling> {
+  const { ctes, insert } = turnStatement(t, { source: sql`(select source from charge)`, credits: sql`(select credits from charge)` });
+  const { rows } = await sql<ReplyBilling>`with charge as materialized (${reservation}), ${ctes}, turn as (${insert})
+    select source, credits from charge`.execute(db);
+  const row = rows[0];
+  if (!row) throw new Error('the turn statement returned no reservation');
+  return row;
 }
 
 export interface TurnEnd {
