@@ -1,44 +1,31 @@
 // Multi-instance rules (DESIGN §4, §8): three real server processes share one PostgreSQL database and
 // one Redis; requests for one user are spread over all three. Registered only when DATABASE_URL and
 // REDIS_URL are set (`npm run test:cluster`, or CI's second pass).
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { startOpenAiCompatibleFake, startStripeFake, type OpenAiCompatibleFake, type StripeFake } from '../fakes/index.ts';
-import { startCluster, type Cluster } from './cluster.ts';
-import { CLUSTER_AVAILABLE, grantCredits, lastFrame, message, money, newUser, outcome, reportDeadInstances, saveKey, streamPath, tally, type Outcome } from './kit.ts';
-
-/** The built-in catalogue prices gpt-4.1 at 5 credits a turn and keeps it out of the allowance. */
-const PAID_MODEL = 'gpt-4.1';
-const PAID_TURN_CREDITS = 5;
+import {
+  CLUSTER_AVAILABLE,
+  PAID_MODEL,
+  PAID_TURN_CREDITS,
+  clusterWithFakes,
+  grantCredits,
+  lastFrame,
+  message,
+  money,
+  newUser,
+  outcome,
+  saveKey,
+  streamPath,
+  tally,
+  type Outcome,
+} from './kit.ts';
 
 if (CLUSTER_AVAILABLE) {
   describe('three instances, one PostgreSQL, one Redis', () => {
-    let fake: OpenAiCompatibleFake;
-    let stripe: StripeFake;
-    let cluster: Cluster | undefined;
-    const c = (): Cluster => {
-      if (!cluster) throw new Error('the cluster did not start');
-      return cluster;
-    };
-
-    before(async () => {
-      fake = await startOpenAiCompatibleFake({ flavor: 'openai', models: ['gpt-4o-mini', 'gpt-4.1-mini', 'gpt-4o', PAID_MODEL] });
-      stripe = await startStripeFake();
-      cluster = await startCluster({
-        instances: 3,
-        env: {
-          OPENAI_BASE_URL: fake.url,
-          STRIPE_SECRET_KEY: stripe.validKey,
-          STRIPE_API_BASE: stripe.url,
-          STRIPE_WEBHOOK_SECRET: 'whsec_cluster_test',
-        },
-      });
+    const setup = clusterWithFakes({
+      STRIPE_WEBHOOK_SECRET: 'whsec_cluster_test',
     });
-    after(async () => {
-      reportDeadInstances(cluster);
-      await cluster?.close();
-      await Promise.all([fake?.close(), stripe?.close()]);
-    });
+    const c = setup.cluster;
 
     const all = <T>(n: number, each: (i: number) => Promise<T>): Promise<T[]> => Promise.all(Array.from({ length: n }, (_, i) => each(i)));
 
@@ -51,29 +38,29 @@ if (CLUSTER_AVAILABLE) {
 
     test('DESIGN §4: 200 concurrent provider-key saves of one user over 3 instances → exactly 10 admitted, 190 × 429 RATE_LIMITED', async () => {
       const user = newUser('key-saves');
-      const probesBefore = fake.requests.filter((r) => r.path === '/v1/models').length;
-      const results = await all(200, () => c().call(user, 'PUT', '/api/advisor/provider-keys/openai', { apiKey: fake.validKey }).then(outcome));
+      const probesBefore = setup.fake.requests.filter((r) => r.path === '/v1/models').length;
+      const results = await all(200, () => c().call(user, 'PUT', '/api/advisor/provider-keys/openai', { apiKey: setup.fake.validKey }).then(outcome));
       assert.deepEqual(tally(results), { '200': 10, '429 RATE_LIMITED': 190 });
       assertRateLimited(results.filter((r) => r.status === 429), 'provider-key-saves');
       assert.ok(results.filter((r) => r.status === 200).every((r) => (r.json as { verified: boolean }).verified));
       // A refused save reaches no provider.
-      assert.equal(fake.requests.filter((r) => r.path === '/v1/models').length - probesBefore, 10);
+      assert.equal(setup.fake.requests.filter((r) => r.path === '/v1/models').length - probesBefore, 10);
       const keys = await c().sql('select provider, active from provider_keys where user_id = $1', [user]);
       assert.deepEqual(keys, [{ provider: 'openai', active: true }]);
     });
 
     test('DESIGN §4: 20 concurrent stream starts of one user over 3 instances → exactly one 200, 19 × 409 STREAM_IN_PROGRESS', async () => {
       const user = newUser('one-stream');
-      await saveKey(c(), user, fake.validKey);
+      await saveKey(c(), user, setup.fake.validKey);
       // About 2 s of streaming: every other start reaches the lease check while this one holds it.
-      fake.enqueueStream({ chunks: ['Size', ' down', ' after', ' a', ' loss'], delayMs: 500 });
-      const upstreamBefore = fake.streams.length;
+      setup.fake.enqueueStream({ chunks: ['Size', ' down', ' after', ' a', ' loss'], delayMs: 500 });
+      const upstreamBefore = setup.fake.streams.length;
       const results = await all(20, () => c().call(user, 'POST', streamPath(), message()).then(outcome));
       assert.deepEqual(tally(results), { '200': 1, '409 STREAM_IN_PROGRESS': 19 });
       const winner = results.find((r) => r.status === 200);
       assert.deepEqual(winner?.frames.map((f) => f.event), ['start', 'delta', 'delta', 'delta', 'delta', 'delta', 'done']);
       // The refused starts stored nothing and called no provider.
-      assert.equal(fake.streams.length - upstreamBefore, 1);
+      assert.equal(setup.fake.streams.length - upstreamBefore, 1);
       const [rows] = await c().sql<{ conversations: number; messages: number }>(
         `select (select count(*)::int from conversations where user_id = $1) as conversations,
                 (select count(*)::int from messages where user_id = $1) as messages`,
@@ -91,7 +78,7 @@ if (CLUSTER_AVAILABLE) {
     // the interleaving, the outcome must be: exactly 7 turns charged, balance 0 = ledger sum.
     test('DESIGN §8: 500 paid-turn attempts of one user over 3 instances against a balance for 7 turns → exactly 7 charged; balance 0 = ledger sum', async () => {
       const user = newUser('spend');
-      await saveKey(c(), user, fake.validKey, PAID_MODEL);
+      await saveKey(c(), user, setup.fake.validKey, PAID_MODEL);
       await grantCredits(c(), user, 7 * PAID_TURN_CREDITS);
       const start = (i: number): Promise<Outcome> => c().call(user, 'POST', streamPath(), message(), i).then(outcome);
       const results: Outcome[] = [];
@@ -118,12 +105,12 @@ if (CLUSTER_AVAILABLE) {
 
     test('DESIGN §4: 30 concurrent checkouts of one user over 3 instances → exactly 10 admitted, 20 × 429 RATE_LIMITED', async () => {
       const user = newUser('checkouts');
-      const sessionsBefore = stripe.checkouts.length;
+      const sessionsBefore = setup.stripe.checkouts.length;
       const results = await all(30, () => c().call(user, 'POST', '/api/billing/checkout', { packId: 'credits_500' }).then(outcome));
       assert.deepEqual(tally(results), { '200': 10, '429 RATE_LIMITED': 20 });
       assertRateLimited(results.filter((r) => r.status === 429), 'checkouts');
       // A refused checkout reaches no payment processor and records nothing.
-      assert.equal(stripe.checkouts.length - sessionsBefore, 10);
+      assert.equal(setup.stripe.checkouts.length - sessionsBefore, 10);
       const [pending] = await c().sql<{ n: number }>("select count(*)::int as n from purchases where user_id = $1 and status = 'pending'", [user]);
       assert.equal(pending?.n, 10);
     });

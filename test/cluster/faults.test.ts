@@ -2,21 +2,17 @@
 // an instance is killed, database backends are terminated, Redis or PostgreSQL is cut away, or a
 // provider goes silent. Registered only when DATABASE_URL and REDIS_URL are set
 // (`npm run test:cluster`, or CI's second pass).
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseFrames } from '../../src/features/conversations/test-kit.ts';
-import {
-  makeStripeEvent,
-  signStripePayload,
-  startOpenAiCompatibleFake,
-  startStripeFake,
-  type OpenAiCompatibleFake,
-  type StripeFake,
-} from '../fakes/index.ts';
-import { CLUSTER_TEST_APPLICATION, startCluster, type Cluster } from './cluster.ts';
+import { makeStripeEvent, signStripePayload } from '../fakes/index.ts';
+import { CLUSTER_TEST_APPLICATION } from './cluster.ts';
 import {
   CLUSTER_AVAILABLE,
+  PAID_MODEL,
+  PAID_TURN_CREDITS,
+  clusterWithFakes,
   grantCredits,
   lastFrame,
   liveInstances,
@@ -24,7 +20,6 @@ import {
   money,
   newUser,
   outcome,
-  reportDeadInstances,
   saveKey,
   streamPath,
   tally,
@@ -33,8 +28,6 @@ import {
   type Outcome,
 } from './kit.ts';
 
-const PAID_MODEL = 'gpt-4.1';
-const PAID_TURN_CREDITS = 5;
 const PROBE_TIMEOUT_MS = 1000;
 const IDLE_TIMEOUT_MS = 1500;
 const WEBHOOK_SECRET = 'whsec_faults_test';
@@ -44,41 +37,19 @@ const SWEEP_INTERVAL_MS = 500;
 
 if (CLUSTER_AVAILABLE) {
   describe('faults: three instances, one PostgreSQL, one Redis', () => {
-    let fake: OpenAiCompatibleFake;
-    let stripe: StripeFake;
-    let cluster: Cluster | undefined;
-    const c = (): Cluster => {
-      if (!cluster) throw new Error('the cluster did not start');
-      return cluster;
-    };
-
-    before(async () => {
-      fake = await startOpenAiCompatibleFake({ flavor: 'openai', models: ['gpt-4o-mini', 'gpt-4.1-mini', 'gpt-4o', PAID_MODEL] });
-      stripe = await startStripeFake();
-      cluster = await startCluster({
-        instances: 3,
-        env: {
-          OPENAI_BASE_URL: fake.url,
-          STRIPE_SECRET_KEY: stripe.validKey,
-          STRIPE_API_BASE: stripe.url,
-          STRIPE_WEBHOOK_SECRET: WEBHOOK_SECRET,
-          PROVIDER_PROBE_TIMEOUT_MS: String(PROBE_TIMEOUT_MS),
-          STREAM_IDLE_TIMEOUT_MS: String(IDLE_TIMEOUT_MS),
-          RESERVATION_SWEEP_AFTER_MS: String(SWEEP_AFTER_MS),
-          RESERVATION_SWEEP_INTERVAL_MS: String(SWEEP_INTERVAL_MS),
-        },
-      });
+    const setup = clusterWithFakes({
+      STRIPE_WEBHOOK_SECRET: WEBHOOK_SECRET,
+      PROVIDER_PROBE_TIMEOUT_MS: String(PROBE_TIMEOUT_MS),
+      STREAM_IDLE_TIMEOUT_MS: String(IDLE_TIMEOUT_MS),
+      RESERVATION_SWEEP_AFTER_MS: String(SWEEP_AFTER_MS),
+      RESERVATION_SWEEP_INTERVAL_MS: String(SWEEP_INTERVAL_MS),
     });
-    after(async () => {
-      reportDeadInstances(cluster);
-      await cluster?.close();
-      await Promise.all([fake?.close(), stripe?.close()]);
-    });
+    const c = setup.cluster;
 
     /** A user with a verified key whose default model costs credits, and credits for `turns` turns. */
     async function payingUser(tag: string, turns: number): Promise<string> {
       const user = newUser(tag);
-      await saveKey(c(), user, fake.validKey, PAID_MODEL);
+      await saveKey(c(), user, setup.fake.validKey, PAID_MODEL);
       await grantCredits(c(), user, turns * PAID_TURN_CREDITS);
       return user;
     }
@@ -97,10 +68,10 @@ if (CLUSTER_AVAILABLE) {
 
     test('DESIGN §6: provider blackholed → key save answers 200 verified:false after PROVIDER_PROBE_TIMEOUT_MS', async () => {
       const user = newUser('blackhole-key');
-      fake.setProbe('stall');
+      setup.fake.setProbe('stall');
       try {
         const startedAt = performance.now();
-        const res = await outcome(await c().call(user, 'PUT', '/api/advisor/provider-keys/openai', { apiKey: fake.validKey }));
+        const res = await outcome(await c().call(user, 'PUT', '/api/advisor/provider-keys/openai', { apiKey: setup.fake.validKey }));
         const elapsed = performance.now() - startedAt;
         assert.equal(res.status, 200, JSON.stringify(res.json));
         assert.deepEqual(
@@ -110,13 +81,13 @@ if (CLUSTER_AVAILABLE) {
         // The rule is about time: the probe gave up at the configured timeout, not the 5 s default.
         assert.ok(elapsed >= PROBE_TIMEOUT_MS - 50 && elapsed < 5000, `answered after ${Math.round(elapsed)} ms`);
       } finally {
-        fake.setProbe('ok');
+        setup.fake.setProbe('ok');
       }
     });
 
     test('DESIGN §7: upstream silent for STREAM_IDLE_TIMEOUT_MS → error frame UPSTREAM_TIMEOUT; reply stored failed; charged only if a delta was sent', async () => {
       const user = await payingUser('blackhole-stream', 2);
-      fake.enqueueStream({ stallBeforeHeaders: true });
+      setup.fake.enqueueStream({ stallBeforeHeaders: true });
       const startedAt = performance.now();
       const silent = await outcome(await c().call(user, 'POST', streamPath(), message()));
       const elapsed = performance.now() - startedAt;
@@ -125,7 +96,7 @@ if (CLUSTER_AVAILABLE) {
       assert.deepEqual(lastFrame(silent)?.data, { code: 'UPSTREAM_TIMEOUT', message: 'The provider sent nothing for too long', retryable: true });
       assert.ok(elapsed >= IDLE_TIMEOUT_MS - 50 && elapsed < 10_000, `ended after ${Math.round(elapsed)} ms`);
 
-      fake.enqueueStream({ chunks: ['Half', ' an answer'], stallAfterChunks: 1 });
+      setup.fake.enqueueStream({ chunks: ['Half', ' an answer'], stallAfterChunks: 1 });
       const partial = await outcome(await c().call(user, 'POST', streamPath(), message()));
       assert.deepEqual(partial.frames.map((f) => f.event), ['start', 'delta', 'error']);
       assert.equal(lastFrame(partial)?.data['code'], 'UPSTREAM_TIMEOUT');
@@ -147,15 +118,15 @@ if (CLUSTER_AVAILABLE) {
       // One user per instance, so the recovery polls of one instance never meet another's stream lease.
       const users = await Promise.all(live.map(async (i) => {
         const user = newUser(`redis-down-${i}`);
-        await saveKey(c(), user, fake.validKey);
+        await saveKey(c(), user, setup.fake.validKey);
         return user;
       }));
       const routes = {
-        'key save': (user: string, i: number) => c().call(user, 'PUT', '/api/advisor/provider-keys/openai', { apiKey: fake.validKey }, i),
+        'key save': (user: string, i: number) => c().call(user, 'PUT', '/api/advisor/provider-keys/openai', { apiKey: setup.fake.validKey }, i),
         'stream start': (user: string, i: number) => c().call(user, 'POST', streamPath(), message(), i),
         checkout: (user: string, i: number) => c().call(user, 'POST', '/api/billing/checkout', { packId: 'credits_500' }, i),
       };
-      const [probes, upstream, checkouts] = [fake.requests.length, fake.streams.length, stripe.checkouts.length];
+      const [probes, upstream, checkouts] = [setup.fake.requests.length, setup.fake.streams.length, setup.stripe.checkouts.length];
 
       await c().redisProxy.stop();
       let restoredAt = 0;
@@ -168,7 +139,7 @@ if (CLUSTER_AVAILABLE) {
           assert.ok(retryAfter(res) >= 1, `${route} on instance ${i}: Retry-After ${res.headers.get('retry-after')}`);
         }
         // Failing closed: no provider, no payment processor was called.
-        assert.deepEqual([fake.requests.length, fake.streams.length, stripe.checkouts.length], [probes, upstream, checkouts]);
+        assert.deepEqual([setup.fake.requests.length, setup.fake.streams.length, setup.stripe.checkouts.length], [probes, upstream, checkouts]);
         await assertAllServe();
       } finally {
         await c().redisProxy.start(c().redisProxyPort);
@@ -196,7 +167,7 @@ if (CLUSTER_AVAILABLE) {
       const checkout = await outcome(await c().call(user, 'POST', '/api/billing/checkout', { packId: 'credits_500' }));
       assert.equal(checkout.status, 200);
       const sessionId = (checkout.json as { sessionId: string }).sessionId;
-      const payload = JSON.stringify(makeStripeEvent('checkout.session.completed', stripe.completeSession(sessionId)));
+      const payload = JSON.stringify(makeStripeEvent('checkout.session.completed', setup.stripe.completeSession(sessionId)));
       const signature = signStripePayload(payload, WEBHOOK_SECRET);
       const deliver = async (i: number): Promise<Outcome> =>
         outcome(
@@ -308,15 +279,15 @@ if (CLUSTER_AVAILABLE) {
       const [victim, other] = liveInstances(c());
       if (victim === undefined || other === undefined) throw new Error('two live instances are needed');
       const user = await payingUser('killed', 2);
-      fake.enqueueStream({ stallBeforeHeaders: true });
-      const upstreamBefore = fake.streams.length;
+      setup.fake.enqueueStream({ stallBeforeHeaders: true });
+      const upstreamBefore = setup.fake.streams.length;
       const res = await c().call(user, 'POST', streamPath(), message(), victim);
       assert.equal(res.status, 200);
       const start = await firstFrame(res);
       assert.equal(start.event, 'start');
       const turnId = String(start.data['assistantMessageId']);
       // The provider has been called: the turn is reserved and its reply stored as streaming.
-      await waitFor('the upstream call', async () => (fake.streams.length > upstreamBefore ? true : undefined), 5000, 10);
+      await waitFor('the upstream call', async () => (setup.fake.streams.length > upstreamBefore ? true : undefined), 5000, 10);
       try {
         await c().instances[victim]?.kill('SIGKILL');
         const killedAt = performance.now();

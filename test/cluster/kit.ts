@@ -1,6 +1,7 @@
 // Shared by the multi-instance and fault tests: reading responses of real server processes, granting
 // credits the operator's way, and the money checks of DESIGN §8 straight from the shared database.
 import assert from 'node:assert/strict';
+import { after, before } from 'node:test';
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import os from 'node:os';
@@ -8,7 +9,8 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { parseFrames, type Frame } from '../../src/features/conversations/test-kit.ts';
 import { TEST_ENCRYPTION_KEYS, TEST_JWT_SECRET } from '../helpers/app.ts';
-import { CLUSTER_STORES, type Cluster } from './cluster.ts';
+import { startOpenAiCompatibleFake, startStripeFake, type OpenAiCompatibleFake, type StripeFake } from '../fakes/index.ts';
+import { CLUSTER_STORES, startCluster, type Cluster } from './cluster.ts';
 
 const root = path.resolve(import.meta.dirname, '../..');
 const run = promisify(execFile);
@@ -127,4 +129,54 @@ export function reportDeadInstances(cluster: Cluster | undefined): void {
     const lastWords = instance.output().split('\n').filter((line) => !line.startsWith('{"level"'));
     process.stderr.write(`instance ${i} exited ${instance.child.exitCode}:\n${lastWords.join('\n').slice(-4000)}\n`);
   }
+}
+
+/** The built-in catalogue prices gpt-4.1 at 5 credits a turn and keeps it out of the allowance. */
+export const PAID_MODEL = 'gpt-4.1';
+export const PAID_TURN_CREDITS = 5;
+
+export interface ClusterWithFakes {
+  readonly fake: OpenAiCompatibleFake;
+  readonly stripe: StripeFake;
+  /** The started cluster (throws when it did not start). */
+  cluster(): Cluster;
+  close(): Promise<void>;
+}
+
+/**
+ * Registers before/after hooks that start three instances wired to an OpenAI fake and a Stripe fake
+ * (plus `env`), and stop everything afterwards, reporting any instance that died on its own.
+ */
+export function clusterWithFakes(env: Record<string, string>): ClusterWithFakes {
+  let fake: OpenAiCompatibleFake | undefined;
+  let stripe: StripeFake | undefined;
+  let cluster: Cluster | undefined;
+  const started = <T>(x: T | undefined, what: string): T => {
+    if (x === undefined) throw new Error(`the ${what} did not start`);
+    return x;
+  };
+  const handle: ClusterWithFakes = {
+    get fake() {
+      return started(fake, 'provider fake');
+    },
+    get stripe() {
+      return started(stripe, 'Stripe fake');
+    },
+    cluster: () => started(cluster, 'cluster'),
+    async close() {
+      reportDeadInstances(cluster);
+      await cluster?.close();
+      await Promise.all([fake?.close(), stripe?.close()]);
+    },
+  };
+  before(async () => {
+    fake = await startOpenAiCompatibleFake({ flavor: 'openai', models: ['gpt-4o-mini', 'gpt-4.1-mini', 'gpt-4o', PAID_MODEL] });
+    stripe = await startStripeFake();
+    cluster = await startCluster({
+      instances: 3,
+      env: { OPENAI_BASE_URL: fake.url, STRIPE_SECRET_KEY: stripe.validKey, STRIPE_API_BASE: stripe.url, ...env },
+    });
+  });
+  after(() => handle.close());
+  return handle;
 }
