@@ -5,21 +5,12 @@ import type { ProbeBehaviour } from '../../../test/fakes/index.ts';
 import { buildTestApp, codeOf, type TestApp } from '../../../test/helpers/app.ts';
 import { ManualClock } from '../../../test/helpers/manual-clock.ts';
 import { activeProviderKey } from './service.ts';
-import { newUser, startKeyFakes, type KeyFakes } from './test-kit.ts';
+import { FAKE_DEFAULT_MODEL, newUser, startKeyFakes, type KeyFakes } from './test-kit.ts';
 
 type Item = { provider: string; keyHintTail: string; defaultModel: string; active: boolean; lastVerifiedAt: string | null; createdAt: string; updatedAt: string };
 type Saved = Item & { verified: boolean };
 
-const VERIFIED_DEFAULT: Record<Provider, string> = {
-  openai: 'gpt-4o-mini',
-  anthropic: 'claude-haiku-4-5-20251001',
-  google: 'gemini-2.5-flash',
-  mistral: 'mistral-small-latest',
-  xai: 'grok-3-mini',
-  groq: 'llama-3.3-70b-versatile',
-  deepseek: 'deepseek-chat',
-  openrouter: 'openai/gpt-4o-mini',
-};
+const VERIFIED_DEFAULT = FAKE_DEFAULT_MODEL;
 
 describe('provider keys (spec 4.2, DESIGN §6)', () => {
   let t: TestApp;

@@ -18,6 +18,21 @@ export interface KeyFakes {
 }
 
 /** Short enough to keep the stall tests quick, long enough for a loaded CI machine's loopback. */
+/**
+ * The default model a verified key gets from each provider's fake (its default model list) under the
+ * built-in catalogue's provider preferences.
+ */
+export const FAKE_DEFAULT_MODEL: Record<Provider, string> = {
+  openai: 'gpt-4o-mini',
+  anthropic: 'claude-haiku-4-5-20251001',
+  google: 'gemini-2.5-flash',
+  mistral: 'mistral-small-latest',
+  xai: 'grok-3-mini',
+  groq: 'llama-3.3-70b-versatile',
+  deepseek: 'deepseek-chat',
+  openrouter: 'openai/gpt-4o-mini',
+};
+
 export const TEST_PROBE_TIMEOUT_MS = 400;
 
 export async function startKeyFakes(opts: { anthropicPageSize?: number; geminiPageSize?: number } = {}): Promise<KeyFakes> {

@@ -5,21 +5,13 @@ import { buildTestApp, type TestApp } from '../../../test/helpers/app.ts';
 import type { AnthropicFake, GeminiFake, OpenAiCompatibleFake, RecordedRequest, StreamScript } from '../../../test/fakes/index.ts';
 import { startAnthropicFake, startGeminiFake, startOpenAiCompatibleFake } from '../../../test/fakes/index.ts';
 import { IMAGES, image, message, newUser, replyRow, saveKey, send, startOf, textOf, type StreamResult } from './test-kit.ts';
+import { FAKE_DEFAULT_MODEL } from '../advisor-keys/test-kit.ts';
 
 type Fake = OpenAiCompatibleFake | AnthropicFake | GeminiFake;
 const OPENAI_STYLE = ['openai', 'mistral', 'xai', 'groq', 'deepseek', 'openrouter'] as const;
 
 /** Models each user's key ends up with (the probe's default); all in the built-in catalogue. */
-const MODEL: Record<Provider, string> = {
-  openai: 'gpt-4o-mini',
-  anthropic: 'claude-haiku-4-5-20251001',
-  google: 'gemini-2.5-flash',
-  mistral: 'mistral-small-latest',
-  xai: 'grok-3-mini',
-  groq: 'llama-3.3-70b-versatile',
-  deepseek: 'deepseek-chat',
-  openrouter: 'openai/gpt-4o-mini',
-};
+const MODEL = FAKE_DEFAULT_MODEL;
 
 describe('advisor stream: provider protocols', () => {
   const fakes = {} as Record<Provider, Fake>;
