@@ -8,6 +8,8 @@ import { createPgStreamLeases } from './pg-stream-leases.ts';
 import type { RateLimiter } from './rate-limiter.ts';
 import { createRedisRateLimiter } from './redis-rate-limiter.ts';
 import { createRedisStreamLeases } from './redis-stream-leases.ts';
+import { closeRedis, openRedis } from './redis-connection.ts';
+import type { Redis } from 'ioredis';
 import type { StreamLeases } from './stream-lease.ts';
 
 export interface Coordination {
@@ -25,9 +27,12 @@ export function createCoordination(config: Config, db: Db, clock: Clock, redisPr
   let limiter: RateLimiter;
   let leases: StreamLeases;
   let store: Coordination['store'];
+  let redis: Redis | undefined;
   if (config.redisUrl) {
-    limiter = createRedisRateLimiter({ url: config.redisUrl, prefix: redisPrefix, clock });
-    leases = createRedisStreamLeases({ url: config.redisUrl, prefix: redisPrefix });
+    // One connection for both: limits and leases need the same availability, not two sockets.
+    redis = openRedis(config.redisUrl);
+    limiter = createRedisRateLimiter({ client: redis, prefix: redisPrefix, clock });
+    leases = createRedisStreamLeases({ client: redis, prefix: redisPrefix });
     store = 'redis';
   } else if (config.databaseUrl) {
     limiter = createPgRateLimiter(db, clock);
@@ -44,6 +49,7 @@ export function createCoordination(config: Config, db: Db, clock: Clock, redisPr
     store,
     async close() {
       await Promise.all([limiter.close(), leases.close()]);
+      if (redis) await closeRedis(redis);
     },
   };
 }

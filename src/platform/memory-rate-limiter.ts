@@ -1,32 +1,5 @@
 import type { Clock } from './clock.ts';
-import type { RateLimitDecision, RateLimiter, RateLimitRule } from './rate-limiter.ts';
-
-/** What a store reports after one atomic check-and-record; shared by every implementation. */
-export interface WindowState {
-  readonly allowed: boolean;
-  /** Hits in the window after this one (this one included when allowed). */
-  readonly count: number;
-  /** Oldest and newest hit still in the window (ms since epoch); null when empty. */
-  readonly oldestMs: number | null;
-  readonly newestMs: number | null;
-}
-
-/** Turns a store's window state into the decision every implementation returns identically. */
-export function windowDecision(rule: RateLimitRule, nowMs: number, state: WindowState): RateLimitDecision {
-  const resetMs = state.newestMs === null ? 0 : Math.max(0, state.newestMs + rule.windowMs - nowMs);
-  if (state.allowed) {
-    return { allowed: true, limit: rule.limit, remaining: Math.max(0, rule.limit - state.count), retryAfterMs: 0, resetMs };
-  }
-  // The oldest hit leaving the window is what frees a slot.
-  const retryAfterMs = state.oldestMs === null ? rule.windowMs : Math.max(1, state.oldestMs + rule.windowMs - nowMs);
-  return { allowed: false, limit: rule.limit, remaining: 0, retryAfterMs, resetMs };
-}
-
-/** Rules are code, not input; a bad one is a programming error worth failing loudly on. */
-export function assertRule(rule: RateLimitRule): void {
-  if (!Number.isInteger(rule.limit) || rule.limit < 1) throw new Error(`rate limit rule ${rule.name}: limit must be a positive integer`);
-  if (!Number.isInteger(rule.windowMs) || rule.windowMs < 1) throw new Error(`rate limit rule ${rule.name}: windowMs must be a positive integer`);
-}
+import { assertRule, windowDecision, type RateLimiter } from './rate-limiter.ts';
 
 interface Bucket {
   /** Hit times, ascending. */

@@ -1,8 +1,7 @@
 import { sql } from 'kysely';
 import type { Db } from '../db/types.ts';
 import type { Clock } from './clock.ts';
-import { assertRule, windowDecision } from './memory-rate-limiter.ts';
-import type { RateLimiter } from './rate-limiter.ts';
+import { assertRule, windowDecision, type RateLimiter } from './rate-limiter.ts';
 
 /**
  * Rolling window in PostgreSQL (or embedded PGlite): one row per admitted hit. A transaction-scoped

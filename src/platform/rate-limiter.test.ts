@@ -15,6 +15,7 @@ import { createMemoryRateLimiter } from './memory-rate-limiter.ts';
 import { createPgRateLimiter } from './pg-rate-limiter.ts';
 import type { RateLimiter, RateLimitRule } from './rate-limiter.ts';
 import { createRedisRateLimiter } from './redis-rate-limiter.ts';
+import { closeRedis, openRedis } from './redis-connection.ts';
 
 // Backends that need a service are registered only when it is configured.
 const { DATABASE_URL, REDIS_URL } = process.env;
@@ -92,9 +93,11 @@ function redisBackend(url: string): Backend {
       await deleteKeys(url, prefix);
     },
     async open(clock) {
-      const a = createRedisRateLimiter({ url, prefix, clock });
-      const b = createRedisRateLimiter({ url, prefix, clock });
-      return { a, b, close: async () => void (await Promise.all([a.close(), b.close()])) };
+      // Two connections: the two limiters stand for two instances.
+      const [ca, cb] = [openRedis(url), openRedis(url)];
+      const a = createRedisRateLimiter({ client: ca, prefix, clock });
+      const b = createRedisRateLimiter({ client: cb, prefix, clock });
+      return { a, b, close: async () => void (await Promise.all([closeRedis(ca), closeRedis(cb)])) };
     },
   };
 }
@@ -207,7 +210,8 @@ function assertUnavailable(err: unknown): true {
 
 describe('rate limiter (Redis outage)', () => {
   test('DESIGN §3: Redis down → SERVICE_UNAVAILABLE with Retry-After, within about a second', async () => {
-    const limiter = createRedisRateLimiter({ url: `redis://127.0.0.1:${await unusedPort()}`, prefix: 'down:', clock: new ManualClock() });
+    const client = openRedis(`redis://127.0.0.1:${await unusedPort()}`);
+    const limiter = createRedisRateLimiter({ client, prefix: 'down:', clock: new ManualClock() });
     try {
       for (let i = 0; i < 2; i++) {
         const started = performance.now();
@@ -215,7 +219,7 @@ describe('rate limiter (Redis outage)', () => {
         assert.ok(performance.now() - started < 1500, 'fails fast');
       }
     } finally {
-      await limiter.close();
+      await closeRedis(client);
     }
   });
 
@@ -225,7 +229,8 @@ describe('rate limiter (Redis outage)', () => {
       const proxy = new TcpProxy(target.hostname, Number(target.port || 6379));
       const port = await proxy.start(0);
       const prefix = `test:rl:${randomBytes(6).toString('hex')}:`;
-      const limiter = createRedisRateLimiter({ url: `redis://127.0.0.1:${port}`, prefix, clock: new ManualClock() });
+      const client = openRedis(`redis://127.0.0.1:${port}`);
+      const limiter = createRedisRateLimiter({ client, prefix, clock: new ManualClock() });
       try {
         assert.equal((await limiter.hit(keySaves, 'u')).allowed, true);
         await proxy.stop();
@@ -239,7 +244,7 @@ describe('rate limiter (Redis outage)', () => {
           await delay(100);
         }
       } finally {
-        await limiter.close();
+        await closeRedis(client);
         await proxy.stop();
         await deleteKeys(REDIS_URL, prefix);
       }

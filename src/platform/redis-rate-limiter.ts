@@ -1,90 +1,8 @@
-import { createHash, randomBytes } from 'node:crypto';
-import { Redis } from 'ioredis';
-import { AppError } from '../http/errors.ts';
+import { randomBytes } from 'node:crypto';
+import type { Redis } from 'ioredis';
 import type { Clock } from './clock.ts';
-import { assertRule, windowDecision } from './memory-rate-limiter.ts';
-import type { RateLimiter } from './rate-limiter.ts';
-
-/** How long a call waits for a (re)connecting client before answering 503. */
-const READY_WAIT_MS = 1000;
-
-/**
- * A client that fails fast during an outage and heals by itself. Commands are never queued while
- * disconnected (a queued lease or hit replayed minutes later would act on a request long gone);
- * `redisCall` waits briefly for the connection instead. Reconnection never gives up and retries at
- * least every second, so the service recovers about a second after Redis returns.
- */
-export function openRedis(url: string, onError: (err: Error) => void = () => undefined): Redis {
-  const client = new Redis(url, {
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 1,
-    commandTimeout: 1000,
-    connectTimeout: 2000,
-    retryStrategy: (times) => Math.min(times * 100, 1000),
-  });
-  // Without a listener ioredis prints every failed reconnect attempt to stderr.
-  client.on('error', onError);
-  return client;
-}
-
-const pendingReady = new WeakMap<Redis, Promise<void>>();
-
-/** One shared wait per client, so a burst of requests during a reconnect adds one listener, not hundreds. */
-function whenReady(client: Redis): Promise<void> {
-  if (client.status === 'ready') return Promise.resolve();
-  if (client.status === 'end') return Promise.reject(new Error('redis connection closed'));
-  let pending = pendingReady.get(client);
-  if (!pending) {
-    pending = new Promise<void>((resolve, reject) => {
-      const done = (err?: Error) => {
-        clearTimeout(timer);
-        client.off('ready', onReady);
-        pendingReady.delete(client);
-        if (err) reject(err);
-        else resolve();
-      };
-      const onReady = () => done();
-      const timer = setTimeout(() => done(new Error('redis not ready')), READY_WAIT_MS);
-      client.on('ready', onReady);
-    });
-    pendingReady.set(client, pending);
-  }
-  return pending;
-}
-
-/** Runs a Redis operation; any failure (down, timeout, closed) becomes a retryable 503. */
-export async function redisCall<T>(client: Redis, op: (c: Redis) => Promise<T>): Promise<T> {
-  try {
-    await whenReady(client);
-    return await op(client);
-  } catch (err) {
-    const unavailable = new AppError('SERVICE_UNAVAILABLE', 'A shared service is temporarily unavailable', {
-      headers: { 'Retry-After': '5' },
-    });
-    unavailable.cause = err;
-    throw unavailable;
-  }
-}
-
-/** A Lua script run by SHA, loaded on first use or after a Redis restart (NOSCRIPT). */
-export class LuaScript {
-  readonly #source: string;
-  readonly #sha: string;
-
-  constructor(source: string) {
-    this.#source = source;
-    this.#sha = createHash('sha1').update(source).digest('hex');
-  }
-
-  async run(client: Redis, keys: string[], args: (string | number)[]): Promise<unknown> {
-    try {
-      return await client.evalsha(this.#sha, keys.length, ...keys, ...args);
-    } catch (err) {
-      if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT')) throw err;
-      return client.eval(this.#source, keys.length, ...keys, ...args);
-    }
-  }
-}
+import { assertRule, windowDecision, type RateLimiter } from './rate-limiter.ts';
+import { LuaScript, redisCall } from './redis-connection.ts';
 
 // One script, so trimming, counting and recording are one atomic step across every instance.
 // Time comes from the caller (ARGV) rather than Redis TIME so an injected clock governs the window.
@@ -109,15 +27,15 @@ return {allowed, count, oldest[2] or '', newest[2] or ''}
 `);
 
 export interface RedisRateLimiterOptions {
-  readonly url: string;
+  /** The instance's Redis connection (see openRedis); its owner closes it. */
+  readonly client: Redis;
   /** Prepended to every key; lets tests and deployments share one Redis. */
   readonly prefix: string;
   readonly clock: Clock;
-  readonly onError?: (err: Error) => void;
 }
 
 export function createRedisRateLimiter(opts: RedisRateLimiterOptions): RateLimiter {
-  const client = openRedis(opts.url, opts.onError);
+  const { client } = opts;
   return {
     async hit(rule, subject) {
       assertRule(rule);
@@ -138,17 +56,6 @@ export function createRedisRateLimiter(opts: RedisRateLimiterOptions): RateLimit
         newestMs: newest ? Number(newest) : null,
       });
     },
-    async close() {
-      await closeRedis(client);
-    },
+    async close() {},
   };
-}
-
-/** QUIT when connected; otherwise just stop reconnecting. */
-export async function closeRedis(client: Redis): Promise<void> {
-  if (client.status === 'ready') {
-    await client.quit().catch(() => client.disconnect());
-  } else {
-    client.disconnect();
-  }
 }

@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import { randomToken } from './ids.ts';
-import { closeRedis, LuaScript, openRedis, redisCall } from './redis-rate-limiter.ts';
+import { LuaScript, redisCall } from './redis-connection.ts';
 import type { StreamLeases } from './stream-lease.ts';
 
 // Compare-and-act in one script: checking the token and then acting in two commands would let a
@@ -19,10 +19,10 @@ return 0
 `);
 
 export interface RedisStreamLeasesOptions {
-  readonly url: string;
+  /** The instance's Redis connection (see openRedis); its owner closes it. */
+  readonly client: Redis;
   /** Prepended to every key; lets tests and deployments share one Redis. */
   readonly prefix: string;
-  readonly onError?: (err: Error) => void;
 }
 
 /**
@@ -30,7 +30,7 @@ export interface RedisStreamLeasesOptions {
  * expiry is timed by Redis itself, which is what lets it outlive a crashed instance.
  */
 export function createRedisStreamLeases(opts: RedisStreamLeasesOptions): StreamLeases {
-  const client: Redis = openRedis(opts.url, opts.onError);
+  const { client } = opts;
   const key = (userId: string) => `${opts.prefix}lease:${userId}`;
   return {
     async acquire(userId, ttlMs) {
@@ -45,8 +45,6 @@ export function createRedisStreamLeases(opts: RedisStreamLeasesOptions): StreamL
     async release(userId, token) {
       await redisCall(client, (c) => RELEASE.run(c, [key(userId)], [token]));
     },
-    async close() {
-      await closeRedis(client);
-    },
+    async close() {},
   };
 }

@@ -10,6 +10,7 @@ import { migrateToLatest } from '../db/migrate.ts';
 import { createMemoryStreamLeases } from './memory-stream-leases.ts';
 import { createPgStreamLeases } from './pg-stream-leases.ts';
 import { createRedisStreamLeases } from './redis-stream-leases.ts';
+import { closeRedis, openRedis } from './redis-connection.ts';
 import type { StreamLeases } from './stream-lease.ts';
 
 // Backends that need a service are registered only when it is configured.
@@ -93,9 +94,10 @@ function redisBackend(url: string): Backend {
       await client.quit();
     },
     async open() {
-      const a = createRedisStreamLeases({ url, prefix });
-      const b = createRedisStreamLeases({ url, prefix });
-      return { a, b, elapse: (ms) => delay(ms), close: async () => void (await Promise.all([a.close(), b.close()])) };
+      const [ca, cb] = [openRedis(url), openRedis(url)];
+      const a = createRedisStreamLeases({ client: ca, prefix });
+      const b = createRedisStreamLeases({ client: cb, prefix });
+      return { a, b, elapse: (ms) => delay(ms), close: async () => void (await Promise.all([closeRedis(ca), closeRedis(cb)])) };
     },
   };
 }

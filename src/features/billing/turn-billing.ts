@@ -57,14 +57,6 @@ export interface ReservedRow {
 /** A reservation as a query to embed in another statement (see TurnBilling.reserveWith). */
 export type ReservationQuery = RawBuilder<ReservedRow>;
 
-/** Every turn free; stands in until the billing feature is configured into deps. */
-export const freeTurnBilling: TurnBilling = {
-  async reserve(req) {
-    return { turnId: req.turnId, userId: req.userId, source: 'free', credits: 0, images: req.images };
-  },
-  async settle() {},
-};
-
 export type BillingDeps = Pick<Deps, 'db' | 'clock' | 'config' | 'logger' | 'metrics' | 'ids'>;
 
 /** Turns paid with the monthly allowance, credits from the ledger, or nothing (zero-cost models). */
