@@ -1,31 +1,16 @@
-import { after, before, beforeEach, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { PROVIDERS, type Provider } from '../../catalogue.ts';
-import { buildTestApp, codeOf, type TestApp } from '../../../test/helpers/app.ts';
-import { ManualClock } from '../../../test/helpers/manual-clock.ts';
+import { PROVIDERS } from '../../catalogue.ts';
+import { codeOf } from '../../../test/helpers/app.ts';
 import { activeProviderKey, providerKeyFor } from './service.ts';
-import { newUser, startKeyFakes, type KeyFakes } from './test-kit.ts';
+import { newUser, useProviderKeysApp, type ProviderKeyItem } from './test-kit.ts';
 
-type Item = { provider: string; keyHintTail: string; defaultModel: string; active: boolean; lastVerifiedAt: string | null; createdAt: string; updatedAt: string };
+type Item = ProviderKeyItem;
 type Saved = Item & { verified: boolean };
 
 describe('provider keys: active key, PATCH, DELETE, errors (spec 4.2, DESIGN §6)', () => {
-  let t: TestApp;
-  let fakes: KeyFakes;
-  const clock = new ManualClock(new Date('2030-01-01T00:00:00Z'));
-  before(async () => {
-    fakes = await startKeyFakes();
-    t = await buildTestApp({ clock, env: fakes.env() });
-  });
-  after(async () => {
-    await t.close();
-    await fakes.close();
-  });
-  beforeEach(() => fakes.reset());
-
-  const put = (user: string, provider: string, body: unknown) => t.call('PUT', `/api/advisor/provider-keys/${provider}`, { user, body });
-  const list = async (user: string) => (await t.call('GET', '/api/advisor/provider-keys', { user })).json<{ items: Item[] }>().items;
-  const valid = (p: Provider) => fakes.providers[p].validKey;
+  const k = useProviderKeysApp();
+  const { clock, put, list, valid } = k;
 
   describe('active key, PATCH, DELETE', () => {
     test('DESIGN §6: saving a key makes it active and every other key inactive', async () => {
@@ -34,8 +19,8 @@ describe('provider keys: active key, PATCH, DELETE, errors (spec 4.2, DESIGN §6
       clock.advance(1000);
       await put(user, 'anthropic', { apiKey: valid('anthropic') });
       assert.deepEqual((await list(user)).map((i) => [i.provider, i.active]), [['anthropic', true], ['openai', false]]);
-      assert.equal((await activeProviderKey(t.deps, user)).provider, 'anthropic');
-      const openai = await providerKeyFor(t.deps, user, 'openai');
+      assert.equal((await activeProviderKey(k.t.deps, user)).provider, 'anthropic');
+      const openai = await providerKeyFor(k.t.deps, user, 'openai');
       assert.deepEqual(openai, { provider: 'openai', model: 'gpt-4o-mini', apiKey: valid('openai') });
     });
 
@@ -44,13 +29,13 @@ describe('provider keys: active key, PATCH, DELETE, errors (spec 4.2, DESIGN §6
       const first = (await put(user, 'openai', { apiKey: valid('openai') })).json<Saved>();
       await put(user, 'groq', { apiKey: valid('groq') });
       clock.advance(5000);
-      fakes.providers.openai.addValidKey('sk-second-openai-key');
+      k.fakes.providers.openai.addValidKey('sk-second-openai-key');
       const again = (await put(user, 'openai', { apiKey: 'sk-second-openai-key' })).json<Saved>();
       assert.equal(again.createdAt, first.createdAt);
       assert.equal(again.updatedAt, clock.now().toISOString());
       assert.equal(again.keyHintTail, '-key');
       assert.deepEqual((await list(user)).map((i) => [i.provider, i.active]), [['groq', false], ['openai', true]]);
-      assert.equal((await activeProviderKey(t.deps, user)).apiKey, 'sk-second-openai-key');
+      assert.equal((await activeProviderKey(k.t.deps, user)).apiKey, 'sk-second-openai-key');
     });
 
     test('DESIGN §6: concurrent saves of different providers leave exactly one active key', async () => {
@@ -67,7 +52,7 @@ describe('provider keys: active key, PATCH, DELETE, errors (spec 4.2, DESIGN §6
       await put(user, 'openai', { apiKey: valid('openai') });
       await put(user, 'groq', { apiKey: valid('groq') });
       await assert.rejects(
-        t.deps.db.updateTable('provider_keys').set({ active: true }).where('user_id', '=', user).execute(),
+        k.t.deps.db.updateTable('provider_keys').set({ active: true }).where('user_id', '=', user).execute(),
         (err: { code?: string }) => err.code === '23505',
       );
     });
@@ -77,31 +62,31 @@ describe('provider keys: active key, PATCH, DELETE, errors (spec 4.2, DESIGN §6
       await put(user, 'openai', { apiKey: valid('openai') });
       await put(user, 'mistral', { apiKey: valid('mistral') });
       clock.advance(1000);
-      const moved = await t.call('PATCH', '/api/advisor/provider-keys/openai', { user, body: { active: true } });
+      const moved = await k.t.call('PATCH', '/api/advisor/provider-keys/openai', { user, body: { active: true } });
       assert.equal(moved.statusCode, 200, moved.body);
       assert.equal(moved.json<Item>().active, true);
       assert.equal(moved.json<Item>().updatedAt, clock.now().toISOString());
       assert.deepEqual((await list(user)).map((i) => [i.provider, i.active]), [['mistral', false], ['openai', true]]);
-      const off = await t.call('PATCH', '/api/advisor/provider-keys/openai', { user, body: { active: false } });
+      const off = await k.t.call('PATCH', '/api/advisor/provider-keys/openai', { user, body: { active: false } });
       assert.equal(off.json<Item>().active, false);
       assert.deepEqual((await list(user)).map((i) => i.active), [false, false]);
-      await assert.rejects(activeProviderKey(t.deps, user), { code: 'PROVIDER_KEY_NOT_CONFIGURED', status: 409 });
+      await assert.rejects(activeProviderKey(k.t.deps, user), { code: 'PROVIDER_KEY_NOT_CONFIGURED', status: 409 });
     });
 
     test('DESIGN §6: PATCH defaultModel changes only the model', async () => {
       const user = newUser();
       await put(user, 'openai', { apiKey: valid('openai') });
-      const res = await t.call('PATCH', '/api/advisor/provider-keys/openai', { user, body: { defaultModel: 'gpt-4.1' } });
+      const res = await k.t.call('PATCH', '/api/advisor/provider-keys/openai', { user, body: { defaultModel: 'gpt-4.1' } });
       assert.equal(res.statusCode, 200);
       assert.deepEqual([res.json<Item>().defaultModel, res.json<Item>().active], ['gpt-4.1', true]);
-      assert.equal((await activeProviderKey(t.deps, user)).model, 'gpt-4.1');
+      assert.equal((await activeProviderKey(k.t.deps, user)).model, 'gpt-4.1');
     });
 
     test('DESIGN §6: PATCH with no field or an unknown field → 400 VALIDATION_ERROR', async () => {
       const user = newUser();
       await put(user, 'openai', { apiKey: valid('openai') });
       for (const body of [{}, { apiKey: valid('openai') }, { active: 'yes' }, { defaultModel: '' }]) {
-        const res = await t.call('PATCH', '/api/advisor/provider-keys/openai', { user, body });
+        const res = await k.t.call('PATCH', '/api/advisor/provider-keys/openai', { user, body });
         assert.equal(res.statusCode, 400, JSON.stringify(body));
         assert.equal(codeOf(res), 'VALIDATION_ERROR');
       }
@@ -110,12 +95,12 @@ describe('provider keys: active key, PATCH, DELETE, errors (spec 4.2, DESIGN §6
     test('DESIGN §6: DELETE → 204, then 404 PROVIDER_KEY_NOT_FOUND; PATCH of a missing key → 404', async () => {
       const user = newUser();
       await put(user, 'openai', { apiKey: valid('openai') });
-      assert.equal((await t.call('DELETE', '/api/advisor/provider-keys/openai', { user })).statusCode, 204);
+      assert.equal((await k.t.call('DELETE', '/api/advisor/provider-keys/openai', { user })).statusCode, 204);
       assert.deepEqual(await list(user), []);
-      await assert.rejects(activeProviderKey(t.deps, user), { code: 'PROVIDER_KEY_NOT_CONFIGURED' });
-      await assert.rejects(providerKeyFor(t.deps, user, 'openai'), { code: 'PROVIDER_KEY_NOT_CONFIGURED' });
+      await assert.rejects(activeProviderKey(k.t.deps, user), { code: 'PROVIDER_KEY_NOT_CONFIGURED' });
+      await assert.rejects(providerKeyFor(k.t.deps, user, 'openai'), { code: 'PROVIDER_KEY_NOT_CONFIGURED' });
       for (const [method, body] of [['DELETE', undefined], ['PATCH', { active: true }]] as const) {
-        const res = await t.call(method, '/api/advisor/provider-keys/openai', { user, body });
+        const res = await k.t.call(method, '/api/advisor/provider-keys/openai', { user, body });
         assert.equal(res.statusCode, 404);
         assert.equal(codeOf(res), 'PROVIDER_KEY_NOT_FOUND');
       }
@@ -126,8 +111,8 @@ describe('provider keys: active key, PATCH, DELETE, errors (spec 4.2, DESIGN §6
       await put(owner, 'openai', { apiKey: valid('openai') });
       const other = newUser();
       assert.deepEqual(await list(other), []);
-      assert.equal(codeOf(await t.call('PATCH', '/api/advisor/provider-keys/openai', { user: other, body: { active: true } })), 'PROVIDER_KEY_NOT_FOUND');
-      assert.equal(codeOf(await t.call('DELETE', '/api/advisor/provider-keys/openai', { user: other })), 'PROVIDER_KEY_NOT_FOUND');
+      assert.equal(codeOf(await k.t.call('PATCH', '/api/advisor/provider-keys/openai', { user: other, body: { active: true } })), 'PROVIDER_KEY_NOT_FOUND');
+      assert.equal(codeOf(await k.t.call('DELETE', '/api/advisor/provider-keys/openai', { user: other })), 'PROVIDER_KEY_NOT_FOUND');
       assert.equal((await list(owner)).length, 1);
     });
   });
@@ -137,7 +122,7 @@ describe('provider keys: active key, PATCH, DELETE, errors (spec 4.2, DESIGN §6
       const user = newUser();
       for (const [method, body] of [['PUT', { apiKey: 'sk-something-long' }], ['PATCH', { active: true }], ['DELETE', undefined]] as const) {
         for (const provider of ['cohere', 'OpenAI', 'openai%20']) {
-          const res = await t.call(method, `/api/advisor/provider-keys/${provider}`, { user, body });
+          const res = await k.t.call(method, `/api/advisor/provider-keys/${provider}`, { user, body });
           assert.equal(res.statusCode, 400, `${method} ${provider}`);
           assert.equal(codeOf(res), 'VALIDATION_ERROR');
         }
@@ -146,7 +131,7 @@ describe('provider keys: active key, PATCH, DELETE, errors (spec 4.2, DESIGN §6
 
     test('spec 4.2: an invalid body → 400 PROVIDER_KEY_INVALID, no provider called, nothing stored', async () => {
       const user = newUser();
-      const before = fakes.providers.openai.requests.length;
+      const before = k.fakes.providers.openai.requests.length;
       const bodies: unknown[] = [{}, { apiKey: 42 }, { apiKey: '' }, { apiKey: 'short' }, { apiKey: 'has a space inside' }, { apiKey: 'x'.repeat(513) },
         { apiKey: valid('openai'), extra: true }, { apiKey: valid('openai'), defaultModel: '' }, [valid('openai')], null];
       for (const body of bodies) {
@@ -154,7 +139,7 @@ describe('provider keys: active key, PATCH, DELETE, errors (spec 4.2, DESIGN §6
         assert.equal(res.statusCode, 400, JSON.stringify(body));
         assert.equal(codeOf(res), 'PROVIDER_KEY_INVALID', JSON.stringify(body));
       }
-      assert.equal(fakes.providers.openai.requests.length, before);
+      assert.equal(k.fakes.providers.openai.requests.length, before);
       assert.deepEqual(await list(user), []);
     });
 
@@ -164,12 +149,12 @@ describe('provider keys: active key, PATCH, DELETE, errors (spec 4.2, DESIGN §6
       const res = await put(user, 'openai', { apiKey: 'sk-rejected-0000' });
       assert.equal(codeOf(res), 'PROVIDER_KEY_INVALID');
       assert.deepEqual(await list(user), [withoutVerified(first)]);
-      assert.equal((await activeProviderKey(t.deps, user)).apiKey, valid('openai'));
+      assert.equal((await activeProviderKey(k.t.deps, user)).apiKey, valid('openai'));
     });
 
     test('DESIGN §2: key routes need a bearer token → 401 UNAUTHENTICATED', async () => {
       for (const [method, url] of [['GET', '/api/advisor/provider-keys'], ['PUT', '/api/advisor/provider-keys/openai']] as const) {
-        const res = await t.call(method, url, { user: null, body: method === 'PUT' ? { apiKey: valid('openai') } : undefined });
+        const res = await k.t.call(method, url, { user: null, body: method === 'PUT' ? { apiKey: valid('openai') } : undefined });
         assert.equal(res.statusCode, 401);
         assert.equal(codeOf(res), 'UNAUTHENTICATED');
       }

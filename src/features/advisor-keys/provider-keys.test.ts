@@ -1,35 +1,20 @@
-import { after, before, beforeEach, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { PROVIDERS, type Provider } from '../../catalogue.ts';
 import type { ProbeBehaviour } from '../../../test/fakes/index.ts';
-import { buildTestApp, codeOf, type TestApp } from '../../../test/helpers/app.ts';
-import { ManualClock } from '../../../test/helpers/manual-clock.ts';
+import { codeOf } from '../../../test/helpers/app.ts';
 import { activeProviderKey } from './service.ts';
-import { FAKE_DEFAULT_MODEL, newUser, startKeyFakes, type KeyFakes } from './test-kit.ts';
+import { FAKE_DEFAULT_MODEL, newUser, useProviderKeysApp, type ProviderKeyItem } from './test-kit.ts';
 
-type Item = { provider: string; keyHintTail: string; defaultModel: string; active: boolean; lastVerifiedAt: string | null; createdAt: string; updatedAt: string };
+type Item = ProviderKeyItem;
 type Saved = Item & { verified: boolean };
 
 const VERIFIED_DEFAULT = FAKE_DEFAULT_MODEL;
 
 describe('provider keys (spec 4.2, DESIGN §6)', () => {
-  let t: TestApp;
-  let fakes: KeyFakes;
-  const clock = new ManualClock(new Date('2030-01-01T00:00:00Z'));
-  before(async () => {
-    fakes = await startKeyFakes();
-    t = await buildTestApp({ clock, env: fakes.env() });
-  });
-  after(async () => {
-    await t.close();
-    await fakes.close();
-  });
-  beforeEach(() => fakes.reset());
-
-  const put = (user: string, provider: string, body: unknown) => t.call('PUT', `/api/advisor/provider-keys/${provider}`, { user, body });
-  const list = async (user: string) => (await t.call('GET', '/api/advisor/provider-keys', { user })).json<{ items: Item[] }>().items;
-  const valid = (p: Provider) => fakes.providers[p].validKey;
-  const firstConfigured = (p: Provider) => t.deps.config.catalogue.providerDefaults[p]?.[0];
+  const k = useProviderKeysApp();
+  const { clock, put, list, valid } = k;
+  const firstConfigured = (p: Provider) => k.t.deps.config.catalogue.providerDefaults[p]?.[0];
 
   describe('every provider flavour', () => {
     for (const p of PROVIDERS) {
@@ -49,7 +34,7 @@ describe('provider keys (spec 4.2, DESIGN §6)', () => {
           verified: true,
         });
         assert.deepEqual(await list(user), [withoutVerified(saved)]);
-        const usable = await activeProviderKey(t.deps, user);
+        const usable = await activeProviderKey(k.t.deps, user);
         assert.deepEqual(usable, { provider: p, model: VERIFIED_DEFAULT[p], apiKey: valid(p) });
       });
 
@@ -64,7 +49,7 @@ describe('provider keys (spec 4.2, DESIGN §6)', () => {
       for (const [behaviour, status] of [['unauthorized', 401], ['forbidden', 403]] as const) {
         test(`spec 4.2 rule 3: ${p} answers ${status} → 400 PROVIDER_KEY_INVALID, nothing stored`, async () => {
           const user = newUser();
-          fakes.providers[p].setProbe(behaviour);
+          k.fakes.providers[p].setProbe(behaviour);
           const res = await put(user, p, { apiKey: valid(p) });
           assert.equal(res.statusCode, 400, res.body);
           assert.equal(codeOf(res), 'PROVIDER_KEY_INVALID');
@@ -78,7 +63,7 @@ describe('provider keys (spec 4.2, DESIGN §6)', () => {
       for (const [behaviour, what] of transient) {
         test(`spec 4.2 rule 5: ${p} probe ${what} → 200 stored with verified false and the configured default model`, async () => {
           const user = newUser();
-          fakes.providers[p].setProbe(behaviour);
+          k.fakes.providers[p].setProbe(behaviour);
           const res = await put(user, p, { apiKey: valid(p) });
           assert.equal(res.statusCode, 200, res.body);
           const saved = res.json<Saved>();
@@ -94,7 +79,7 @@ describe('provider keys (spec 4.2, DESIGN §6)', () => {
     for (const p of ['google', 'xai'] as const) {
       test(`DESIGN §6: ${p} answers its bad-key 400 → 400 PROVIDER_KEY_INVALID, nothing stored`, async () => {
         const user = newUser();
-        fakes.providers[p].setProbe('bad-key-400');
+        k.fakes.providers[p].setProbe('bad-key-400');
         const res = await put(user, p, { apiKey: valid(p) });
         assert.equal(res.statusCode, 400, res.body);
         assert.equal(codeOf(res), 'PROVIDER_KEY_INVALID');
@@ -104,9 +89,9 @@ describe('provider keys (spec 4.2, DESIGN §6)', () => {
 
     test('spec 4.2 rule 2: each probe speaks its provider protocol', async () => {
       const user = newUser();
-      const seen = Object.fromEntries(PROVIDERS.map((p) => [p, fakes.providers[p].requests.length]));
+      const seen = Object.fromEntries(PROVIDERS.map((p) => [p, k.fakes.providers[p].requests.length]));
       for (const p of PROVIDERS) assert.equal((await put(user, p, { apiKey: valid(p) })).statusCode, 200);
-      const first = (p: Provider) => fakes.providers[p].requests.slice(seen[p])[0];
+      const first = (p: Provider) => k.fakes.providers[p].requests.slice(seen[p])[0];
       for (const p of ['openai', 'mistral', 'xai', 'groq', 'deepseek'] as const) {
         assert.equal(first(p)?.path, '/v1/models', p);
         assert.equal(first(p)?.headers['authorization'], `Bearer ${valid(p)}`);
@@ -117,14 +102,14 @@ describe('provider keys (spec 4.2, DESIGN §6)', () => {
       const g = first('google');
       assert.equal(g?.path, '/v1beta/models');
       assert.deepEqual([g?.headers['x-goog-api-key'], g?.query['key'], g?.query['pageSize']], [valid('google'), undefined, '1000']);
-      const or = fakes.providers.openrouter.requests.slice(seen['openrouter']);
+      const or = k.fakes.providers.openrouter.requests.slice(seen['openrouter']);
       assert.deepEqual(or.map((r) => r.path), ['/api/v1/key', '/api/v1/models']);
       assert.equal(or[0]?.headers['authorization'], `Bearer ${valid('openrouter')}`);
       assert.equal(or[1]?.headers['authorization'], undefined, 'the public model list is read without the key');
     });
 
     test('DESIGN §6: OpenRouter with an empty public model list → verified, default model from config', async () => {
-      const fake = fakes.providers.openrouter;
+      const fake = k.fakes.providers.openrouter;
       fake.setModels([]);
       const res = await put(newUser(), 'openrouter', { apiKey: valid('openrouter') });
       fake.setModels(['openai/gpt-4o-mini', 'anthropic/claude-3.5-haiku', 'google/gemini-2.5-flash']);
@@ -135,7 +120,7 @@ describe('provider keys (spec 4.2, DESIGN §6)', () => {
 
   describe('default model', () => {
     test('spec 4.2 rule 6: the same models in any order give the same default (preference and fallback)', async () => {
-      const fake = fakes.providers.openai;
+      const fake = k.fakes.providers.openai;
       const withPreference = ['o3', 'gpt-4.1-mini', 'text-embedding-3-large', 'gpt-4o', 'whisper-1', 'gpt-5-mini'];
       const fallback = ['tts-1', 'gpt-4o-realtime-preview', 'o4-mini', 'dall-e-3', 'omni-moderation-latest', 'chatgpt-4o-latest', 'babbage-002'];
       for (const [models, expected] of [[withPreference, 'gpt-4.1-mini'], [fallback, 'o4-mini']] as const) {
@@ -167,7 +152,7 @@ describe('provider keys (spec 4.2, DESIGN §6)', () => {
     });
 
     test('DESIGN §6: after a transient probe a defaultModel is accepted as given', async () => {
-      fakes.providers.openai.setProbe('server-error');
+      k.fakes.providers.openai.setProbe('server-error');
       const res = await put(newUser(), 'openai', { apiKey: valid('openai'), defaultModel: 'gpt-nonexistent' });
       assert.equal(res.statusCode, 200);
       assert.deepEqual([res.json<Saved>().verified, res.json<Saved>().defaultModel], [false, 'gpt-nonexistent']);

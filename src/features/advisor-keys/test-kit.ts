@@ -1,5 +1,8 @@
 // Shared by this feature's tests: one loopback fake per provider, and the env that points an app at them.
 import { randomUUID } from 'node:crypto';
+import { after, before, beforeEach } from 'node:test';
+import { buildTestApp, type TestApp } from '../../../test/helpers/app.ts';
+import { ManualClock } from '../../../test/helpers/manual-clock.ts';
 import type { Provider } from '../../catalogue.ts';
 import type { AnthropicFake, GeminiFake, MarketDataFake, OpenAiCompatibleFake, ProbeBehaviour } from '../../../test/fakes/index.ts';
 import { startAnthropicFake, startFmpFake, startGeminiFake, startOpenAiCompatibleFake, startPolygonFake } from '../../../test/fakes/index.ts';
@@ -68,3 +71,54 @@ export async function startKeyFakes(opts: { anthropicPageSize?: number; geminiPa
 
 /** A fresh user id, so no test shares another's rate-limit window. */
 export const newUser = (tag = 'u'): string => `${tag}-${randomUUID()}`;
+
+export type ProviderKeyItem = {
+  provider: string;
+  keyHintTail: string;
+  defaultModel: string;
+  active: boolean;
+  lastVerifiedAt: string | null;
+  createdAt: string;
+  updatedAt: string;
+};
+
+export interface ProviderKeysApp {
+  /** The app and the fakes, started before the suite and closed after it. */
+  readonly t: TestApp;
+  readonly fakes: KeyFakes;
+  readonly clock: ManualClock;
+  put(user: string, provider: string, body: unknown): ReturnType<TestApp['call']>;
+  list(user: string): Promise<ProviderKeyItem[]>;
+  valid(p: Provider): string;
+}
+
+/** Registers the hooks of a provider-keys suite: every fake, an app on them, probes reset before each test. */
+export function useProviderKeysApp(): ProviderKeysApp {
+  let t: TestApp | undefined;
+  let fakes: KeyFakes | undefined;
+  const clock = new ManualClock(new Date('2030-01-01T00:00:00Z'));
+  before(async () => {
+    fakes = await startKeyFakes();
+    t = await buildTestApp({ clock, env: fakes.env() });
+  });
+  after(async () => {
+    await t?.close();
+    await fakes?.close();
+  });
+  beforeEach(() => fakes?.reset());
+  const app: ProviderKeysApp = {
+    get t() {
+      if (!t) throw new Error('the test app did not start');
+      return t;
+    },
+    get fakes() {
+      if (!fakes) throw new Error('the fakes did not start');
+      return fakes;
+    },
+    clock,
+    put: (user, provider, body) => app.t.call('PUT', `/api/advisor/provider-keys/${provider}`, { user, body }),
+    list: async (user) => (await app.t.call('GET', '/api/advisor/provider-keys', { user })).json<{ items: ProviderKeyItem[] }>().items,
+    valid: (p) => app.fakes.providers[p].validKey,
+  };
+  return app;
+}
