@@ -17,8 +17,8 @@ import { Worker, isMainThread, parentPort, workerData } from 'node:worker_thread
 const SAVES_PER_USER = 10; // the rolling-hour limit: each user saves at most this many times
 const ROUNDS = 4;
 const HEADER = [
-  '| date | machine (nproc × CPU) | concurrent users | think ms | saves | save p50 ms | save p99 ms | bare probe p50 ms | bare probe p99 ms | overhead p50 ms | overhead p99 ms |',
-  '|---|---|---|---|---|---|---|---|---|---|---|',
+  '| date | machine (nproc × CPU) | concurrent users | think ms | saves | save p50 ms | save p99 ms | bare probe p50 ms | bare probe p99 ms | overhead p50 ms | overhead p99 ms | service CPU µs/save |',
+  '|---|---|---|---|---|---|---|---|---|---|---|---|',
 ].join('\n');
 
 interface ClientJob {
@@ -82,7 +82,10 @@ async function clientWorker(job: ClientJob): Promise<void> {
   const saves: number[] = [];
   for (let r = 0; r < ROUNDS; r++) {
     probes.push(...(await run(job.perRound, probe)));
+    // The service (main thread) reads its own thread's CPU time around each round of saves.
+    parentPort?.postMessage({ edge: 'start' });
     saves.push(...(await run(job.perRound, save)));
+    parentPort?.postMessage({ edge: 'end' });
   }
   parentPort?.postMessage({ probes, saves });
 }
@@ -115,18 +118,26 @@ async function main(): Promise<void> {
     await Promise.all(tokens.map((tk) => fetch(`${address}/api/advisor/provider-keys`, { headers: { authorization: `Bearer ${tk}` } })));
     const job: ClientJob = { role: 'client', address, fakeUrl: fake.url, apiKey: fake.apiKey, tokens, perRound, concurrency, thinkMs };
     const client = new Worker(new URL(import.meta.url), { workerData: job });
+    let cpuUs = 0;
+    let roundStart = process.threadCpuUsage();
     const { probes, saves } = await new Promise<{ probes: number[]; saves: number[] }>((resolve, reject) => {
-      client.once('message', resolve);
+      client.on('message', (m: { edge?: 'start' | 'end'; probes?: number[]; saves?: number[] }) => {
+        if (m.edge === 'start') roundStart = process.threadCpuUsage();
+        else if (m.edge === 'end') {
+          const d = process.threadCpuUsage(roundStart);
+          cpuUs += d.user + d.system;
+        } else resolve(m as { probes: number[]; saves: number[] });
+      });
       client.once('error', reject);
     });
-    report(concurrency, thinkMs, probes, saves, values['no-write'] !== true);
+    report(concurrency, thinkMs, probes, saves, cpuUs / saves.length, values['no-write'] !== true);
   } finally {
     await t.close();
     fakeThread.postMessage('close');
   }
 }
 
-function report(concurrency: number, thinkMs: number, probes: number[], saves: number[], write: boolean): void {
+function report(concurrency: number, thinkMs: number, probes: number[], saves: number[], cpuUsPerSave: number, write: boolean): void {
   const pct = (xs: number[], p: number): number => {
     const s = [...xs].sort((a, b) => a - b);
     return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)] ?? NaN;
@@ -134,7 +145,7 @@ function report(concurrency: number, thinkMs: number, probes: number[], saves: n
   const f = (ms: number) => ms.toFixed(2);
   const [s50, s99, p50, p99] = [pct(saves, 50), pct(saves, 99), pct(probes, 50), pct(probes, 99)];
   const date = new Date().toISOString().slice(0, 10);
-  const line = `| ${date} | ${nproc()} × ${cpuModel()} | ${concurrency} | ${thinkMs} | ${saves.length} | ${f(s50)} | ${f(s99)} | ${f(p50)} | ${f(p99)} | **${f(s50 - p50)}** | ${f(s99 - p99)} |`;
+  const line = `| ${date} | ${nproc()} × ${cpuModel()} | ${concurrency} | ${thinkMs} | ${saves.length} | ${f(s50)} | ${f(s99)} | ${f(p50)} | ${f(p99)} | **${f(s50 - p50)}** | ${f(s99 - p99)} | ${cpuUsPerSave.toFixed(0)} |`;
   process.stdout.write(`${HEADER}\n${line}\n`);
   if (write) writeSection(line);
 }
