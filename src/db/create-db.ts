@@ -4,6 +4,7 @@ import { PGlite } from '@electric-sql/pglite';
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { PGliteDialect } from './pglite-dialect.ts';
+import { preparedStatementPool } from './prepared-pool.ts';
 import type { DB, Db } from './types.ts';
 
 const INT8 = 20;
@@ -52,7 +53,7 @@ export async function createDb(opts: CreateDbOptions): Promise<DbHandle> {
     // crashes the process. The query in flight fails on its own (→ 503), the next one on that client
     // is refused, and the pool discards the client on release; so this listener only has to exist.
     pool.on('connect', (client) => client.on('error', () => undefined));
-    const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
+    const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool: preparedStatementPool(pool) }) });
     return { db, kind: 'postgres', close: () => db.destroy() };
   }
   const dir = opts.pgliteDir ?? 'memory://';

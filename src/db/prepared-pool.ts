@@ -1,0 +1,77 @@
+import type { PostgresPool, PostgresPoolClient, PostgresQueryResult } from 'kysely';
+import type pg from 'pg';
+
+/**
+ * A pg pool for Kysely whose data statements are named prepared statements: each connection parses
+ * and plans a statement text once, and later executions only bind and execute it (PostgreSQL
+ * switches to a generic plan after five runs when that plan is no worse). Kysely sends every query
+ * through the unnamed statement, which PostgreSQL parses and plans again on every call; on this
+ * service's short queries that was as much server time as the execution itself.
+ *
+ * - Only single data statements are named (select, insert, update, delete, with …); DDL and
+ *   transaction control stay unnamed. At most `MAX_NAMED` distinct texts are named per pool; texts
+ *   beyond it (a query shape that varies, like `in ($1, $2, …)` lists) run unnamed.
+ * - A schema change made by another process (a deploy running a migration) can invalidate a
+ *   statement a connection prepared earlier: PostgreSQL refuses it with "cached plan must not change
+ *   result type". Outside a transaction the query is run again unnamed and answered normally;
+ *   inside one the error stands (the transaction is already aborted). Either way the connection is
+ *   discarded when it is released, so the pool replaces it with one holding no stale statements.
+ * - Statement names live on the server per connection: a transaction-mode pooler that moves
+ *   statements between server connections (PgBouncer before 1.21) does not support them.
+ */
+const MAX_NAMED = 500;
+const DATA_STATEMENT = /^\s*(select|insert|update|delete|with)\b/i;
+
+const isStalePlan = (err: unknown): boolean =>
+  err instanceof Error && (err as { code?: unknown }).code === '0A000' && /cached plan must not change result type/.test(err.message);
+
+export function preparedStatementPool(pool: pg.Pool): PostgresPool {
+  const names = new Map<string, string>();
+  const nameOf = (text: string): string | undefined => {
+    let name = names.get(text);
+    if (name === undefined && names.size < MAX_NAMED && DATA_STATEMENT.test(text) && !text.includes(';')) {
+      name = `k${names.size + 1}`;
+      names.set(text, name);
+    }
+    return name;
+  };
+  const wrappers = new WeakMap<pg.PoolClient, PostgresPoolClient>();
+  return {
+    async connect() {
+      const client = await pool.connect();
+      let wrapper = wrappers.get(client);
+      if (wrapper === undefined) {
+        wrapper = wrap(client, nameOf);
+        wrappers.set(client, wrapper);
+      }
+      return wrapper;
+    },
+    end: () => pool.end(),
+  };
+}
+
+function wrap(client: pg.PoolClient, nameOf: (text: string) => string | undefined): PostgresPoolClient {
+  let inTransaction = false;
+  let stale = false;
+  const query = async <R>(text: string, values: readonly unknown[]): Promise<PostgresQueryResult<R>> => {
+    // Kysely's streaming queries pass a cursor object; this service does not stream rows.
+    if (typeof text !== 'string') throw new Error('cursor queries are not supported by this pool');
+    const verb = /^\s*(begin|start|commit|rollback|end)\b/i.exec(text)?.[1]?.toLowerCase();
+    if (verb !== undefined) inTransaction = verb === 'begin' || verb === 'start';
+    const name = stale ? undefined : nameOf(text);
+    if (name === undefined) return (await client.query(text, values as unknown[])) as unknown as PostgresQueryResult<R>;
+    try {
+      return (await client.query({ name, text, values: values as unknown[] })) as unknown as PostgresQueryResult<R>;
+    } catch (err) {
+      if (!isStalePlan(err)) throw err;
+      stale = true;
+      if (inTransaction) throw err;
+      return (await client.query(text, values as unknown[])) as unknown as PostgresQueryResult<R>;
+    }
+  };
+  return {
+    query: query as PostgresPoolClient['query'],
+    // A connection holding a stale statement is closed rather than returned to the pool.
+    release: () => client.release(stale ? true : undefined),
+  };
+}
