@@ -23,6 +23,8 @@ import { startTurn } from './start-turn.ts';
 
 /** DESIGN §4: new and existing conversations together. */
 export const ADVISOR_MESSAGES: RateLimitRule = { name: 'advisor-messages', limit: 30, windowMs: 60_000 };
+/** A stream request body up to this size is read while the rate-limit verdict is on its way. */
+const READ_BEFORE_VERDICT_BYTES = 64 * 1024;
 
 const STREAM_DESCRIPTION =
   'Checks, in order (each refusal stores, reserves and calls nothing): 503 SERVICE_UNAVAILABLE while draining; 429 RATE_LIMITED ' +
@@ -37,13 +39,34 @@ export async function conversationsRoutes(parent: FastifyInstance, { deps }: { d
   const app = parent.withTypeProvider<TypeBoxTypeProvider>();
   const tags = ['advisor conversations'];
 
-  // Route-level onRequest: after authentication, before the (up to 20 MiB) body is read.
+  // The rate-limit verdict of each stream request, asked for as soon as the request is authenticated.
+  const admissions = new WeakMap<FastifyRequest, Promise<void>>();
+  const admission = (req: FastifyRequest): Promise<void> => admissions.get(req) ?? Promise.resolve();
+  // Route-level onRequest: after authentication, before the body is read. Every request counts
+  // (DESIGN §4). A small body is read and checked while Redis answers, and the verdict is taken
+  // with the turn's first reads (startTurn), so the limit costs no round trip of its own; a refusal
+  // still outranks every later check, because any other error waits for the verdict first
+  // (errorHandler below, and the catch in `stream`). A large body (images) is not read at all for
+  // a request the limit refuses.
   const streamGate = async (req: FastifyRequest, reply: FastifyReply): Promise<void> => {
     if (deps.lifecycle.draining) throw new AppError('SERVICE_UNAVAILABLE', 'the service is shutting down; retry shortly');
-    await enforceRateLimit(deps.limiter, ADVISOR_MESSAGES, req.user.id, reply);
+    const verdict = enforceRateLimit(deps.limiter, ADVISOR_MESSAGES, req.user.id, reply);
+    verdict.catch(() => undefined);
+    admissions.set(req, verdict);
+    if (!(Number(req.headers['content-length']) <= READ_BEFORE_VERDICT_BYTES)) await verdict;
+  };
+  // Validation and body-size errors: a refused request is a 429 whatever else is wrong with it.
+  const afterVerdict = async (err: unknown, req: FastifyRequest): Promise<never> => {
+    await admission(req);
+    throw err;
   };
   const stream = async (req: FastifyRequest, reply: FastifyReply, target: string | null): Promise<void> => {
-    const turn = await startTurn(deps, req.user.id, target, req.body as StreamMessageInput);
+    let turn: Awaited<ReturnType<typeof startTurn>>;
+    try {
+      turn = await startTurn(deps, req.user.id, target, req.body as StreamMessageInput, admission(req));
+    } catch (err) {
+      return afterVerdict(err, req);
+    }
     // Up to 18 MB of base64 is decoded and stored by now; the stream may last minutes.
     (req as { body: unknown }).body = null;
     if (turn.kind === 'replay') return replayTurn(reply, turn);
@@ -56,6 +79,7 @@ export async function conversationsRoutes(parent: FastifyInstance, { deps }: { d
     '/advisor/conversations/new/messages/stream',
     {
       onRequest: streamGate,
+      errorHandler: afterVerdict,
       schema: {
         tags,
         summary: 'Start a conversation and stream the reply (spec 4.3)',
@@ -70,6 +94,7 @@ export async function conversationsRoutes(parent: FastifyInstance, { deps }: { d
     '/advisor/conversations/:id/messages/stream',
     {
       onRequest: streamGate,
+      errorHandler: afterVerdict,
       schema: {
         tags,
         summary: 'Send a message in a conversation and stream the reply',

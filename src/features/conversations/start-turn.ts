@@ -124,10 +124,17 @@ interface CheckedTurn {
 
 /**
  * Every check before a stream, cheapest and most client-fixable first; a refusal stores nothing,
- * holds no lease, reserves nothing and calls no provider (DESIGN §3). Draining, the rate limit, the
- * body cap and the schema run before this (route hooks and validation).
+ * holds no lease, reserves nothing and calls no provider (DESIGN §3). Draining, the body cap and the
+ * schema run before this (route hooks and validation); `admission` is the rate-limit verdict the
+ * route asked for before the body was read, taken here first, alongside the reads.
  */
-export async function startTurn(deps: Deps, userId: string, target: string | null, body: StreamMessageInput): Promise<LiveTurn | ReplayTurn> {
+export async function startTurn(
+  deps: Deps,
+  userId: string,
+  target: string | null,
+  body: StreamMessageInput,
+  admission: Promise<void> = Promise.resolve(),
+): Promise<LiveTurn | ReplayTurn> {
   if (body.text.trim().length === 0) throw invalid('/text', 'must contain a non-whitespace character');
   if (body.personaId !== undefined && !deps.config.catalogue.personas.some((p) => p.personaId === body.personaId)) {
     throw invalid('/personaId', 'is not a known persona');
@@ -136,7 +143,8 @@ export async function startTurn(deps: Deps, userId: string, target: string | nul
   // Independent reads and the user's stream lease at once (one round trip); their outcomes are then
   // taken in the documented order, the lease's last. A request refused or replayed before that gives
   // the lease back before it answers.
-  const [found, prior, activeKey, lease] = await Promise.allSettled([
+  const [admitted, found, prior, activeKey, lease] = await Promise.allSettled([
+    admission,
     target === null ? undefined : repo.findConversation(deps.db, userId, target),
     repo.findTurnByClientId(deps.db, userId, body.clientMessageId),
     target === null ? activeProviderKey(deps, userId) : undefined,
@@ -145,6 +153,7 @@ export async function startTurn(deps: Deps, userId: string, target: string | nul
   const held = lease.status === 'fulfilled' ? lease.value : null;
   let checked: CheckedTurn | ReplayTurn;
   try {
+    settledValue(admitted);
     checked = await checkTurn(deps, userId, target, body, images.length, found, prior, activeKey, lease);
   } catch (err) {
     if (held !== null) await releaseLease(deps, userId, held);

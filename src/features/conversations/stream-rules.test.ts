@@ -241,6 +241,34 @@ describe('advisor stream: checks, idempotency, limits', () => {
     assert.equal((await send(t, newUser('other'), null, { text: '' })).statusCode, 400, 'another user is not limited');
   });
 
+  test('DESIGN §4: once the limit is reached, 429 RATE_LIMITED outranks every other refusal and reads nothing', async () => {
+    const user = await userWithKey('rate-first');
+    const first = message();
+    const ok = await send(t, user, null, first);
+    const conversationId = String(startOf(ok).conversationId);
+    for (let i = 1; i < 30; i++) assert.equal((await send(t, user, null, { text: '' })).statusCode, 400, `request ${i + 1}`);
+    const before = fake.streams.length;
+    const cases: [string, string | null, unknown][] = [
+      ['a valid message', conversationId, message()],
+      ['a schema failure', null, { text: '' }],
+      ['whitespace-only text', null, message('   ')],
+      ['an unknown conversation', randomUUID(), message()],
+      ['a reused clientMessageId', null, { ...message('other text'), clientMessageId: first['clientMessageId'] }],
+      // Above the size read while the verdict is pending: the verdict comes first, the body is not parsed.
+      ['a large body that is not JSON', null, `{"text":"${'x'.repeat(100_000)}`],
+      ['a body above MAX_BODY_BYTES', null, JSON.stringify({ ...message(), pad: 'x'.repeat(t.deps.config.maxBodyBytes) })],
+    ];
+    for (const [what, target, body] of cases) {
+      const res = await send(t, user, target, body);
+      assert.deepEqual([res.statusCode, res.code], [429, 'RATE_LIMITED'], what);
+      assert.ok(Number(res.headers['retry-after']) >= 1, what);
+    }
+    assert.equal(fake.streams.length, before, 'no provider called');
+    const token = await t.deps.leases.acquire(user, 1000);
+    assert.notEqual(token, null, 'no lease held');
+    if (token !== null) await t.deps.leases.release(user, token);
+  });
+
   test('DESIGN §4: 20 concurrent stream starts of one user across two instances → one 200, 19 × 409 STREAM_IN_PROGRESS', async () => {
     const second = await buildTestApp({ shareWith: t, env: { OPENAI_BASE_URL: fake.url } });
     try {
