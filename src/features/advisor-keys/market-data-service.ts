@@ -7,7 +7,7 @@ import { hintTail, marketDataSlot, sealedColumns } from './sealing.ts';
 import type { MarketDataKeyStatusDto, SaveMarketDataKeyInput } from './schemas.ts';
 import { probeResultLabel } from './service.ts';
 
-type KeyDeps = Pick<Deps, 'db' | 'clock' | 'vault' | 'config' | 'metrics' | 'logger'>;
+type KeyDeps = Pick<Deps, 'db' | 'clock' | 'vault' | 'config' | 'metrics' | 'logger' | 'upstream'>;
 
 const NOT_CONFIGURED: MarketDataKeyStatusDto = {
   configured: false,
@@ -40,6 +40,7 @@ export async function saveMarketDataKey(deps: KeyDeps, userId: string, input: Sa
   const probe = await probeMarketDataKey(provider, apiKey, {
     baseUrl: deps.config.marketData.baseUrl,
     timeoutMs: deps.config.marketDataProbeTimeoutMs,
+    dispatcher: deps.upstream,
   });
   deps.metrics.keyProbes.inc({ provider, result: probeResultLabel(probe) });
   if (probe.outcome === 'invalid') throw new AppError('MARKET_DATA_KEY_INVALID', `${provider} rejected the key (HTTP ${probe.status})`);

@@ -9,7 +9,7 @@ import * as repo from './repo.ts';
 import { hintTail, providerSlot, sealedColumns, sealedOf } from './sealing.ts';
 import type { ProviderKeyListItemDto, SavedProviderKeyDto, SaveProviderKeyInput, UpdateProviderKeyInput } from './schemas.ts';
 
-type KeyDeps = Pick<Deps, 'db' | 'clock' | 'vault' | 'config' | 'metrics' | 'logger'>;
+type KeyDeps = Pick<Deps, 'db' | 'clock' | 'vault' | 'config' | 'metrics' | 'logger' | 'upstream'>;
 
 // Far more than the providers a user can save at once (each collision means another save won).
 const SAVE_ATTEMPTS = 10;
@@ -83,6 +83,7 @@ export async function saveProviderKey(
   const probe: ProviderProbeResult = await probeProviderKey(provider, apiKey, {
     baseUrl: deps.config.providerBaseUrls[provider],
     timeoutMs: deps.config.providerProbeTimeoutMs,
+    dispatcher: deps.upstream,
   });
   deps.metrics.keyProbes.inc({ provider, result: probeResultLabel(probe) });
   if (probe.outcome === 'invalid') throw new AppError('PROVIDER_KEY_INVALID', `${provider} rejected the key (HTTP ${probe.status})`);

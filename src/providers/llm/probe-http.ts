@@ -1,4 +1,5 @@
 // The one HTTP call shape every key probe uses (language-model and market-data providers alike).
+import { request, type Dispatcher } from 'undici';
 
 /** Why a probe could not tell whether a key is good; the key is then stored unverified. */
 export type ProbeFailure = 'timeout' | 'rate-limited' | 'unavailable' | 'network' | 'unexpected';
@@ -8,30 +9,47 @@ export type ProbeAnswer =
   | { readonly kind: 'failed'; readonly reason: ProbeFailure };
 
 /**
- * GET with the probe's deadline. Redirects are not followed: providers answer API calls directly,
- * and a redirect would carry custom key headers (x-api-key, x-goog-api-key) to another origin.
- * The URL and headers carry the key, so nothing here is ever logged or put in an error.
+ * GET with the probe's deadline, through `dispatcher` (the service's pooled keep-alive agent; undici's
+ * global one when absent). Redirects are not followed (undici's request follows none): providers
+ * answer API calls directly, and a redirect would carry custom key headers (x-api-key,
+ * x-goog-api-key) to another origin. The URL and headers carry the key, so nothing here is ever
+ * logged or put in an error.
  */
-export async function probeGet(url: URL, headers: Record<string, string>, signal: AbortSignal): Promise<ProbeAnswer> {
+export async function probeGet(
+  url: URL,
+  headers: Record<string, string>,
+  { signal, dispatcher }: ProbeCall,
+): Promise<ProbeAnswer> {
   try {
-    const res = await fetch(url, { method: 'GET', headers: { accept: 'application/json', ...headers }, redirect: 'manual', signal });
-    const text = await res.text();
+    const res = await request(url, {
+      method: 'GET',
+      headers: { accept: 'application/json', 'user-agent': 'node', ...headers },
+      signal,
+      ...(dispatcher ? { dispatcher } : {}),
+    });
+    const text = await res.body.text();
     let body: unknown;
     try {
       body = text === '' ? undefined : (JSON.parse(text) as unknown);
     } catch {
       body = undefined;
     }
-    return { kind: 'answer', status: res.status, body };
+    return { kind: 'answer', status: res.statusCode, body };
   } catch {
     return { kind: 'failed', reason: signal.aborted ? 'timeout' : 'network' };
   }
 }
 
-/** A deadline for the whole probe (every page of it), merged with the caller's own signal. */
-export function probeDeadline(timeoutMs: number, signal?: AbortSignal): AbortSignal {
-  const deadline = AbortSignal.timeout(timeoutMs);
-  return signal ? AbortSignal.any([deadline, signal]) : deadline;
+/** How a probe's calls go out: one deadline for the whole probe (every page of it), one agent. */
+export interface ProbeCall {
+  readonly signal: AbortSignal;
+  readonly dispatcher: Dispatcher | undefined;
+}
+
+/** The deadline is merged with the caller's own signal. */
+export function probeCall(opts: { readonly timeoutMs: number; readonly signal?: AbortSignal | undefined; readonly dispatcher?: Dispatcher | undefined }): ProbeCall {
+  const deadline = AbortSignal.timeout(opts.timeoutMs);
+  return { signal: opts.signal ? AbortSignal.any([deadline, opts.signal]) : deadline, dispatcher: opts.dispatcher };
 }
 
 /** How a status that is neither success nor a provider-specific refusal reads. */

@@ -1,7 +1,8 @@
 // Key verification probes for the language-model providers (DESIGN §6): each speaks the provider's
 // own model-listing protocol and reads its own way of refusing a key.
+import type { Dispatcher } from 'undici';
 import type { Provider } from '../../catalogue.ts';
-import { isRecord, probeDeadline, probeGet, transientStatus, type ProbeAnswer, type ProbeFailure } from './probe-http.ts';
+import { isRecord, probeCall, probeGet, transientStatus, type ProbeAnswer, type ProbeCall, type ProbeFailure } from './probe-http.ts';
 
 export type { ProbeFailure } from './probe-http.ts';
 
@@ -16,6 +17,8 @@ export interface ProbeOptions {
   readonly baseUrl: string;
   readonly timeoutMs: number;
   readonly signal?: AbortSignal;
+  /** The service's upstream agent (pooled keep-alive connections); undici's global one when absent. */
+  readonly dispatcher?: Dispatcher;
 }
 
 const ANTHROPIC_VERSION = '2023-06-01';
@@ -24,20 +27,20 @@ const PAGE_SIZE = 1000;
 const MAX_PAGES = 20;
 
 export async function probeProviderKey(provider: Provider, apiKey: string, opts: ProbeOptions): Promise<ProviderProbeResult> {
-  const signal = probeDeadline(opts.timeoutMs, opts.signal);
+  const call = probeCall(opts);
   switch (provider) {
     case 'anthropic':
-      return probeAnthropic(apiKey, opts.baseUrl, signal);
+      return probeAnthropic(apiKey, opts.baseUrl, call);
     case 'google':
-      return probeGemini(apiKey, opts.baseUrl, signal);
+      return probeGemini(apiKey, opts.baseUrl, call);
     case 'openrouter':
-      return probeOpenRouter(apiKey, opts.baseUrl, signal);
+      return probeOpenRouter(apiKey, opts.baseUrl, call);
     case 'openai':
     case 'mistral':
     case 'xai':
     case 'groq':
     case 'deepseek':
-      return probeOpenAiStyle(provider, apiKey, opts.baseUrl, signal);
+      return probeOpenAiStyle(provider, apiKey, opts.baseUrl, call);
   }
 }
 
@@ -71,8 +74,8 @@ const ok = (a: ProbeAnswer): a is ProbeAnswer & { kind: 'answer' } => a.kind ===
 const unique = (ids: string[]): string[] => [...new Set(ids)];
 
 /** OpenAI, Mistral, xAI, Groq, DeepSeek: `GET /models` with a bearer key, `{ data: [{ id }] }`. */
-async function probeOpenAiStyle(provider: Provider, apiKey: string, base: string, signal: AbortSignal): Promise<ProviderProbeResult> {
-  const answer = await probeGet(new URL(`${base}/models`), { authorization: `Bearer ${apiKey}` }, signal);
+async function probeOpenAiStyle(provider: Provider, apiKey: string, base: string, call: ProbeCall): Promise<ProviderProbeResult> {
+  const answer = await probeGet(new URL(`${base}/models`), { authorization: `Bearer ${apiKey}` }, call);
   if (!ok(answer)) return failure(provider, answer);
   const models = openAiModelIds(answer.body);
   // A 2xx that is not a model list is not a provider's answer (a portal, a wrong base URL).
@@ -93,7 +96,7 @@ function openAiModelIds(body: unknown): string[] | undefined {
 }
 
 /** Anthropic: `x-api-key` + `anthropic-version`, cursor pages via `has_more` / `after_id`. */
-async function probeAnthropic(apiKey: string, base: string, signal: AbortSignal): Promise<ProviderProbeResult> {
+async function probeAnthropic(apiKey: string, base: string, call: ProbeCall): Promise<ProviderProbeResult> {
   const headers = { 'x-api-key': apiKey, 'anthropic-version': ANTHROPIC_VERSION };
   const ids: string[] = [];
   let after: string | undefined;
@@ -101,7 +104,7 @@ async function probeAnthropic(apiKey: string, base: string, signal: AbortSignal)
     const url = new URL(`${base}/models`);
     url.searchParams.set('limit', String(PAGE_SIZE));
     if (after !== undefined) url.searchParams.set('after_id', after);
-    const answer = await probeGet(url, headers, signal);
+    const answer = await probeGet(url, headers, call);
     const body = ok(answer) && isRecord(answer.body) && Array.isArray(answer.body['data']) ? answer.body : undefined;
     if (body === undefined) {
       if (page === 0) return ok(answer) ? { outcome: 'transient', reason: 'unexpected' } : failure('anthropic', answer);
@@ -118,14 +121,14 @@ async function probeAnthropic(apiKey: string, base: string, signal: AbortSignal)
 }
 
 /** Gemini: `x-goog-api-key`, `pageToken` / `nextPageToken`, names `models/<id>`; chat models only. */
-async function probeGemini(apiKey: string, base: string, signal: AbortSignal): Promise<ProviderProbeResult> {
+async function probeGemini(apiKey: string, base: string, call: ProbeCall): Promise<ProviderProbeResult> {
   const ids: string[] = [];
   let token: string | undefined;
   for (let page = 0; page < MAX_PAGES; page++) {
     const url = new URL(`${base}/models`);
     url.searchParams.set('pageSize', String(PAGE_SIZE));
     if (token !== undefined) url.searchParams.set('pageToken', token);
-    const answer = await probeGet(url, { 'x-goog-api-key': apiKey }, signal);
+    const answer = await probeGet(url, { 'x-goog-api-key': apiKey }, call);
     const body = ok(answer) && isRecord(answer.body) ? answer.body : undefined;
     if (body === undefined) {
       if (page === 0) return ok(answer) ? { outcome: 'transient', reason: 'unexpected' } : failure('google', answer);
@@ -151,10 +154,10 @@ async function probeGemini(apiKey: string, base: string, signal: AbortSignal): P
  * OpenRouter: the model list is public, so it proves nothing about a key; `GET /key` does. The
  * list is then read without the key; if that fails the key is still verified.
  */
-async function probeOpenRouter(apiKey: string, base: string, signal: AbortSignal): Promise<ProviderProbeResult> {
-  const answer = await probeGet(new URL(`${base}/key`), { authorization: `Bearer ${apiKey}` }, signal);
+async function probeOpenRouter(apiKey: string, base: string, call: ProbeCall): Promise<ProviderProbeResult> {
+  const answer = await probeGet(new URL(`${base}/key`), { authorization: `Bearer ${apiKey}` }, call);
   if (!ok(answer)) return failure('openrouter', answer);
   if (!isRecord(answer.body) || !isRecord(answer.body['data'])) return { outcome: 'transient', reason: 'unexpected' };
-  const list = await probeGet(new URL(`${base}/models`), {}, signal);
+  const list = await probeGet(new URL(`${base}/models`), {}, call);
   return { outcome: 'valid', models: ok(list) ? openAiModelIds(list.body) : undefined };
 }

@@ -23,9 +23,7 @@ export interface UpstreamCall {
  * Pooled keep-alive connections, no cap per origin (every open stream holds one). An idle
  * connection is kept 30 s unless the provider's Keep-Alive header says less (the global fetch
  * agent kept it 4 s): long enough to be reused by the next turn, shorter than providers' load
- * balancers keep one. Redirects are followed as fetch did (up to 20; 301/302/303 turn a POST into
- * a GET). The connect, headers and body timeouts stay at undici's defaults (10 s, 300 s, 300 s), as
- * they were for global fetch; the stream's own idle timeout is enforced by streamSse.
+ * balancers keep one. Key probes go through it too.
  */
 export function createUpstreamAgent(): UpstreamAgent {
   // undici's own header and body timeouts (300 s) are off: the idle timer above is the one rule for

@@ -1,6 +1,7 @@
 // Key verification probes for the market-data providers (spec 4.1 rules 2–5).
+import type { Dispatcher } from 'undici';
 import type { MarketDataProvider } from '../../config.ts';
-import { isRecord, probeDeadline, probeGet, transientStatus, type ProbeFailure } from '../llm/probe-http.ts';
+import { isRecord, probeCall, probeGet, transientStatus, type ProbeCall, type ProbeFailure } from '../llm/probe-http.ts';
 
 export type MarketDataProbeResult =
   | { readonly outcome: 'valid' }
@@ -12,6 +13,8 @@ export interface MarketDataProbeOptions {
   readonly baseUrl: string;
   readonly timeoutMs: number;
   readonly signal?: AbortSignal;
+  /** The service's upstream agent (pooled keep-alive connections); undici's global one when absent. */
+  readonly dispatcher?: Dispatcher;
 }
 
 export async function probeMarketDataKey(
@@ -19,15 +22,15 @@ export async function probeMarketDataKey(
   apiKey: string,
   opts: MarketDataProbeOptions,
 ): Promise<MarketDataProbeResult> {
-  const signal = probeDeadline(opts.timeoutMs, opts.signal);
-  return provider === 'polygon' ? probePolygon(apiKey, opts.baseUrl, signal) : probeFmp(apiKey, opts.baseUrl, signal);
+  const call = probeCall(opts);
+  return provider === 'polygon' ? probePolygon(apiKey, opts.baseUrl, call) : probeFmp(apiKey, opts.baseUrl, call);
 }
 
 /** Polygon's market status: available on every plan, so a refusal is about the key. */
-async function probePolygon(apiKey: string, base: string, signal: AbortSignal): Promise<MarketDataProbeResult> {
+async function probePolygon(apiKey: string, base: string, call: ProbeCall): Promise<MarketDataProbeResult> {
   const url = new URL(`${base}/v1/marketstatus/now`);
   // Polygon takes the key as a bearer token too: a header stays out of proxy and access logs.
-  const answer = await probeGet(url, { authorization: `Bearer ${apiKey}` }, signal);
+  const answer = await probeGet(url, { authorization: `Bearer ${apiKey}` }, call);
   if (answer.kind === 'failed') return { outcome: 'transient', reason: answer.reason };
   const { status, body } = answer;
   if (status === 401 || status === 403) return { outcome: 'invalid', status };
@@ -40,11 +43,11 @@ async function probePolygon(apiKey: string, base: string, signal: AbortSignal): 
  * refusal whatever the status, except a usage-limit message (a quota, not a bad key) and 429/5xx,
  * which are transient whatever the body says.
  */
-async function probeFmp(apiKey: string, base: string, signal: AbortSignal): Promise<MarketDataProbeResult> {
+async function probeFmp(apiKey: string, base: string, call: ProbeCall): Promise<MarketDataProbeResult> {
   const url = new URL(`${base}/quote`);
   url.searchParams.set('symbol', 'AAPL');
   url.searchParams.set('apikey', apiKey);
-  const answer = await probeGet(url, {}, signal);
+  const answer = await probeGet(url, {}, call);
   if (answer.kind === 'failed') return { outcome: 'transient', reason: answer.reason };
   const { status, body } = answer;
   if (status === 429 || status >= 500) return { outcome: 'transient', reason: transientStatus(status) };
