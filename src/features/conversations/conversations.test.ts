@@ -52,6 +52,13 @@ describe('advisor conversations', () => {
       const expected = [...text.replace(/\s+/g, ' ').trim()].slice(0, 80).join('');
       assert.deepEqual([item?.id, item?.title, item?.provider, item?.model, item?.personaId, item?.messageCount], [id, expected, 'openai', 'gpt-4o-mini', 'coach', 2]);
       assert.equal([...(item?.title ?? '')].length, 80);
+      // The list's timestamps (formatted by the database) read exactly as GET's (from Dates):
+      // ISO 8601 in UTC, milliseconds truncated from the stored microseconds.
+      await sql`update conversations set last_message_at = '2031-02-03T04:05:06.789999Z', created_at = '1999-12-31T23:59:59.000500+05:30' where id = ${id}`.execute(t.deps.db);
+      const listed = (await list(user)).items[0];
+      const got = (await t.call('GET', `/api/advisor/conversations/${id}`, { user })).json<ConversationWithMessagesDto>();
+      assert.deepEqual([listed?.lastMessageAt, listed?.createdAt], ['2031-02-03T04:05:06.789Z', '1999-12-31T18:29:59.000Z']);
+      assert.deepEqual([listed?.lastMessageAt, listed?.createdAt, listed?.updatedAt], [got.lastMessageAt, got.createdAt, got.updatedAt]);
     });
 
     test('spec 4.5: newest first by updatedAt; a new message moves its conversation to the top', async () => {

@@ -9,7 +9,20 @@ export type AttachmentMeta = Pick<AttachmentRow, 'id' | 'message_id' | 'format' 
 /** updated_at with the database's full (microsecond) precision, so a cursor names a row exactly. */
 const EXACT_UPDATED_AT = sql<string>`to_char(updated_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
 
-export type ListedConversation = ConversationRow & { updated_at_exact: string };
+/** A timestamp as the API shows it (ISO 8601, UTC, milliseconds), formatted by the database. */
+const iso = (column: 'last_message_at' | 'created_at' | 'updated_at'): RawBuilder<string> =>
+  sql<string>`to_char(${sql.ref(column)} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+
+/**
+ * A listed conversation: its timestamps come as API strings, which spares parsing three dates per
+ * row into Date objects only to format them again (a sixth of a list request's CPU).
+ */
+export type ListedConversation = Omit<ConversationRow, 'user_id' | 'last_message_at' | 'created_at' | 'updated_at'> & {
+  last_message_at: string;
+  created_at: string;
+  updated_at: string;
+  updated_at_exact: string;
+};
 
 /** One page of a user's conversations, newest first; `after` is the (updatedAt, id) of the last row seen. */
 export function listConversations(
@@ -18,7 +31,12 @@ export function listConversations(
   limit: number,
   after: { updatedAt: string; id: string } | undefined,
 ): Promise<ListedConversation[]> {
-  let q = db.selectFrom('conversations').selectAll().select(EXACT_UPDATED_AT.as('updated_at_exact')).where('user_id', '=', userId);
+  let q = db
+    .selectFrom('conversations')
+    .select(['id', 'title', 'provider', 'model', 'persona_id', 'message_count'])
+    .select([iso('last_message_at').as('last_message_at'), iso('created_at').as('created_at'), iso('updated_at').as('updated_at')])
+    .select(EXACT_UPDATED_AT.as('updated_at_exact'))
+    .where('user_id', '=', userId);
   if (after) q = q.where(sql<boolean>`(updated_at, id) < (${after.updatedAt}::timestamptz, ${after.id}::uuid)`);
   return q.orderBy('updated_at', 'desc').orderBy('id', 'desc').limit(limit).execute();
 }

@@ -18,7 +18,10 @@ function notFound(): AppError {
   return new AppError('CONVERSATION_NOT_FOUND', 'conversation not found');
 }
 
-export function toListItem(row: repo.ConversationRow): ConversationListItemDto {
+const isoOf = (at: Date | string): string => (typeof at === 'string' ? at : at.toISOString());
+
+/** A stored conversation, or a listed one whose timestamps the database already formatted. */
+export function toListItem(row: repo.ConversationRow | repo.ListedConversation): ConversationListItemDto {
   return {
     id: row.id,
     title: row.title,
@@ -26,9 +29,9 @@ export function toListItem(row: repo.ConversationRow): ConversationListItemDto {
     model: row.model,
     personaId: row.persona_id,
     messageCount: row.message_count,
-    lastMessageAt: row.last_message_at.toISOString(),
-    createdAt: row.created_at.toISOString(),
-    updatedAt: row.updated_at.toISOString(),
+    lastMessageAt: isoOf(row.last_message_at),
+    createdAt: isoOf(row.created_at),
+    updatedAt: isoOf(row.updated_at),
   };
 }
 
