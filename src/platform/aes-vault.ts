@@ -2,6 +2,7 @@ import { createCipheriv, createDecipheriv, createSecretKey, randomBytes, type Ke
 import { chmodSync, linkSync, mkdirSync, readFileSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { VaultError, type SealedSecret, type SecretSlot, type Vault } from './vault.ts';
+import { secureRandomBytes } from './ids.ts';
 
 /** The first key encrypts; every key decrypts (DESIGN §5 rotation). */
 export interface Keyring {
@@ -44,7 +45,7 @@ export function createVault(keyring: Keyring): Vault {
     seal(plaintext, slot) {
       // Lone surrogates would be silently replaced by U+FFFD; refuse rather than store a different key.
       if (!plaintext.isWellFormed()) throw new VaultError('plaintext is not well-formed Unicode');
-      const nonce = randomBytes(NONCE_BYTES);
+      const nonce = secureRandomBytes(NONCE_BYTES);
       const cipher = createCipheriv(ALGORITHM, primaryKey, nonce, { authTagLength: TAG_BYTES });
       cipher.setAAD(associatedData(primary.id, slot));
       const ciphertext = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);

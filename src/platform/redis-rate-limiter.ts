@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { secureRandomBytes } from './ids.ts';
 import type { Redis } from 'ioredis';
 import type { Clock } from './clock.ts';
 import { assertRule, windowDecision, type RateLimiter } from './rate-limiter.ts';
@@ -43,7 +43,7 @@ export function createRedisRateLimiter(opts: RedisRateLimiterOptions): RateLimit
       // The encoded rule name holds no ':', so the first ':' after it ends it: no two
       // (rule, subject) pairs share a key.
       const key = `${opts.prefix}rl:${encodeURIComponent(rule.name)}:${subject}`;
-      const member = `${nowMs}:${randomBytes(8).toString('hex')}`;
+      const member = `${nowMs}:${secureRandomBytes(8).toString('hex')}`;
       const reply = await redisCall(client, (c) =>
         HIT.run(c, [key], [nowMs, rule.windowMs, rule.limit, nowMs - rule.windowMs, member]),
       );
