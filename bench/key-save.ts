@@ -4,7 +4,11 @@
 // answers at once) and the load generator run on worker threads of their own, so neither borrows the
 // service's event loop. The load generator alternates rounds of bare probes (the service's own probe
 // function, straight to the fake) with rounds of full saves over HTTP at the same concurrency;
-// overhead is the save percentile minus the bare-probe percentile. Writes docs/PERFORMANCE.md.
+// overhead is the save percentile minus the bare-probe percentile. Both sides go out through undici
+// (the probe's own client; an undici Pool for the saves), so the load generator costs the same on
+// both. Each user waits a think time drawn from an exponential distribution with mean --think-ms
+// after each call (a constant one would keep the users in lockstep, arriving in bursts).
+// Writes docs/PERFORMANCE.md.
 import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -45,19 +49,24 @@ async function fakeWorker(): Promise<void> {
 
 async function clientWorker(job: ClientJob): Promise<void> {
   const { probeProviderKey } = await import('../src/providers/llm/probes.ts');
+  const { Pool } = await import('undici');
+  const pool = new Pool(job.address, { connections: job.concurrency });
   let nextSave = 0;
   const body = JSON.stringify({ apiKey: job.apiKey });
   const save = async (): Promise<number> => {
     const token = job.tokens[Math.floor(nextSave++ / SAVES_PER_USER)];
     const started = performance.now();
-    const res = await fetch(`${job.address}/api/advisor/provider-keys/openai`, {
+    const res = await pool.request({
       method: 'PUT',
+      path: '/api/advisor/provider-keys/openai',
       headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
       body,
     });
-    await res.arrayBuffer();
-    if (res.status !== 200) throw new Error(`save answered ${res.status}`);
-    return performance.now() - started;
+    await res.body.dump();
+    if (res.statusCode !== 200) throw new Error(`save answered ${res.statusCode}`);
+    const ms = performance.now() - started;
+    if (process.env.SLOW && ms > 20) console.error('slow save', started.toFixed(0), ms.toFixed(1));
+    return ms;
   };
   const probe = async (): Promise<number> => {
     const started = performance.now();
@@ -69,9 +78,11 @@ async function clientWorker(job: ClientJob): Promise<void> {
     const samples: number[] = [];
     let left = n;
     await Promise.all(Array.from({ length: job.concurrency }, async () => {
+      // Users start at random points of a think time, not all at once.
+      if (job.thinkMs > 0) await delay(Math.random() * job.thinkMs);
       while (left-- > 0) {
         samples.push(await op());
-        if (job.thinkMs > 0) await delay(job.thinkMs);
+        if (job.thinkMs > 0) await delay(-job.thinkMs * Math.log(1 - Math.random()));
       }
     }));
     return samples;

@@ -1,6 +1,8 @@
-// Closed-loop HTTP load: N workers, each sending its next request when the previous one answered,
-// over an undici Pool of N keep-alive connections, for a fixed time.
+// HTTP load over an undici Pool of N keep-alive connections, for a fixed time: closed loop (N workers,
+// each sending its next request when the previous one answered) or paced (N workers whose requests
+// arrive at a given total rate, at random).
 import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Pool } from 'undici';
 
 export interface Timed {
@@ -36,6 +38,37 @@ export class HttpLoad {
         while (performance.now() < until) {
           await iteration(w);
           iterations++;
+        }
+      }),
+    );
+    return { iterations, wallMs: performance.now() - started };
+  }
+
+  /**
+   * Runs `iteration` in `workers` loops whose starts arrive at `perSecond` in all, each loop's gaps
+   * drawn from an exponential distribution (Poisson arrivals). `iteration` gets the time it was due:
+   * a worker still busy with its previous iteration starts late, and timing from the due time counts
+   * that wait (no coordinated omission).
+   */
+  async paced(
+    workers: number,
+    durationMs: number,
+    perSecond: number,
+    iteration: (worker: number, dueAt: number) => Promise<void>,
+  ): Promise<{ iterations: number; wallMs: number }> {
+    const started = performance.now();
+    const until = started + durationMs;
+    const meanGapMs = (workers * 1000) / perSecond;
+    let iterations = 0;
+    await Promise.all(
+      Array.from({ length: workers }, async (_, w) => {
+        let due = started + Math.random() * meanGapMs;
+        while (due < until) {
+          const wait = due - performance.now();
+          if (wait > 0) await sleep(wait);
+          await iteration(w, due);
+          iterations++;
+          due += -meanGapMs * Math.log(1 - Math.random());
         }
       }),
     );
