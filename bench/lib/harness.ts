@@ -40,7 +40,7 @@ export async function createHarness(procs: Procs, stores: Stores, opts: HarnessO
   const fake = await procs.startNode('fake-upstream', 'bench/lib/fake-upstream.ts', { env: baseEnv(), ipc: true });
   const fakeUrl = fake.ready;
   let seq = 0;
-  const serviceNodeArgs = opts.profile ? ['--cpu-prof', `--cpu-prof-dir=${path.join(opts.dir, 'profiles')}`] : [];
+  const serviceNodeArgs = [...(opts.profile ? ['--cpu-prof', `--cpu-prof-dir=${path.join(opts.dir, 'profiles')}`] : []), ...(process.env.BENCH_SERVICE_NODE_FLAGS ?? '').split(' ').filter(Boolean)];
   return {
     procs,
     stores,
@@ -77,7 +77,7 @@ export async function createHarness(procs: Procs, stores: Stores, opts: HarnessO
           ENCRYPTION_KEYS: TEST_ENCRYPTION_KEYS,
           OPENAI_BASE_URL: fakeUrl,
           // Production's default level: the service pays for its own request logs here too.
-          LOG_LEVEL: 'info',
+          LOG_LEVEL: process.env.BENCH_SERVICE_LOG_LEVEL ?? 'info',
           SHUTDOWN_DRAIN_MS: '1000',
           ...env,
         },

@@ -6,7 +6,8 @@ import { buildTestApp, codeOf, type TestApp } from '../../../test/helpers/app.ts
 import type { OpenAiCompatibleFake } from '../../../test/fakes/index.ts';
 import { startOpenAiCompatibleFake } from '../../../test/fakes/index.ts';
 import * as repo from './repo.ts';
-import type { ConversationListItemDto, ConversationWithMessagesDto } from './schemas.ts';
+import { createValidatorCompiler } from '../../http/validation.ts';
+import { ConversationList, type ConversationListItemDto, type ConversationWithMessagesDto } from './schemas.ts';
 import { IMAGES, image, message, newUser, saveKey, send, startOf } from './test-kit.ts';
 
 type Page = { items: ConversationListItemDto[]; nextCursor: string | null };
@@ -59,6 +60,13 @@ describe('advisor conversations', () => {
       const got = (await t.call('GET', `/api/advisor/conversations/${id}`, { user })).json<ConversationWithMessagesDto>();
       assert.deepEqual([listed?.lastMessageAt, listed?.createdAt], ['2031-02-03T04:05:06.789Z', '1999-12-31T18:29:59.000Z']);
       assert.deepEqual([listed?.lastMessageAt, listed?.createdAt, listed?.updatedAt], [got.lastMessageAt, got.createdAt, got.updatedAt]);
+      // The page is written by the database, not by the response serializer: it must still be a ConversationList.
+      const res = await t.call('GET', '/api/advisor/conversations?limit=1', { user });
+      assert.match(String(res.headers['content-type']), /^application\/json; charset=utf-8$/);
+      const validate = createValidatorCompiler()({ schema: ConversationList, method: 'GET', url: '/', httpPart: 'body' }) as (data: unknown) => boolean;
+      assert.equal(validate(res.json()), true, res.body);
+      const shown = Object.fromEntries(Object.entries(got).filter(([k]) => k !== 'messages' && k !== 'nextCursor'));
+      assert.deepEqual(res.json(), { items: [shown], nextCursor: null }, 'the list item is the conversation GET shows');
     });
 
     test('spec 4.5: newest first by updatedAt; a new message moves its conversation to the top', async () => {

@@ -118,7 +118,12 @@ export async function conversationsRoutes(parent: FastifyInstance, { deps }: { d
         response: responses({ 200: ConversationList }),
       },
     },
-    async (req) => service.listConversations(deps, req.user.id, req.query.cursor, req.query.limit),
+    // The page comes serialized (service.listConversations); a string with a JSON type is sent as it is
+    // (the typed reply knows only the object form of the schema).
+    async (req, reply) => {
+      const page = await service.listConversations(deps, req.user.id, req.query.cursor, req.query.limit);
+      return (reply as FastifyReply).type('application/json; charset=utf-8').send(page);
+    },
   );
   app.get(
     '/advisor/conversations/:id',

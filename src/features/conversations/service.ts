@@ -18,10 +18,7 @@ function notFound(): AppError {
   return new AppError('CONVERSATION_NOT_FOUND', 'conversation not found');
 }
 
-const isoOf = (at: Date | string): string => (typeof at === 'string' ? at : at.toISOString());
-
-/** A stored conversation, or a listed one whose timestamps the database already formatted. */
-export function toListItem(row: repo.ConversationRow | repo.ListedConversation): ConversationListItemDto {
+export function toListItem(row: repo.ConversationRow): ConversationListItemDto {
   return {
     id: row.id,
     title: row.title,
@@ -29,9 +26,9 @@ export function toListItem(row: repo.ConversationRow | repo.ListedConversation):
     model: row.model,
     personaId: row.persona_id,
     messageCount: row.message_count,
-    lastMessageAt: isoOf(row.last_message_at),
-    createdAt: isoOf(row.created_at),
-    updatedAt: isoOf(row.updated_at),
+    lastMessageAt: row.last_message_at.toISOString(),
+    createdAt: row.created_at.toISOString(),
+    updatedAt: row.updated_at.toISOString(),
   };
 }
 
@@ -57,18 +54,17 @@ export async function listConversations(
   userId: string,
   cursor: string | undefined,
   limit = DEFAULT_PAGE,
-): Promise<{ items: ConversationListItemDto[]; nextCursor: string | null }> {
+): Promise<string> {
   let after: { updatedAt: string; id: string } | undefined;
   if (cursor !== undefined) {
     const [updatedAt, id] = openCursor(deps.vault, userId, 'conversations', cursor);
     if (typeof updatedAt !== 'string' || !EXACT_INSTANT.test(updatedAt) || typeof id !== 'string' || !UUID.test(id)) throw invalidCursor();
     after = { updatedAt, id };
   }
-  const rows = await repo.listConversations(deps.db, userId, limit + 1, after);
-  const page = rows.slice(0, limit);
-  const last = page.at(-1);
-  const nextCursor = rows.length > limit && last ? sealCursor(deps.vault, userId, 'conversations', [last.updated_at_exact, last.id]) : null;
-  return { items: page.map(toListItem), nextCursor };
+  const page = await repo.listConversationsPage(deps.db, userId, limit, after);
+  const nextCursor = page.next ? sealCursor(deps.vault, userId, 'conversations', [page.next.updatedAt, page.next.id]) : null;
+  // A ConversationList, already serialized: the items are the database's JSON; a cursor is base64url and a dot.
+  return `{"items":${page.itemsJson},"nextCursor":${nextCursor === null ? 'null' : `"${nextCursor}"`}}`;
 }
 
 /** The conversation and one page of its messages: the latest first, then older pages through the cursor. */
