@@ -1,6 +1,6 @@
 // What every scenario gets: the run's stores, the fake upstream process, and starters for the
 // service (`node src/server.ts`, as production starts it) and the baselines, each its own process.
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import type { StreamScript } from '../../test/fakes/index.ts';
@@ -40,7 +40,12 @@ export async function createHarness(procs: Procs, stores: Stores, opts: HarnessO
   const fake = await procs.startNode('fake-upstream', 'bench/lib/fake-upstream.ts', { env: baseEnv(), ipc: true });
   const fakeUrl = fake.ready;
   let seq = 0;
-  const serviceNodeArgs = [...(opts.profile ? ['--cpu-prof', `--cpu-prof-dir=${path.join(opts.dir, 'profiles')}`] : []), ...(process.env.BENCH_SERVICE_NODE_FLAGS ?? '').split(' ').filter(Boolean)];
+  // The service runs with the node flags of its own `npm start` (heap settings), then any asked for.
+  const serviceNodeArgs = [
+    ...startScriptFlags(opts.serviceRoot ?? ROOT),
+    ...(opts.profile ? ['--cpu-prof', `--cpu-prof-dir=${path.join(opts.dir, 'profiles')}`] : []),
+    ...(process.env.BENCH_SERVICE_NODE_FLAGS ?? '').split(' ').filter(Boolean),
+  ];
   return {
     procs,
     stores,
@@ -97,4 +102,11 @@ function baseEnv(): Record<string, string> {
 /** A keep-alive agent for stream clients; `maxSockets` bounds the connections to one target. */
 export function streamAgent(maxSockets: number): http.Agent {
   return new http.Agent({ keepAlive: true, maxSockets, maxFreeSockets: maxSockets });
+}
+
+/** The node flags of a checkout's `npm start` script (`node --flag … src/server.ts`). */
+function startScriptFlags(root: string): string[] {
+  const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as { scripts?: { start?: string } };
+  const words = (pkg.scripts?.start ?? '').split(/\s+/);
+  return words[0] === 'node' ? words.slice(1).filter((w) => w.startsWith('--')) : [];
 }

@@ -2,6 +2,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
+import type { FastifySchema } from 'fastify';
 import { buildTestApp, codeOf, type TestApp } from '../../../test/helpers/app.ts';
 import type { OpenAiCompatibleFake } from '../../../test/fakes/index.ts';
 import { startOpenAiCompatibleFake } from '../../../test/fakes/index.ts';
@@ -63,7 +64,7 @@ describe('advisor conversations', () => {
       // The page is written by the database, not by the response serializer: it must still be a ConversationList.
       const res = await t.call('GET', '/api/advisor/conversations?limit=1', { user });
       assert.match(String(res.headers['content-type']), /^application\/json; charset=utf-8$/);
-      const validate = createValidatorCompiler()({ schema: ConversationList, method: 'GET', url: '/', httpPart: 'body' }) as (data: unknown) => boolean;
+      const validate = createValidatorCompiler()({ schema: ConversationList as unknown as FastifySchema, method: 'GET', url: '/', httpPart: 'body' }) as (data: unknown) => boolean;
       assert.equal(validate(res.json()), true, res.body);
       const shown = Object.fromEntries(Object.entries(got).filter(([k]) => k !== 'messages' && k !== 'nextCursor'));
       assert.deepEqual(res.json(), { items: [shown], nextCursor: null }, 'the list item is the conversation GET shows');
