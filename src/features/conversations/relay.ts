@@ -152,6 +152,18 @@ export async function relayTurn(deps: Deps, reply: FastifyReply, turn: LiveTurn)
   const untrack = deps.lifecycle.track(() => stop('shutdown'));
   deps.metrics.streamsOpen.inc();
 
+  // The provider call goes out first, and the start frame is written while it is on its way: the
+  // turn is stored by now (DESIGN §7), and the frame's write is then off the path to the first delta.
+  let events: AsyncIterator<readonly ChatEvent[]> | undefined;
+  let firstRead: Promise<IteratorResult<readonly ChatEvent[]>> | undefined;
+  let early: unknown;
+  try {
+    events = callProvider(deps, turn, ac.signal);
+    firstRead = events.next();
+    firstRead.catch(() => undefined);
+  } catch (err) {
+    early = err;
+  }
   sse.open(reply.getHeaders());
   sse.event('start', startData(turn));
   const live: Live = { sse, turn, log };
@@ -168,11 +180,11 @@ export async function relayTurn(deps: Deps, reply: FastifyReply, turn: LiveTurn)
   // drain that began meanwhile and will not wait for a stream it never saw.
   if (raw.destroyed) stop('client');
   else if (deps.lifecycle.draining) stop('shutdown');
-  let events: AsyncIterator<readonly ChatEvent[]> | undefined;
   try {
-    events = callProvider(deps, turn, ac.signal);
+    if (early !== undefined || events === undefined) throw early;
     read: for (;;) {
-      const next = await events.next();
+      const next = await (firstRead ?? events.next());
+      firstRead = undefined;
       if (next.done || ac.signal.aborted) break;
       for (const ev of next.value) {
         if (ev.type === 'delta') {
