@@ -1,9 +1,10 @@
 import { sql, type RawBuilder, type Selectable } from 'kysely';
-import type { AttachmentsTable, ConversationsTable, Db, MessagesTable, Trx } from '../../db/types.ts';
+import type { AttachmentsTable, ConversationsTable, Db, MessagesTable, ProviderKeysTable, Trx } from '../../db/types.ts';
 
 export type ConversationRow = Selectable<ConversationsTable>;
 export type MessageRow = Selectable<MessagesTable>;
 export type AttachmentRow = Selectable<AttachmentsTable>;
+type ProviderKeyRow = Selectable<ProviderKeysTable>;
 export type AttachmentMeta = Pick<AttachmentRow, 'id' | 'message_id' | 'format' | 'byte_size'>;
 
 /** updated_at with the database's full (microsecond) precision, so a cursor names a row exactly. */
@@ -118,7 +119,46 @@ export async function findTurnByClientId(db: Db, userId: string, clientMessageId
     .where('user_id', '=', userId)
     .where('client_message_id', '=', clientMessageId)
     .executeTakeFirst();
-  if (!user) return undefined;
+  return user ? priorTurnOf(db, user) : undefined;
+}
+
+const KEY_COLUMNS = [
+  'user_id', 'provider', 'key_id', 'nonce', 'ciphertext', 'tag', 'key_hint_tail', 'default_model', 'active', 'last_verified_at', 'created_at', 'updated_at',
+] as const satisfies readonly (keyof ProviderKeyRow)[];
+const KEY_PREFIX = 'key.';
+
+/**
+ * A new conversation's two reads in one round trip: the user message already sent with this
+ * clientMessageId (an idempotent retry), and the user's active provider key. Each is undefined when
+ * absent (one row either way, from the left joins).
+ */
+export async function findUserMessageAndActiveKey(
+  db: Db,
+  userId: string,
+  clientMessageId: string,
+): Promise<{ message: MessageRow | undefined; key: ProviderKeyRow | undefined }> {
+  const keyColumns = sql.raw(KEY_COLUMNS.map((c) => `k.${c} as "${KEY_PREFIX}${c}"`).join(', '));
+  const { rows } = await sql<Record<string, unknown>>`
+    select m.*, ${keyColumns}
+    from (select 1) as one
+    left join messages m on m.user_id = ${userId} and m.client_message_id = ${clientMessageId}
+    left join provider_keys k on k.user_id = ${userId} and k.active`.execute(db);
+  const row = rows[0] ?? {};
+  const message: Record<string, unknown> = {};
+  const key: Record<string, unknown> = {};
+  for (const [column, value] of Object.entries(row)) {
+    if (column.startsWith(KEY_PREFIX)) key[column.slice(KEY_PREFIX.length)] = value;
+    else message[column] = value;
+  }
+  // Columns are the tables' own, read with their own types; a missing row reads as all null.
+  return {
+    message: message['id'] == null ? undefined : (message as unknown as MessageRow),
+    key: key['user_id'] == null ? undefined : (key as unknown as ProviderKeyRow),
+  };
+}
+
+/** The turn a stored user message opened: its reply and its conversation's provider and model. */
+export async function priorTurnOf(db: Db, user: MessageRow): Promise<PriorTurn> {
   const [reply, conversation] = await Promise.all([
     db.selectFrom('messages').selectAll().where('conversation_id', '=', user.conversation_id).where('seq', '=', user.seq + 1).executeTakeFirst(),
     db.selectFrom('conversations').select(['provider', 'model']).where('id', '=', user.conversation_id).executeTakeFirstOrThrow(),

@@ -4,7 +4,7 @@ import { FOREIGN_KEY_VIOLATION, UNIQUE_VIOLATION, pgErrorCode } from '../../db/c
 import { AppError } from '../../http/errors.ts';
 import type { ChatMessage } from '../../providers/llm/index.ts';
 import type { TurnCharge, TurnRequest } from '../billing/turn-billing.ts';
-import { activeProviderKey, providerKeyFor, type UsableProviderKey } from '../advisor-keys/service.ts';
+import { providerKeyFor, usableActiveKey, type UsableProviderKey } from '../advisor-keys/service.ts';
 import { buildMessages, defaultTitle, systemPrompt } from './context.ts';
 import { decodeImages } from './images.ts';
 import * as repo from './repo.ts';
@@ -143,11 +143,13 @@ export async function startTurn(
   // Independent reads and the user's stream lease at once (one round trip); their outcomes are then
   // taken in the documented order, the lease's last. A request refused or replayed before that gives
   // the lease back before it answers.
+  // A new conversation reads the earlier message with this id and the active key in one query.
+  const newTurn = target === null ? repo.findUserMessageAndActiveKey(deps.db, userId, body.clientMessageId) : undefined;
   const [admitted, found, prior, activeKey, lease] = await Promise.allSettled([
     admission,
     target === null ? undefined : repo.findConversation(deps.db, userId, target),
-    repo.findTurnByClientId(deps.db, userId, body.clientMessageId),
-    target === null ? activeProviderKey(deps, userId) : undefined,
+    newTurn ? newTurn.then((r) => (r.message ? repo.priorTurnOf(deps.db, r.message) : undefined)) : repo.findTurnByClientId(deps.db, userId, body.clientMessageId),
+    newTurn?.then((r) => usableActiveKey(deps, r.key)),
     deps.leases.acquire(userId, LEASE_TTL_MS),
   ]);
   const held = lease.status === 'fulfilled' ? lease.value : null;
