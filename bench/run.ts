@@ -88,7 +88,8 @@ const cleanup = (): Promise<void> =>
   (cleaning ??= (async () => {
     await procs.stopAll();
     await stores.close();
-    if (!values.keep && !values.profile) rmSync(runDir, { recursive: true, force: true });
+    // A failed row keeps the logs: they are what tells why.
+    if (!values.keep && !values.profile && !failed) rmSync(runDir, { recursive: true, force: true });
   })());
 state.cleanup = cleanup;
 try {
@@ -123,5 +124,5 @@ const content = section(rows, run);
 process.stdout.write(`\n${table(rows)}\n\n${content.split('\n').filter((l) => l.startsWith('- ')).join('\n')}\n`);
 if (write) log(`wrote ${path.relative(ROOT, writePerformanceDoc(content))}`);
 else log('docs/PERFORMANCE.md not written (partial or quick run; --write forces it)');
-log(`done in ${wallSeconds.toFixed(0)} s${values.keep || values.profile ? `; logs in ${path.relative(ROOT, runDir)}` : ''}`);
+log(`done in ${wallSeconds.toFixed(0)} s${values.keep || values.profile || failed ? `; logs in ${path.relative(ROOT, runDir)}` : ''}`);
 process.exit(failed ? 1 : 0);

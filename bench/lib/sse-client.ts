@@ -24,6 +24,8 @@ export interface StreamResult {
   readonly firstDeltaAt: number | undefined;
   readonly endedAt: number;
   readonly deltas: number;
+  /** The last bytes of the body (the frame that ended an incomplete stream says why). */
+  readonly tail: string;
   /** The end marker arrived and the response ended. */
   readonly complete: boolean;
   readonly error: string | undefined;
@@ -38,6 +40,8 @@ export interface OpenStream {
   settled(): StreamResult | undefined;
   abort(): void;
 }
+
+const TAIL_BYTES = 300;
 
 class MarkerCounter {
   readonly #marker: Buffer;
@@ -83,6 +87,7 @@ export interface StreamRequest {
 
 export function openStream(req: StreamRequest): OpenStream {
   const deltas = new MarkerCounter(req.markers.delta);
+  let tail = Buffer.alloc(0);
   const ends = new MarkerCounter(req.markers.end);
   let status = 0;
   let firstDeltaAt: number | undefined;
@@ -97,7 +102,7 @@ export function openStream(req: StreamRequest): OpenStream {
   const finish = (complete: boolean): void => {
     if (final !== undefined) return;
     clearTimeout(timer);
-    final = { status, startedAt, firstDeltaAt, endedAt: performance.now(), deltas: deltas.count, complete, error };
+    final = { status, startedAt, firstDeltaAt, endedAt: performance.now(), deltas: deltas.count, tail: tail.toString('utf8'), complete, error };
     resolveFirst();
     resolveResult(final);
   };
@@ -132,6 +137,7 @@ export function openStream(req: StreamRequest): OpenStream {
           resolveFirst();
         }
         ends.push(chunk);
+        tail = Buffer.concat([tail, chunk]).subarray(-TAIL_BYTES);
       });
       res.on('end', () => finish(ends.count > 0));
       res.on('error', (err) => {

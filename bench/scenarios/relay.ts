@@ -83,6 +83,7 @@ export function checkAll(results: readonly StreamResult[], chunks: number, name:
   const bad = results.filter((r) => !r.complete || r.deltas !== chunks);
   if (bad.length > 0) {
     const r = bad[0];
-    throw new Error(`${name}: ${bad.length} of ${results.length} streams incomplete (e.g. status ${r?.status}, ${r?.deltas} deltas, ${r?.error ?? 'no end marker'})`);
+    const ending = JSON.stringify(r?.tail.slice(-160) ?? '');
+    throw new Error(`${name}: ${bad.length} of ${results.length} streams incomplete (e.g. status ${r?.status}, ${r?.deltas} deltas, ${r?.error ?? 'no end marker'}; body ended ${ending})`);
   }
 }
