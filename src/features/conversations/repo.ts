@@ -34,8 +34,21 @@ export async function listConversationsPage(
   limit: number,
   after: { updatedAt: string; id: string } | undefined,
 ): Promise<ConversationPage> {
+  const result = await conversationPageQuery(userId, limit, after).execute(db);
+  const row = result.rows[0];
+  if (!row) throw new Error('the list query returned no row');
+  const next = row.more && row.last_exact !== null && row.last_id !== null ? { updatedAt: row.last_exact, id: row.last_id } : undefined;
+  return { itemsJson: row.items, next };
+}
+
+/** The statement behind listConversationsPage (the benchmark sends it to PostgreSQL directly as its baseline). */
+export function conversationPageQuery(
+  userId: string,
+  limit: number,
+  after: { updatedAt: string; id: string } | undefined,
+): RawBuilder<{ items: string; last_exact: string | null; last_id: string | null; more: boolean }> {
   const afterRow = after ? sql`and (updated_at, id) < (${after.updatedAt}::timestamptz, ${after.id}::uuid)` : sql``;
-  const result = await sql<{ items: string; last_exact: string | null; last_id: string | null; more: boolean }>`
+  return sql<{ items: string; last_exact: string | null; last_id: string | null; more: boolean }>`
     select
       coalesce(json_agg(json_build_object(
         'id', id, 'title', title, 'provider', provider, 'model', model, 'personaId', persona_id,
@@ -51,11 +64,7 @@ export async function listConversationsPage(
       where user_id = ${userId} ${afterRow}
       order by updated_at desc, id desc
       limit ${limit + 1}
-    ) page`.execute(db);
-  const row = result.rows[0];
-  if (!row) throw new Error('the list query returned no row');
-  const next = row.more && row.last_exact !== null && row.last_id !== null ? { updatedAt: row.last_exact, id: row.last_id } : undefined;
-  return { itemsJson: row.items, next };
+    ) page`;
 }
 
 export function findConversation(db: Db | Trx, userId: string, id: string): Promise<ConversationRow | undefined> {
