@@ -185,11 +185,12 @@ function writeSection(line: string): void {
   const current = existsSync(file) ? readFileSync(file, 'utf8') : '# Performance\n';
   const start = current.indexOf('## Key saves');
   if (start >= 0) {
-    // Append the row to the section's table (its last table line).
+    // Append the row to the section's first table (earlier tables follow it).
     const end = current.indexOf('\n## ', start + 1);
     const section = current.slice(start, end < 0 ? current.length : end);
-    const lastRow = section.lastIndexOf('\n|');
-    const rowEnd = section.indexOf('\n', lastRow + 1);
+    const tableAt = section.indexOf('\n|');
+    const blankAfter = tableAt < 0 ? -1 : section.indexOf('\n\n', tableAt + 1);
+    const rowEnd = tableAt < 0 ? -1 : blankAfter < 0 ? section.length : blankAfter;
     const updated = rowEnd < 0 ? `${section}\n${line}` : `${section.slice(0, rowEnd)}\n${line}${section.slice(rowEnd)}`;
     writeFileSync(file, `${current.slice(0, start)}${updated}${end < 0 ? '' : current.slice(end)}`);
     return;
