@@ -13,7 +13,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { createHarness } from './lib/harness.ts';
-import { loadAverage, machine } from './lib/machine.ts';
+import { loadAverage, machine, stealMs } from './lib/machine.ts';
 import { Procs, ROOT } from './lib/procs.ts';
 import { section, table, writePerformanceDoc, type Row } from './lib/report.ts';
 import { startStores } from './lib/stores.ts';
@@ -62,6 +62,7 @@ const command = args.length > 0 ? `npm run bench -- ${args.join(' ')}` : 'npm ru
 const startedAt = performance.now();
 const date = new Date().toISOString();
 const loadAtStart = loadAverage();
+const stealAtStart = stealMs();
 const runDir = path.join(ROOT, '.bench', date.replaceAll(':', '-'));
 mkdirSync(runDir, { recursive: true });
 const log = (msg: string): void => void process.stderr.write(`[bench ${((performance.now() - startedAt) / 1000).toFixed(0).padStart(4)} s] ${msg}\n`);
@@ -119,7 +120,9 @@ if (state.stopping) process.exit(130);
 
 const wallSeconds = (performance.now() - startedAt) / 1000;
 const redis = /v=(\S+)/.exec(execFileSync('redis-server', ['--version'], { encoding: 'utf8' }))?.[1] ?? 'unknown';
-const run = { date, machine: machine(), postgres: stores.postgresVersion, redis, command, wallSeconds, load: `${loadAtStart} at start, ${loadAverage()} at the end` };
+const stealAtEnd = stealMs();
+const steal = stealAtStart === undefined || stealAtEnd === undefined ? 'n/a' : `${((stealAtEnd - stealAtStart) / 1000).toFixed(1)} s`;
+const run = { date, machine: machine(), postgres: stores.postgresVersion, redis, command, wallSeconds, load: `${loadAtStart} at start, ${loadAverage()} at the end`, steal };
 const content = section(rows, run);
 process.stdout.write(`\n${table(rows)}\n\n${content.split('\n').filter((l) => l.startsWith('- ')).join('\n')}\n`);
 if (write) log(`wrote ${path.relative(ROOT, writePerformanceDoc(content))}`);

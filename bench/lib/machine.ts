@@ -37,3 +37,18 @@ export function machine(): Machine {
 export function loadAverage(): string {
   return os.loadavg()[0]?.toFixed(2) ?? 'n/a';
 }
+
+/**
+ * CPU steal so far, in ms (Linux guests): time the hypervisor ran something else while this VM's vCPUs
+ * had work. Every process stalls at once when it happens, so the report states it.
+ */
+export function stealMs(): number | undefined {
+  try {
+    const fields = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]?.trim().split(/\s+/) ?? [];
+    const steal = Number(fields[8]);
+    // /proc/stat counts in USER_HZ ticks, 100 per second on Linux.
+    return Number.isFinite(steal) ? steal * 10 : undefined;
+  } catch {
+    return undefined;
+  }
+}

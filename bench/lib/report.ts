@@ -30,6 +30,8 @@ export interface RunInfo {
   readonly wallSeconds: number;
   /** 1-minute load average at start and end. */
   readonly load: string;
+  /** CPU steal during the run (the hypervisor running other work on this VM's vCPUs). */
+  readonly steal: string;
 }
 
 export const BEGIN = '<!-- bench:begin -->';
@@ -57,7 +59,7 @@ export function section(rows: readonly Row[], run: RunInfo): string {
     `- Machine: ${m.cpus} × ${m.cpuModel}, ${m.ramGiB} GiB RAM, ${m.kernel}`,
     `- Software: Node ${m.node}, PostgreSQL ${run.postgres}, Redis ${run.redis}`,
     `- Command: \`${run.command}\` (wall time ${Math.round(run.wallSeconds)} s)`,
-    `- Load average (1 min): ${run.load}`,
+    `- Load average (1 min): ${run.load}; CPU steal during the run (the host running other work on these vCPUs): ${run.steal}`,
     '',
     'Everything runs on the one machine: the service (`node src/server.ts`, its own process), each baseline (its own',
     'process), the fake upstream (its own process), PostgreSQL, Redis and the load generator (the bench process) share its',

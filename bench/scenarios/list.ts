@@ -7,6 +7,7 @@ import { conversationPageQuery } from '../../src/features/conversations/repo.ts'
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import type { Harness } from '../lib/harness.ts';
 import { HttpLoad } from '../lib/http-load.ts';
+import { stealMs } from '../lib/machine.ts';
 import { cpuMs } from '../lib/procs.ts';
 import type { Row } from '../lib/report.ts';
 import { seedConversations } from '../lib/seed.ts';
@@ -77,8 +78,11 @@ export async function list(h: Harness): Promise<Row> {
     // The load generator's own stalls (its GC, the OS) count in the client-side times; recorded to tell.
     const loop = monitorEventLoopDelay({ resolution: 1 });
     loop.enable();
+    const steal0 = stealMs();
     await load.paced(CLIENTS, durationMs, pacedRps / 2, (_w, dueAt) => iteration(true, dueAt));
+    const steal1 = stealMs();
     loop.disable();
+    const pacedSteal = steal0 === undefined || steal1 === undefined ? 'n/a' : `${steal1 - steal0} ms`;
     if (bad) throw new Error(bad);
     const paced = distribution([...first, ...second]);
 
@@ -111,7 +115,8 @@ export async function list(h: Harness): Promise<Row> {
         `first page p50 ${ms(d1.p50)} / p99 ${ms(d1.p99)} ms, second page p50 ${ms(d2.p50)} / p99 ${ms(d2.p99)} ms, max ${ms(all.max)} ms; ` +
           `one client alone (no queueing): p50 ${ms(alone.p50)} ms, p99 ${ms(alone.p99)} ms; ` +
           `paced (${int(pacedRps)} req/s): p50 ${ms(paced.p50)} ms, p99 ${ms(paced.p99)} ms, max ${ms(paced.max)} ms; ` +
-          `the load generator's own event-loop delay meanwhile: p99 ${ms(loop.percentile(99) / 1e6)} ms, max ${ms(loop.max / 1e6)} ms`,
+          `the load generator's own event-loop delay meanwhile: p99 ${ms(loop.percentile(99) / 1e6)} ms, max ${ms(loop.max / 1e6)} ms; ` +
+          `CPU steal meanwhile: ${pacedSteal}`,
       ],
     };
   } finally {
