@@ -1,5 +1,6 @@
 // Key-save overhead beyond the provider probe (DESIGN §6), on PostgreSQL + Redis:
-//   npx node bench/key-save.ts [--saves 2000] [--concurrency 20] [--think-ms 0] [--no-write]
+//   npx node [npm start's node flags] bench/key-save.ts [--saves 2000] [--concurrency 20] [--think-ms 0] [--no-write]
+//   (npm run bench runs it with the flags of the `start` script, as the service is deployed)
 // The service runs on the main thread, as one instance does in production; the provider fake (which
 // answers at once) and the load generator run on worker threads of their own, so neither borrows the
 // service's event loop. The load generator alternates rounds of bare probes (the service's own probe

@@ -105,7 +105,7 @@ export function streamAgent(maxSockets: number): http.Agent {
 }
 
 /** The node flags of a checkout's `npm start` script (`node --flag … src/server.ts`). */
-function startScriptFlags(root: string): string[] {
+export function startScriptFlags(root: string): string[] {
   const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as { scripts?: { start?: string } };
   const words = (pkg.scripts?.start ?? '').split(/\s+/);
   return words[0] === 'node' ? words.slice(1).filter((w) => w.startsWith('--')) : [];

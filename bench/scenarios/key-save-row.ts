@@ -2,7 +2,7 @@
 // run as a child process on this run's database and Redis; its table row is read from its output.
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import type { Harness } from '../lib/harness.ts';
+import { startScriptFlags, type Harness } from '../lib/harness.ts';
 import { ROOT, tail } from '../lib/procs.ts';
 import type { Row } from '../lib/report.ts';
 
@@ -27,6 +27,8 @@ interface KeySaveRun {
 async function runKeySave(h: Harness, name: string, args: string[]): Promise<KeySaveRun> {
   // The script prints its table row when done; the process is tracked (and stopped on failure) like the others.
   const child = await h.procs.startNode(name, SCRIPT, {
+    // The service runs in that process: with the node flags of `npm start`, as deployed.
+    nodeArgs: startScriptFlags(ROOT),
     args: ['--no-write', ...args],
     env: { PATH: process.env.PATH ?? '', DATABASE_URL: h.stores.databaseUrl, REDIS_URL: h.stores.redisUrl },
     ready: /^(\| \d{4}-\d{2}-\d{2} \|.*)$/m,
