@@ -6,7 +6,10 @@
 //   --keep                               keep .bench/<run>/ (process logs) after the run
 //   --service-root <dir>                 measure another checkout of the service (a candidate change)
 // DATABASE_URL names a PostgreSQL server where a fresh database may be created (default
-// postgres://postgres@127.0.0.1:5432/test); redis-server must be on PATH.
+// postgres://postgres@127.0.0.1:5432/test); redis-server must be on PATH. Service processes run with
+// the node flags of `npm start`; for a diagnosis, BENCH_SERVICE_NODE_FLAGS adds some (e.g. --trace-gc,
+// whose lines land in the service's log under .bench/<run>/ with --keep) and BENCH_SERVICE_LOG_LEVEL
+// sets its log level (default info). A run with a failed row keeps its logs.
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
