@@ -40,6 +40,16 @@ export async function probeGet(
   }
 }
 
+/** What a key probe (language-model or market-data) is called with. */
+export interface ProbeOptions {
+  /** The provider's base URL (language models: including the version segment; Polygon: its origin; FMP: its `/stable` base). No trailing slash. */
+  readonly baseUrl: string;
+  readonly timeoutMs: number;
+  readonly signal?: AbortSignal;
+  /** The service's upstream agent (pooled keep-alive connections); undici's global one when absent. */
+  readonly dispatcher?: Dispatcher;
+}
+
 /** How a probe's calls go out: one deadline for the whole probe (every page of it), one agent. */
 export interface ProbeCall {
   readonly signal: AbortSignal;
@@ -47,7 +57,7 @@ export interface ProbeCall {
 }
 
 /** The deadline is merged with the caller's own signal. */
-export function probeCall(opts: { readonly timeoutMs: number; readonly signal?: AbortSignal | undefined; readonly dispatcher?: Dispatcher | undefined }): ProbeCall {
+export function probeCall(opts: ProbeOptions): ProbeCall {
   const deadline = AbortSignal.timeout(opts.timeoutMs);
   return { signal: opts.signal ? AbortSignal.any([deadline, opts.signal]) : deadline, dispatcher: opts.dispatcher };
 }

@@ -1,25 +1,15 @@
 // Key verification probes for the language-model providers (DESIGN §6): each speaks the provider's
 // own model-listing protocol and reads its own way of refusing a key.
-import type { Dispatcher } from 'undici';
 import type { Provider } from '../../catalogue.ts';
-import { isRecord, probeCall, probeGet, transientStatus, type ProbeAnswer, type ProbeCall, type ProbeFailure } from './probe-http.ts';
+import { isRecord, probeCall, probeGet, transientStatus, type ProbeAnswer, type ProbeCall, type ProbeFailure, type ProbeOptions } from './probe-http.ts';
 
-export type { ProbeFailure } from './probe-http.ts';
+export type { ProbeFailure, ProbeOptions } from './probe-http.ts';
 
 export type ProviderProbeResult =
   /** `models` is undefined when the key was accepted but the full model list could not be read. */
   | { readonly outcome: 'valid'; readonly models: readonly string[] | undefined }
   | { readonly outcome: 'invalid'; readonly status: number }
   | { readonly outcome: 'transient'; readonly reason: ProbeFailure };
-
-export interface ProbeOptions {
-  /** Base URL including the version segment, no trailing slash. */
-  readonly baseUrl: string;
-  readonly timeoutMs: number;
-  readonly signal?: AbortSignal;
-  /** The service's upstream agent (pooled keep-alive connections); undici's global one when absent. */
-  readonly dispatcher?: Dispatcher;
-}
 
 const ANTHROPIC_VERSION = '2023-06-01';
 // Both providers cap a page at 1000; the page limit only guards against a cursor that never ends.

@@ -1,26 +1,17 @@
 // Key verification probes for the market-data providers (spec 4.1 rules 2–5).
-import type { Dispatcher } from 'undici';
 import type { MarketDataProvider } from '../../config.ts';
-import { isRecord, probeCall, probeGet, transientStatus, type ProbeCall, type ProbeFailure } from '../llm/probe-http.ts';
+import { isRecord, probeCall, probeGet, transientStatus, type ProbeCall, type ProbeFailure, type ProbeOptions } from '../llm/probe-http.ts';
 
 export type MarketDataProbeResult =
   | { readonly outcome: 'valid' }
   | { readonly outcome: 'invalid'; readonly status: number }
   | { readonly outcome: 'transient'; readonly reason: ProbeFailure };
 
-export interface MarketDataProbeOptions {
-  /** Polygon: its origin; FMP: its `/stable` base. No trailing slash. */
-  readonly baseUrl: string;
-  readonly timeoutMs: number;
-  readonly signal?: AbortSignal;
-  /** The service's upstream agent (pooled keep-alive connections); undici's global one when absent. */
-  readonly dispatcher?: Dispatcher;
-}
 
 export async function probeMarketDataKey(
   provider: MarketDataProvider,
   apiKey: string,
-  opts: MarketDataProbeOptions,
+  opts: ProbeOptions,
 ): Promise<MarketDataProbeResult> {
   const call = probeCall(opts);
   return provider === 'polygon' ? probePolygon(apiKey, opts.baseUrl, call) : probeFmp(apiKey, opts.baseUrl, call);
