@@ -9,7 +9,7 @@ import { startOpenAiCompatibleFake } from '../../../test/fakes/index.ts';
 import * as repo from './repo.ts';
 import { createValidatorCompiler } from '../../http/validation.ts';
 import { ConversationList, type ConversationListItemDto, type ConversationWithMessagesDto } from './schemas.ts';
-import { IMAGES, image, message, newUser, saveKey, send, startOf } from './test-kit.ts';
+import { IMAGES, image, message, newUser, send, startOf, userWithOpenAiKey } from './test-kit.ts';
 
 type Page = { items: ConversationListItemDto[]; nextCursor: string | null };
 
@@ -25,11 +25,7 @@ describe('advisor conversations', () => {
     await fake.close();
   });
 
-  async function userWithKey(tag: string): Promise<string> {
-    const user = newUser(tag);
-    await saveKey(t, user, 'openai', fake.validKey);
-    return user;
-  }
+  const userWithKey = (tag: string): Promise<string> => userWithOpenAiKey(t, fake.validKey, tag);
   async function converse(user: string, conversationId: string | null, text = 'Hi', extra: Record<string, unknown> = {}): Promise<string> {
     const res = await send(t, user, conversationId, message(text, extra));
     assert.equal(res.statusCode, 200, res.body);

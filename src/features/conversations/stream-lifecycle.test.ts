@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { buildTestApp, type TestApp } from '../../../test/helpers/app.ts';
 import type { OpenAiCompatibleFake } from '../../../test/fakes/index.ts';
 import { startOpenAiCompatibleFake } from '../../../test/fakes/index.ts';
-import { message, newUser, openStream, replyRow, saveKey, send, spyOnBilling, startOf, textOf, waitFor, type BillingSpy } from './test-kit.ts';
+import { message, newUser, openStream, replyRow, saveKey, send, spyOnBilling, startOf, textOf, waitFor, type BillingSpy, userWithOpenAiKey } from './test-kit.ts';
 
 const HEARTBEAT_MS = 20;
 const IDLE_MS = 300;
@@ -26,11 +26,7 @@ describe('advisor stream: lifecycle', () => {
     await fake.close();
   });
 
-  async function userWithKey(tag: string): Promise<string> {
-    const user = newUser(tag);
-    await saveKey(t, user, 'openai', fake.validKey);
-    return user;
-  }
+  const userWithKey = (tag: string): Promise<string> => userWithOpenAiKey(t, fake.validKey, tag);
   const settlesOf = (turnId: unknown) => billing.settles.filter((s) => s.charge.turnId === turnId).map((s) => s.produced);
 
   test('DESIGN §7: a client that disconnects after 5 deltas → upstream closed within 1 s, reply stored interrupted with exactly those deltas, lease free', async () => {

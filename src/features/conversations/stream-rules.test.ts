@@ -5,7 +5,7 @@ import { sql } from 'kysely';
 import { buildTestApp, type TestApp } from '../../../test/helpers/app.ts';
 import type { OpenAiCompatibleFake } from '../../../test/fakes/index.ts';
 import { startOpenAiCompatibleFake } from '../../../test/fakes/index.ts';
-import { countRows, image, IMAGES, message, newUser, saveKey, send, spyOnBilling, startOf, textOf, type BillingSpy } from './test-kit.ts';
+import { countRows, image, IMAGES, message, newUser, saveKey, send, spyOnBilling, startOf, textOf, type BillingSpy, userWithOpenAiKey } from './test-kit.ts';
 
 const MAX_IMAGE_BYTES = 1000;
 
@@ -27,11 +27,7 @@ describe('advisor stream: checks, idempotency, limits', () => {
     await Promise.all([fake.close(), deepseek.close()]);
   });
 
-  async function userWithKey(tag: string): Promise<string> {
-    const user = newUser(tag);
-    await saveKey(t, user, 'openai', fake.validKey);
-    return user;
-  }
+  const userWithKey = (tag: string): Promise<string> => userWithOpenAiKey(t, fake.validKey, tag);
 
   describe('conversation context (DESIGN §7)', () => {
     test('an existing conversation keeps its provider and model; a new one follows the active key; its key gone → 409 PROVIDER_KEY_NOT_CONFIGURED', async () => {

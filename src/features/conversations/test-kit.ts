@@ -41,6 +41,13 @@ export async function saveKey(t: TestApp, user: string, provider: Provider, apiK
   assert.equal(res.statusCode, 200, res.body);
 }
 
+/** A new user (`newUser(tag)`) with an OpenAI key saved and active. */
+export async function userWithOpenAiKey(t: TestApp, apiKey: string, tag: string): Promise<string> {
+  const user = newUser(tag);
+  await saveKey(t, user, 'openai', apiKey);
+  return user;
+}
+
 export function message(text = 'How did my last trade go?', extra: Record<string, unknown> = {}): Record<string, unknown> {
   return { text, clientMessageId: randomUUID(), ...extra };
 }
