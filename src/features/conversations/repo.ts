@@ -135,6 +135,7 @@ const KEY_COLUMNS = [
   'user_id', 'provider', 'key_id', 'nonce', 'ciphertext', 'tag', 'key_hint_tail', 'default_model', 'active', 'last_verified_at', 'created_at', 'updated_at',
 ] as const satisfies readonly (keyof ProviderKeyRow)[];
 const KEY_PREFIX = 'key.';
+const KEY_SELECT = sql.raw(KEY_COLUMNS.map((c) => `k.${c} as "${KEY_PREFIX}${c}"`).join(', '));
 
 /**
  * A new conversation's two reads in one round trip: the user message already sent with this
@@ -146,9 +147,8 @@ export async function findUserMessageAndActiveKey(
   userId: string,
   clientMessageId: string,
 ): Promise<{ message: MessageRow | undefined; key: ProviderKeyRow | undefined }> {
-  const keyColumns = sql.raw(KEY_COLUMNS.map((c) => `k.${c} as "${KEY_PREFIX}${c}"`).join(', '));
   const { rows } = await sql<Record<string, unknown>>`
-    select m.*, ${keyColumns}
+    select m.*, ${KEY_SELECT}
     from (select 1) as one
     left join messages m on m.user_id = ${userId} and m.client_message_id = ${clientMessageId}
     left join provider_keys k on k.user_id = ${userId} and k.active`.execute(db);
