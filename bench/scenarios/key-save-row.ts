@@ -11,7 +11,6 @@ const TIMEOUT_MS = 240_000;
 
 /** One run of bench/key-save.ts; its table row, parsed. */
 interface KeySaveRun {
-  readonly args: string[];
   readonly users: string;
   readonly thinkMs: string;
   readonly saves: string;
@@ -40,11 +39,9 @@ async function runKeySave(h: Harness, name: string, args: string[]): Promise<Key
   // | date | machine | users | think ms | saves | save p50 | save p99 | probe p50 | probe p99 | overhead p50 | overhead p99 | CPU µs/save |
   const line = out.split('\n').find((l) => /^\| \d{4}-\d{2}-\d{2} \|/.test(l));
   const cells = line?.split('|').slice(1, -1).map((c) => c.trim().replaceAll('*', '')) ?? [];
-  const [, , users, thinkMs, saves, s50, s99, p50, p99, o50, o99, cpu] = cells;
-  if (cpu === undefined || users === undefined || thinkMs === undefined || saves === undefined || s50 === undefined || s99 === undefined || p50 === undefined || p99 === undefined || o50 === undefined || o99 === undefined) {
-    throw new Error(`no result row in bench/key-save.ts output: ${tail(out, 8)}`);
-  }
-  return { args, users, thinkMs, saves, s50, s99, p50, p99, o50, o99, cpu };
+  if (cells.length < 12) throw new Error(`no result row in bench/key-save.ts output: ${tail(out, 8)}`);
+  const [users, thinkMs, saves, s50, s99, p50, p99, o50, o99, cpu] = cells.slice(2, 12) as [string, string, string, string, string, string, string, string, string, string];
+  return { users, thinkMs, saves, s50, s99, p50, p99, o50, o99, cpu };
 }
 
 export async function keySave(h: Harness): Promise<Row> {
