@@ -38,6 +38,10 @@ export interface Config {
   readonly dataDir: string;
   readonly databaseUrl: string | undefined;
   readonly redisUrl: string | undefined;
+  /** PostgreSQL connections this instance may hold at once. */
+  readonly databasePoolSize: number;
+  /** How long a pooled PostgreSQL connection may sit unused before it is closed; 0 = never. */
+  readonly databasePoolIdleMs: number;
   /** Raw keyring spec; undefined = generate/load DATA_DIR/encryption-keys. */
   readonly encryptionKeys: string | undefined;
   readonly auth: {
@@ -144,6 +148,8 @@ export function loadConfig(env: Env = process.env): Config {
     dataDir: path.resolve(str('DATA_DIR') ?? './data'),
     databaseUrl: url('DATABASE_URL', undefined),
     redisUrl: url('REDIS_URL', undefined),
+    databasePoolSize: int('DATABASE_POOL_SIZE', 20, 1, 10_000),
+    databasePoolIdleMs: int('DATABASE_POOL_IDLE_MS', 300_000, 0, 24 * 3_600_000),
     encryptionKeys: str('ENCRYPTION_KEYS'),
     auth: { jwtSecret, jwksUrl, issuer: str('AUTH_ISSUER'), audience: str('AUTH_AUDIENCE') },
     providerBaseUrls,

@@ -68,6 +68,8 @@ export async function createDeps(config: Config, opts: DepsOptions = {}): Promis
     ? { db: owner.db, kind: owner.dbKind, close: async () => undefined }
     : await createDb({
         databaseUrl: config.databaseUrl,
+        poolSize: config.databasePoolSize,
+        poolIdleMs: config.databasePoolIdleMs,
         pgliteDir: opts.pgliteDir ?? path.join(config.dataDir, 'pgdata'),
         ...(opts.dbSchema ? { schema: opts.dbSchema } : {}),
         onPoolError: (err) => logger.warn({ err: err.message }, 'database connection lost; it will be replaced'),

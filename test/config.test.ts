@@ -19,4 +19,21 @@ describe('configuration', () => {
         err.problems.some((p) => p.startsWith('RESERVATION_SWEEP_INTERVAL_MS must be an integer')),
     );
   });
+
+  test('DESIGN §1: the PostgreSQL pool holds 20 connections and closes one only after 5 min unused', () => {
+    const config = loadConfig({});
+    assert.deepEqual([config.databasePoolSize, config.databasePoolIdleMs], [20, 300_000]);
+    const tuned = loadConfig({ DATABASE_POOL_SIZE: '8', DATABASE_POOL_IDLE_MS: '0' });
+    assert.deepEqual([tuned.databasePoolSize, tuned.databasePoolIdleMs], [8, 0]);
+  });
+
+  test('DESIGN §1: a bad pool setting stops the start with a message naming each variable', () => {
+    assert.throws(
+      () => loadConfig({ DATABASE_POOL_SIZE: '0', DATABASE_POOL_IDLE_MS: '-1' }),
+      (err: unknown) =>
+        err instanceof ConfigError &&
+        err.problems.some((p) => p.startsWith('DATABASE_POOL_SIZE must be an integer between 1 and')) &&
+        err.problems.some((p) => p.startsWith('DATABASE_POOL_IDLE_MS must be an integer between 0 and')),
+    );
+  });
 });

@@ -22,7 +22,15 @@ export interface CreateDbOptions {
   readonly pgliteDir?: string;
   /** Isolates a test run inside its own schema of a shared PostgreSQL database. */
   readonly schema?: string;
+  /** Connections held at most (default 20). */
   readonly poolSize?: number;
+  /**
+   * How long an unused connection stays open (default 5 min; 0 = until the pool closes). pg's own
+   * default, 10 s, closes connections between bursts of load and opens them again in the next burst:
+   * each reopen forks a backend, warms its caches and prepares the statements again, and at 1,300
+   * list requests a second that churn stalled requests for up to 180 ms (docs/PERFORMANCE.md).
+   */
+  readonly poolIdleMs?: number;
   readonly onPoolError?: (err: Error) => void;
 }
 
@@ -42,6 +50,7 @@ export async function createDb(opts: CreateDbOptions): Promise<DbHandle> {
     const pool = new pg.Pool({
       connectionString: opts.databaseUrl,
       max: opts.poolSize ?? 20,
+      idleTimeoutMillis: opts.poolIdleMs ?? 300_000,
       types,
       ...(opts.schema ? { options: `-c search_path="${opts.schema}"` } : {}),
     });
