@@ -11,7 +11,7 @@ import { stealMs } from '../lib/machine.ts';
 import { cpuMs } from '../lib/procs.ts';
 import type { Row } from '../lib/report.ts';
 import { seedConversations } from '../lib/seed.ts';
-import { distribution, int, ms } from '../lib/stats.ts';
+import { distribution, int, median, ms } from '../lib/stats.ts';
 import { mintToken } from '../../src/http/auth.ts';
 import { TEST_JWT_SECRET } from '../../test/helpers/app.ts';
 
@@ -40,18 +40,31 @@ export async function list(h: Harness): Promise<Row> {
     });
     const first: number[] = [];
     const second: number[] = [];
+    // Paced requests, by request id: when each was due or sent (epoch ms) and its time at the client,
+    // to set beside the service's own log line for the same id (`attribute`).
+    const traced = new Map<string, { at: number; ms: number }>();
+    let tracing = false;
+    let seq = 0;
+    const get = async (path: string, u: number, keepBody: boolean, late = 0) => {
+      if (!tracing) return load.get(path, auth(u), keepBody);
+      const id = `list-trace-${++seq}`;
+      const at = performance.timeOrigin + performance.now() - late;
+      const r = await load.get(path, { ...auth(u), 'x-request-id': id }, keepBody);
+      traced.set(id, { at, ms: late + r.ms });
+      return r;
+    };
     let bad = '';
     // `dueAt`: when a paced iteration was due; its first request is timed from then.
     const iteration = async (record: boolean, dueAt?: number): Promise<void> => {
       const u = Math.floor(Math.random() * users);
       const late = dueAt === undefined ? 0 : performance.now() - dueAt;
-      const a = await load.get('/api/advisor/conversations', auth(u), true);
+      const a = await get('/api/advisor/conversations', u, true, late);
       const page = JSON.parse(a.body) as { items?: unknown[]; nextCursor?: string | null };
       if (a.status !== 200 || page.items?.length !== PAGE || typeof page.nextCursor !== 'string') {
         bad ||= `first page: ${a.status} ${a.body.slice(0, 200)}`;
         return;
       }
-      const b = await load.get(`/api/advisor/conversations?cursor=${encodeURIComponent(page.nextCursor)}`, auth(u));
+      const b = await get(`/api/advisor/conversations?cursor=${encodeURIComponent(page.nextCursor)}`, u, false);
       if (b.status !== 200) bad ||= `second page: ${b.status} ${b.body.slice(0, 200)}`;
       if (record) {
         first.push(late + a.ms);
@@ -79,12 +92,15 @@ export async function list(h: Harness): Promise<Row> {
     const loop = monitorEventLoopDelay({ resolution: 1 });
     loop.enable();
     const steal0 = stealMs();
+    tracing = true;
     await load.paced(CLIENTS, durationMs, pacedRps / 2, (_w, dueAt) => iteration(true, dueAt));
     const steal1 = stealMs();
+    tracing = false;
     loop.disable();
     const pacedSteal = steal0 === undefined || steal1 === undefined ? 'n/a' : `${steal1 - steal0} ms`;
     if (bad) throw new Error(bad);
     const paced = distribution([...first, ...second]);
+    const slow = attribute(traced, service.log(), 10);
 
     const sqlDist = await sqlBaseline(h, users, h.quick ? 3000 : 5000);
     return {
@@ -104,7 +120,9 @@ export async function list(h: Harness): Promise<Row> {
         'having been seen once before (steady state; a first request writes the user). Latency per request at the client; ' +
         'req/s counts both pages; "alone" is one client in the same loop for 2 s, before the loaded run. Then the same ' +
         `${CLIENTS} clients for ${durationMs / 1000} s at ${PACED_SHARE * 100}% of the closed loop's rate, arriving at random (Poisson; ` +
-        'each first page timed from when it was due, so a client that fell behind counts its wait). The closed loop ' +
+        'each first page timed from when it was due, so a client that fell behind counts its wait; each carries a request id, and ' +
+        'those over 10 ms are set beside the service\'s log line for the same id, to tell time before the service began ' +
+        'the request, in it and after it). The closed loop ' +
         'measures the ceiling: with 50 clients and no pause every request queues behind the others, so its latency is ' +
         '50 / throughput on this 2-core machine, where the load generator, PostgreSQL and the service share the cores ' +
         '(the SQL baseline alone misses 10 ms there too). The table is vacuumed, analyzed and checkpointed after the seed ' +
@@ -116,7 +134,7 @@ export async function list(h: Harness): Promise<Row> {
           `one client alone (no queueing): p50 ${ms(alone.p50)} ms, p99 ${ms(alone.p99)} ms; ` +
           `paced (${int(pacedRps)} req/s): p50 ${ms(paced.p50)} ms, p99 ${ms(paced.p99)} ms, max ${ms(paced.max)} ms; ` +
           `the load generator's own event-loop delay meanwhile: p99 ${ms(loop.percentile(99) / 1e6)} ms, max ${ms(loop.max / 1e6)} ms; ` +
-          `CPU steal meanwhile: ${pacedSteal}`,
+          `CPU steal meanwhile: ${pacedSteal}; ${slow}`,
       ],
     };
   } finally {
@@ -154,3 +172,38 @@ async function sqlBaseline(h: Harness, users: number, durationMs: number): Promi
   }
   return distribution(samples);
 }
+
+/**
+ * Where the paced requests slower than `overMs` spent their time, set beside the service's log line
+ * for each (its `time` is when it answered, its `ms` the time it spent): before the service began
+ * the request (the load generator's lateness, the network, the service's event loop busy), inside
+ * it, and after it answered. Medians over those requests; the log's clock has 1 ms resolution.
+ */
+function attribute(traced: ReadonlyMap<string, { at: number; ms: number }>, log: string, overMs: number): string {
+  const served = new Map<string, { end: number; ms: number }>();
+  for (const line of log.split('\n')) {
+    if (!line.includes('"list-trace-')) continue;
+    const entry = JSON.parse(line) as { reqId?: string; time?: string; ms?: number };
+    if (entry.reqId && entry.time && typeof entry.ms === 'number') served.set(entry.reqId, { end: Date.parse(entry.time), ms: entry.ms });
+  }
+  const before: number[] = [];
+  const inside: number[] = [];
+  const after: number[] = [];
+  let slow = 0;
+  for (const [id, c] of traced) {
+    if (c.ms <= overMs) continue;
+    slow++;
+    const s = served.get(id);
+    if (!s) continue;
+    before.push(s.end - s.ms - c.at);
+    inside.push(s.ms);
+    after.push(c.at + c.ms - s.end);
+  }
+  const share = ((slow / Math.max(1, traced.size)) * 100).toFixed(2);
+  if (slow === 0) return `no paced request over ${overMs} ms`;
+  return (
+    `${int(slow)} paced requests over ${overMs} ms (${share} %), their time (medians) before the service began them ` +
+    `${ms(median(before), 1)} ms, in the service ${ms(median(inside), 1)} ms, after it answered ${ms(median(after), 1)} ms`
+  );
+}
+
