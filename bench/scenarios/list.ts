@@ -206,4 +206,3 @@ function attribute(traced: ReadonlyMap<string, { at: number; ms: number }>, log:
     `${ms(median(before), 1)} ms, in the service ${ms(median(inside), 1)} ms, after it answered ${ms(median(after), 1)} ms`
   );
 }
-
