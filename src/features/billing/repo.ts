@@ -142,10 +142,6 @@ export function findTurnCharge(db: Db | Trx, turnId: string): Promise<TurnCharge
   return db.selectFrom('turn_charges').selectAll().where('turn_id', '=', turnId).executeTakeFirst();
 }
 
-export function lockTurnCharge(trx: Trx, turnId: string): Promise<TurnChargeRow | undefined> {
-  return trx.selectFrom('turn_charges').selectAll().where('turn_id', '=', turnId).forUpdate().executeTakeFirst();
-}
-
 /** Moves a reserved turn to its final status; undefined when it was not reserved any more. */
 export function finishTurnCharge(
   db: Db | Trx,
