@@ -1,5 +1,5 @@
 // Key-save overhead beyond the provider probe (DESIGN §6), on PostgreSQL + Redis:
-//   npx node [npm start's node flags] bench/key-save.ts [--saves 2000] [--concurrency 20] [--think-ms 0] [--no-write]
+//   npx node [npm start's node flags] bench/key-save.ts [--saves 2000] [--concurrency 20] [--think-ms 0] [--warmup 2000] [--no-write]
 //   (npm run bench runs it with the flags of the `start` script, as the service is deployed)
 // The service runs on the main thread, as one instance does in production; the provider fake (which
 // answers at once) and the load generator run on worker threads of their own, so neither borrows the
@@ -35,6 +35,7 @@ interface ClientJob {
   perRound: number;
   concurrency: number;
   thinkMs: number;
+  warmup: number;
 }
 
 if (isMainThread) await main();
@@ -73,21 +74,23 @@ async function clientWorker(job: ClientJob): Promise<void> {
     if (r.outcome !== 'valid') throw new Error(`probe: ${r.outcome}`);
     return performance.now() - started;
   };
-  const run = async (n: number, op: () => Promise<number>): Promise<number[]> => {
+  const run = async (n: number, op: () => Promise<number>, thinkMs = job.thinkMs): Promise<number[]> => {
     const samples: number[] = [];
     let left = n;
     await Promise.all(Array.from({ length: job.concurrency }, async () => {
       // Users start at random points of a think time, not all at once.
-      if (job.thinkMs > 0) await delay(Math.random() * job.thinkMs);
+      if (thinkMs > 0) await delay(Math.random() * thinkMs);
       while (left-- > 0) {
         samples.push(await op());
-        if (job.thinkMs > 0) await delay(-job.thinkMs * Math.log(1 - Math.random()));
+        if (thinkMs > 0) await delay(-thinkMs * Math.log(1 - Math.random()));
       }
     }));
     return samples;
   };
-  await run(2 * job.concurrency, probe);
-  await run(2 * job.concurrency, save);
+  // Warm-up without pauses, until the JIT has compiled the hot paths of both sides (a deployed
+  // instance has served many saves before this one; a cold one runs bytecode).
+  await run(job.warmup, probe, 0);
+  await run(job.warmup, save, 0);
   const probes: number[] = [];
   const saves: number[] = [];
   for (let r = 0; r < ROUNDS; r++) {
@@ -106,11 +109,13 @@ async function main(): Promise<void> {
       saves: { type: 'string', default: '2000' },
       concurrency: { type: 'string', default: '20' },
       'think-ms': { type: 'string', default: '0' },
+      warmup: { type: 'string', default: '2000' },
       'no-write': { type: 'boolean', default: false },
     },
   });
   const concurrency = Number(values.concurrency);
   const thinkMs = Number(values['think-ms']);
+  const warmup = Number(values.warmup);
   const perRound = Math.ceil(Number(values.saves) / ROUNDS);
   process.env.DATABASE_URL ??= 'postgres://postgres@127.0.0.1:5432/test';
   process.env.REDIS_URL ??= 'redis://127.0.0.1:6379';
@@ -122,11 +127,11 @@ async function main(): Promise<void> {
   const t = await buildTestApp({ env: { OPENAI_BASE_URL: fake.url } });
   try {
     const address = await t.app.listen({ port: 0, host: '127.0.0.1' });
-    const users = Math.ceil((perRound * ROUNDS + 2 * concurrency) / SAVES_PER_USER) + 1;
+    const users = Math.ceil((perRound * ROUNDS + warmup) / SAVES_PER_USER) + 1;
     const tokens = await Promise.all(Array.from({ length: users }, (_, i) => t.token(`bench-${i}`)));
     // Users are written on first sight; do that before measuring, as in steady state.
     await Promise.all(tokens.map((tk) => fetch(`${address}/api/advisor/provider-keys`, { headers: { authorization: `Bearer ${tk}` } })));
-    const job: ClientJob = { role: 'client', address, fakeUrl: fake.url, apiKey: fake.apiKey, tokens, perRound, concurrency, thinkMs };
+    const job: ClientJob = { role: 'client', address, fakeUrl: fake.url, apiKey: fake.apiKey, tokens, perRound, concurrency, thinkMs, warmup };
     const client = new Worker(new URL(import.meta.url), { workerData: job });
     let cpuUs = 0;
     let roundStart = process.threadCpuUsage();

@@ -1,6 +1,7 @@
 // Summarises a V8 .cpuprofile (from `npm run bench -- --profile`): self time by function and by
 // package or source area, and inclusive time of chosen frames.
-//   node bench/profile-summary.ts <file.cpuprofile> [--top 25] [--focus name,name]
+//   node bench/profile-summary.ts <file.cpuprofile> [--top 25] [--focus name,name] [--from-ms N]
+//   (--from-ms: only samples taken N ms or more after the profile began, to leave start-up out)
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 
@@ -20,7 +21,7 @@ interface Profile {
   readonly timeDeltas: number[];
 }
 
-const { values, positionals } = parseArgs({ allowPositionals: true, options: { top: { type: 'string', default: '25' }, focus: { type: 'string' } } });
+const { values, positionals } = parseArgs({ allowPositionals: true, options: { top: { type: 'string', default: '25' }, focus: { type: 'string' }, 'from-ms': { type: 'string', default: '0' } } });
 const file = positionals[0];
 if (!file) throw new Error('usage: node bench/profile-summary.ts <file.cpuprofile>');
 const profile = JSON.parse(readFileSync(file, 'utf8')) as Profile;
@@ -28,8 +29,12 @@ const byId = new Map(profile.nodes.map((n) => [n.id, n]));
 const parent = new Map<number, number>();
 for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
 
+// Sample i is taken at the sum of the deltas up to it; samples before --from-ms weigh nothing.
+const fromUs = Number(values['from-ms']) * 1000;
+let at = 0;
+const weight = profile.timeDeltas.map((d) => ((at += d) >= fromUs ? d : 0));
 const self = new Map<number, number>();
-profile.samples.forEach((id, i) => self.set(id, (self.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0)));
+profile.samples.forEach((id, i) => self.set(id, (self.get(id) ?? 0) + (weight[i] ?? 0)));
 const total = [...self.values()].reduce((a, b) => a + b, 0);
 const idle = [...self.entries()].filter(([id]) => ['(idle)', '(program)'].includes(byId.get(id)?.callFrame.functionName ?? '')).reduce((a, [, t]) => a + t, 0);
 
@@ -75,7 +80,7 @@ if (values.focus) {
       if (!f) continue;
       for (const w of wanted) if (f.functionName === w || area(f.url) === w) seen.add(w);
     }
-    for (const w of seen) add(inclusive, w, profile.timeDeltas[i] ?? 0);
+    for (const w of seen) add(inclusive, w, weight[i] ?? 0);
   });
   print('Inclusive time of focused frames', inclusive);
 }

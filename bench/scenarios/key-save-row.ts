@@ -69,7 +69,8 @@ export async function keySave(h: Harness): Promise<Row> {
       `this run's database and Redis, three times: ${paced.users} users each waiting a random think time (exponential, mean ` +
       `${paced.thinkMs} ms) between saves (${paced.saves} saves; the goal's measure), the same ${flat.users} users with no pause ` +
       `(${flat.saves} saves: the machine's ceiling, where every save queues behind the others), and ${one.users} user with no ` +
-      `pause (${one.saves} saves). Rounds of saves alternate with rounds of the bare provider probe against the same fake, by ` +
+      `pause (${one.saves} saves), each after 2000 saves and 2000 bare probes without pause (the JIT's warm-up, so that both ` +
+      'run optimised code, as a deployed instance does). Rounds of saves alternate with rounds of the bare provider probe against the same fake, by ' +
       'the same users; overhead = save − probe percentile. Unlike the rows above, that script runs the service in-process ' +
       '(main thread) with the fake and the load on worker threads.',
     notes: [
