@@ -392,7 +392,7 @@ describe('turn billing (DESIGN §8)', () => {
       }
     });
 
-    test('concurrent allowance reserves never exceed the monthly allowance', async () => {
+    test('concurrent allowance reserves never exceed the monthly allowance (the first turns of a user with no wallet or usage row yet)', async () => {
       const second = await secondInstance();
       try {
         const u = await user(0, 'pro');
