@@ -15,7 +15,7 @@ export async function ttfd(h: Harness): Promise<Row> {
   // served thousands of streams before this one. With 40 warm-up pairs the service still ran much
   // of a stream start as bytecode (about 5 ms of CPU per stream instead of about 3.5 ms).
   const warmup = h.quick ? 200 : 2000;
-  // Each user starts at most 25 streams in the run (it lasts under a minute): below the limit of 30 per 60 s.
+  // Users take turns, so each starts at most 25 streams in all: under the limit of 30 per 60 s.
   const users = Math.ceil((warmup + n) / 25);
   await h.script({ chunks: ['Hello', ' world'], delayMs: 0 });
   const service = await h.startService('service-ttfd');
