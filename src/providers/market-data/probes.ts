@@ -7,7 +7,6 @@ export type MarketDataProbeResult =
   | { readonly outcome: 'invalid'; readonly status: number }
   | { readonly outcome: 'transient'; readonly reason: ProbeFailure };
 
-
 export async function probeMarketDataKey(
   provider: MarketDataProvider,
   apiKey: string,
