@@ -128,6 +128,44 @@ describe('probe reading of edge answers (DESIGN §6)', () => {
   });
 });
 
+describe('probe deadline (spec 4.2 rule 4: 5 s, then stored unverified)', () => {
+  const stalled: FakeHandler = () => new Promise<void>(() => undefined);
+  const timeouts = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+
+  test('a stalled provider is cut at the deadline → transient "timeout"; a finished probe leaves no timer scheduled', async () => {
+    await withFake(stalled, async (f) => {
+      const started = performance.now();
+      assert.deepEqual(await probeProviderKey('openai', 'sk-x-12345678', { baseUrl: `${f.url}/v1`, timeoutMs: 200 }), { outcome: 'transient', reason: 'timeout' });
+      assert.ok(performance.now() - started < 2000);
+    });
+    await withFake(
+      (_req, res) => sendJson(res, 200, { data: [{ id: 'gpt-4o' }] }),
+      async (f) => {
+        const before = timeouts();
+        assert.deepEqual(await probeProviderKey('openai', 'sk-x-12345678', { baseUrl: `${f.url}/v1`, timeoutMs: 60_000 }), { outcome: 'valid', models: ['gpt-4o'] });
+        assert.equal(timeouts(), before);
+      },
+    );
+  });
+
+  test("the caller's signal ends a probe at once; an already-aborted one calls no provider", async () => {
+    await withFake(stalled, async (f) => {
+      const caller = new AbortController();
+      setTimeout(() => caller.abort(), 50);
+      const started = performance.now();
+      const r = await probeMarketDataKey('polygon', 'pg-x-12345678', { baseUrl: f.url, timeoutMs: 60_000, signal: caller.signal });
+      assert.deepEqual(r, { outcome: 'transient', reason: 'timeout' });
+      assert.ok(performance.now() - started < 1000);
+      assert.equal(f.requests.length, 1);
+      assert.deepEqual(await probeMarketDataKey('polygon', 'pg-x-12345678', { baseUrl: f.url, timeoutMs: 60_000, signal: AbortSignal.abort() }), {
+        outcome: 'transient',
+        reason: 'timeout',
+      });
+      assert.equal(f.requests.length, 1);
+    });
+  });
+});
+
 describe('default model rule (spec 4.2 rule 6)', () => {
   const catalogue = BUILT_IN_CATALOGUE;
   const pool = ['gpt-4o-mini', 'gpt-4.1-mini', 'gpt-5-mini', 'gpt-4o', 'o3', 'o4-mini', 'chatgpt-4o-latest', 'text-embedding-3-small', 'whisper-1',

@@ -56,10 +56,24 @@ export interface ProbeCall {
   readonly dispatcher: Dispatcher | undefined;
 }
 
-/** The deadline is merged with the caller's own signal. */
-export function probeCall(opts: ProbeOptions): ProbeCall {
-  const deadline = AbortSignal.timeout(opts.timeoutMs);
-  return { signal: opts.signal ? AbortSignal.any([deadline, opts.signal]) : deadline, dispatcher: opts.dispatcher };
+/**
+ * Runs a probe's calls under one deadline (every page of it), merged with the caller's own signal.
+ * The deadline's timer is cleared when the probe ends: a finished probe leaves nothing scheduled
+ * (`AbortSignal.timeout` would keep its timer, and fire it and build its error, for the whole
+ * timeout after every probe).
+ */
+export async function withProbeCall<T>(opts: ProbeOptions, probe: (call: ProbeCall) => Promise<T>): Promise<T> {
+  const deadline = new AbortController();
+  const abort = (): void => deadline.abort();
+  const timer = setTimeout(abort, opts.timeoutMs);
+  if (opts.signal?.aborted) abort();
+  else opts.signal?.addEventListener('abort', abort, { once: true });
+  try {
+    return await probe({ signal: deadline.signal, dispatcher: opts.dispatcher });
+  } finally {
+    clearTimeout(timer);
+    opts.signal?.removeEventListener('abort', abort);
+  }
 }
 
 /** How a status that is neither success nor a provider-specific refusal reads. */

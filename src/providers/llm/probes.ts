@@ -1,7 +1,7 @@
 // Key verification probes for the language-model providers (DESIGN §6): each speaks the provider's
 // own model-listing protocol and reads its own way of refusing a key.
 import type { Provider } from '../../catalogue.ts';
-import { isRecord, probeCall, probeGet, transientStatus, type ProbeAnswer, type ProbeCall, type ProbeFailure, type ProbeOptions } from './probe-http.ts';
+import { isRecord, probeGet, transientStatus, type ProbeAnswer, type ProbeCall, type ProbeFailure, type ProbeOptions, withProbeCall } from './probe-http.ts';
 
 export type { ProbeFailure, ProbeOptions } from './probe-http.ts';
 
@@ -17,21 +17,22 @@ const PAGE_SIZE = 1000;
 const MAX_PAGES = 20;
 
 export async function probeProviderKey(provider: Provider, apiKey: string, opts: ProbeOptions): Promise<ProviderProbeResult> {
-  const call = probeCall(opts);
-  switch (provider) {
-    case 'anthropic':
-      return probeAnthropic(apiKey, opts.baseUrl, call);
-    case 'google':
-      return probeGemini(apiKey, opts.baseUrl, call);
-    case 'openrouter':
-      return probeOpenRouter(apiKey, opts.baseUrl, call);
-    case 'openai':
-    case 'mistral':
-    case 'xai':
-    case 'groq':
-    case 'deepseek':
-      return probeOpenAiStyle(provider, apiKey, opts.baseUrl, call);
-  }
+  return withProbeCall(opts, (call) => {
+    switch (provider) {
+      case 'anthropic':
+        return probeAnthropic(apiKey, opts.baseUrl, call);
+      case 'google':
+        return probeGemini(apiKey, opts.baseUrl, call);
+      case 'openrouter':
+        return probeOpenRouter(apiKey, opts.baseUrl, call);
+      case 'openai':
+      case 'mistral':
+      case 'xai':
+      case 'groq':
+      case 'deepseek':
+        return probeOpenAiStyle(provider, apiKey, opts.baseUrl, call);
+    }
+  });
 }
 
 /**

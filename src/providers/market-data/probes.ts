@@ -1,6 +1,6 @@
 // Key verification probes for the market-data providers (spec 4.1 rules 2–5).
 import type { MarketDataProvider } from '../../config.ts';
-import { isRecord, probeCall, probeGet, transientStatus, type ProbeCall, type ProbeFailure, type ProbeOptions } from '../llm/probe-http.ts';
+import { isRecord, probeGet, transientStatus, withProbeCall, type ProbeCall, type ProbeFailure, type ProbeOptions } from '../llm/probe-http.ts';
 
 export type MarketDataProbeResult =
   | { readonly outcome: 'valid' }
@@ -12,8 +12,7 @@ export async function probeMarketDataKey(
   apiKey: string,
   opts: ProbeOptions,
 ): Promise<MarketDataProbeResult> {
-  const call = probeCall(opts);
-  return provider === 'polygon' ? probePolygon(apiKey, opts.baseUrl, call) : probeFmp(apiKey, opts.baseUrl, call);
+  return withProbeCall(opts, (call) => (provider === 'polygon' ? probePolygon(apiKey, opts.baseUrl, call) : probeFmp(apiKey, opts.baseUrl, call)));
 }
 
 /** Polygon's market status: available on every plan, so a refusal is about the key. */
