@@ -1,4 +1,4 @@
-import { sql, type Selectable } from 'kysely';
+import { sql, type RawBuilder, type Selectable } from 'kysely';
 import type { Db, MarketDataKeysTable, ProviderKeysTable, Trx } from '../../db/types.ts';
 
 export type ProviderKeyRow = Selectable<ProviderKeysTable>;
@@ -52,11 +52,19 @@ export async function deactivateOthers(trx: Trx, userId: string, provider: strin
  * for the update, so the other keys are inactive before this row claims the partial unique index.
  * A concurrent save of another provider for the same user can still claim it first; that surfaces
  * as a unique violation, and the caller runs the statement again (it then sees that key).
- * A replaced key keeps its createdAt.
+ * A replaced key keeps its createdAt, the one column the caller does not already hold, so it is the
+ * one returned (not the sealed bytes, which pg would read back and parse for nothing).
  */
 export async function saveActiveProviderKey(db: Db, row: ProviderKeyRow): Promise<ProviderKeyRow> {
-  const r = row;
-  const result = await sql<ProviderKeyRow>`
+  const result = await saveActiveProviderKeyQuery(row).execute(db);
+  const saved = result.rows[0];
+  if (!saved) throw new Error('provider key upsert returned no row');
+  return { ...row, created_at: saved.created_at };
+}
+
+/** The statement of saveActiveProviderKey (the key-save benchmark's floor compiles it too). */
+export function saveActiveProviderKeyQuery(r: ProviderKeyRow): RawBuilder<Pick<ProviderKeyRow, 'created_at'>> {
+  return sql<Pick<ProviderKeyRow, 'created_at'>>`
     with deactivated as (
       update provider_keys set active = false, updated_at = ${r.updated_at}
       where user_id = ${r.user_id} and active and provider <> ${r.provider}
@@ -72,10 +80,7 @@ export async function saveActiveProviderKey(db: Db, row: ProviderKeyRow): Promis
       key_id = excluded.key_id, nonce = excluded.nonce, ciphertext = excluded.ciphertext, tag = excluded.tag,
       key_hint_tail = excluded.key_hint_tail, default_model = excluded.default_model, active = true,
       last_verified_at = excluded.last_verified_at, updated_at = excluded.updated_at
-    returning *`.execute(db);
-  const saved = result.rows[0];
-  if (!saved) throw new Error('provider key upsert returned no row');
-  return saved;
+    returning created_at`;
 }
 
 export function updateProviderKey(
@@ -102,7 +107,8 @@ export function findMarketDataKey(db: Db, userId: string): Promise<MarketDataKey
   return db.selectFrom('market_data_keys').selectAll().where('user_id', '=', userId).executeTakeFirst();
 }
 
-export function upsertMarketDataKey(db: Db, row: MarketDataKeyRow): Promise<MarketDataKeyRow> {
+/** Saves or replaces the user's market-data key; a replaced key keeps its createdAt (the one column read back). */
+export async function upsertMarketDataKey(db: Db, row: MarketDataKeyRow): Promise<MarketDataKeyRow> {
   const replace = {
     provider: row.provider,
     key_id: row.key_id,
@@ -113,12 +119,13 @@ export function upsertMarketDataKey(db: Db, row: MarketDataKeyRow): Promise<Mark
     last_verified_at: row.last_verified_at,
     updated_at: row.updated_at,
   };
-  return db
+  const saved = await db
     .insertInto('market_data_keys')
     .values(row)
     .onConflict((oc) => oc.column('user_id').doUpdateSet(replace))
-    .returningAll()
+    .returning('created_at')
     .executeTakeFirstOrThrow();
+  return { ...row, created_at: saved.created_at };
 }
 
 export async function deleteMarketDataKey(db: Db, userId: string): Promise<boolean> {
