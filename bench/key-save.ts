@@ -7,8 +7,12 @@
 // function, straight to the fake) with rounds of full saves over HTTP at the same concurrency;
 // overhead is the save percentile minus the bare-probe percentile. Both sides go out through undici
 // (the probe's own client; an undici Pool for the saves), so the load generator costs the same on
-// both. Each user waits a think time drawn from an exponential distribution with mean --think-ms
-// after each call (a constant one would keep the users in lockstep, arriving in bursts).
+// both. A third round type times the floor: a bare node:http server in the same process doing only
+// what the rules make every save do, in their order (token, Redis verdict, body, probe, AES-GCM seal,
+// the same upsert through a bare pg pool, with its commit, then the answer); its overhead is what
+// this machine's hops cost, and the service's is reported beside it. Each user waits a think time
+// drawn from an exponential distribution with mean --think-ms after each call (a constant one would
+// keep the users in lockstep, arriving in bursts).
 // Writes docs/PERFORMANCE.md.
 import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
@@ -18,17 +22,30 @@ import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { setTimeout as delay } from 'node:timers/promises';
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { sql } from 'kysely';
+import pg from 'pg';
+import type { Deps } from '../src/deps.ts';
+import { saveActiveProviderKeyQuery } from '../src/features/advisor-keys/repo.ts';
+import { providerSlot, sealedColumns } from '../src/features/advisor-keys/sealing.ts';
+import { bearerToken } from '../src/http/auth.ts';
+import type { RateLimitRule } from '../src/platform/rate-limiter.ts';
+import { probeProviderKey } from '../src/providers/llm/probes.ts';
 
 const SAVES_PER_USER = 10; // the rolling-hour limit: each user saves at most this many times
 const ROUNDS = 4;
+/** The floor's own window (as the service's, under another name): the floor never eats a user's saves. */
+const FLOOR_RULE: RateLimitRule = { name: 'bench-floor-key-saves', limit: SAVES_PER_USER, windowMs: 3_600_000 };
 const HEADER = [
-  '| date | machine (nproc × CPU) | concurrent users | think ms | saves | save p50 ms | save p99 ms | bare probe p50 ms | bare probe p99 ms | overhead p50 ms | overhead p99 ms | service CPU µs/save |',
-  '|---|---|---|---|---|---|---|---|---|---|---|---|',
+  '| date | machine (nproc × CPU) | concurrent users | think ms | saves | save p50 ms | save p99 ms | bare probe p50 ms | bare probe p99 ms | overhead p50 ms | overhead p99 ms | service CPU µs/save | floor overhead p50 ms | floor overhead p99 ms | service ÷ floor (p50 overhead) |',
+  '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|',
 ].join('\n');
 
 interface ClientJob {
   role: 'client';
   address: string;
+  floorAddress: string;
   fakeUrl: string;
   apiKey: string;
   tokens: string[];
@@ -50,24 +67,28 @@ async function fakeWorker(): Promise<void> {
 }
 
 async function clientWorker(job: ClientJob): Promise<void> {
-  const { probeProviderKey } = await import('../src/providers/llm/probes.ts');
   const { Pool } = await import('undici');
-  const pool = new Pool(job.address, { connections: job.concurrency });
-  let nextSave = 0;
   const body = JSON.stringify({ apiKey: job.apiKey });
-  const save = async (): Promise<number> => {
-    const token = job.tokens[Math.floor(nextSave++ / SAVES_PER_USER)];
-    const started = performance.now();
-    const res = await pool.request({
-      method: 'PUT',
-      path: '/api/advisor/provider-keys/openai',
-      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-      body,
-    });
-    await res.body.dump();
-    if (res.statusCode !== 200) throw new Error(`save answered ${res.statusCode}`);
-    return performance.now() - started;
+  // The service and the floor each see every user at most SAVES_PER_USER times.
+  const saver = (address: string) => {
+    const pool = new Pool(address, { connections: job.concurrency });
+    let next = 0;
+    return async (): Promise<number> => {
+      const token = job.tokens[Math.floor(next++ / SAVES_PER_USER)];
+      const started = performance.now();
+      const res = await pool.request({
+        method: 'PUT',
+        path: '/api/advisor/provider-keys/openai',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body,
+      });
+      await res.body.dump();
+      if (res.statusCode !== 200) throw new Error(`${address} answered ${res.statusCode}`);
+      return performance.now() - started;
+    };
   };
+  const save = saver(job.address);
+  const floorSave = saver(job.floorAddress);
   const probe = async (): Promise<number> => {
     const started = performance.now();
     const r = await probeProviderKey('openai', job.apiKey, { baseUrl: job.fakeUrl, timeoutMs: 5000 });
@@ -91,16 +112,19 @@ async function clientWorker(job: ClientJob): Promise<void> {
   // instance has served many saves before this one; a cold one runs bytecode).
   await run(job.warmup, probe, 0);
   await run(job.warmup, save, 0);
+  await run(job.warmup, floorSave, 0);
   const probes: number[] = [];
   const saves: number[] = [];
+  const floor: number[] = [];
   for (let r = 0; r < ROUNDS; r++) {
     probes.push(...(await run(job.perRound, probe)));
     // The service (main thread) reads its own thread's CPU time around each round of saves.
     parentPort?.postMessage({ edge: 'start' });
     saves.push(...(await run(job.perRound, save)));
     parentPort?.postMessage({ edge: 'end' });
+    floor.push(...(await run(job.perRound, floorSave)));
   }
-  parentPort?.postMessage({ probes, saves });
+  parentPort?.postMessage({ probes, saves, floor });
 }
 
 async function main(): Promise<void> {
@@ -125,44 +149,120 @@ async function main(): Promise<void> {
   const fakeThread = new Worker(new URL(import.meta.url), { workerData: { role: 'fake' } });
   const fake = await new Promise<{ url: string; apiKey: string }>((resolve) => fakeThread.once('message', resolve));
   const t = await buildTestApp({ env: { OPENAI_BASE_URL: fake.url } });
+  let closeFloor = async (): Promise<void> => undefined;
   try {
     const address = await t.app.listen({ port: 0, host: '127.0.0.1' });
+    const floorPool = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: 20, options: `-c search_path="${await currentSchema(t.deps.db)}"` });
+    const floorServer = startFloor(t.deps, fake.url, floorPool);
+    closeFloor = async () => {
+      floorServer.closeAllConnections();
+      await new Promise((resolve) => floorServer.close(resolve));
+      await floorPool.end();
+    };
+    const floorAddress = await new Promise<string>((resolve) =>
+      floorServer.listen(0, '127.0.0.1', () => resolve(`http://127.0.0.1:${(floorServer.address() as AddressInfo).port}`)),
+    );
     const users = Math.ceil((perRound * ROUNDS + warmup) / SAVES_PER_USER) + 1;
     const tokens = await Promise.all(Array.from({ length: users }, (_, i) => t.token(`bench-${i}`)));
     // Users are written on first sight; do that before measuring, as in steady state.
     await Promise.all(tokens.map((tk) => fetch(`${address}/api/advisor/provider-keys`, { headers: { authorization: `Bearer ${tk}` } })));
-    const job: ClientJob = { role: 'client', address, fakeUrl: fake.url, apiKey: fake.apiKey, tokens, perRound, concurrency, thinkMs, warmup };
+    const job: ClientJob = { role: 'client', address, floorAddress, fakeUrl: fake.url, apiKey: fake.apiKey, tokens, perRound, concurrency, thinkMs, warmup };
     const client = new Worker(new URL(import.meta.url), { workerData: job });
     let cpuUs = 0;
     let roundStart = process.threadCpuUsage();
-    const { probes, saves } = await new Promise<{ probes: number[]; saves: number[] }>((resolve, reject) => {
-      client.on('message', (m: { edge?: 'start' | 'end'; probes?: number[]; saves?: number[] }) => {
+    const { probes, saves, floor } = await new Promise<Samples>((resolve, reject) => {
+      client.on('message', (m: { edge?: 'start' | 'end' } & Partial<Samples>) => {
         if (m.edge === 'start') roundStart = process.threadCpuUsage();
         else if (m.edge === 'end') {
           const d = process.threadCpuUsage(roundStart);
           cpuUs += d.user + d.system;
-        } else resolve(m as { probes: number[]; saves: number[] });
+        } else resolve(m as Samples);
       });
       client.once('error', reject);
     });
-    report(concurrency, thinkMs, probes, saves, cpuUs / saves.length, values['no-write'] !== true);
+    report(concurrency, thinkMs, { probes, saves, floor }, cpuUs / saves.length, values['no-write'] !== true);
   } finally {
+    await closeFloor();
     await t.close();
     fakeThread.postMessage('close');
   }
 }
 
-function report(concurrency: number, thinkMs: number, probes: number[], saves: number[], cpuUsPerSave: number, write: boolean): void {
+interface Samples {
+  probes: number[];
+  saves: number[];
+  floor: number[];
+}
+
+function report(concurrency: number, thinkMs: number, { probes, saves, floor }: Samples, cpuUsPerSave: number, write: boolean): void {
   const pct = (xs: number[], p: number): number => {
     const s = [...xs].sort((a, b) => a - b);
     return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)] ?? NaN;
   };
   const f = (ms: number) => ms.toFixed(2);
-  const [s50, s99, p50, p99] = [pct(saves, 50), pct(saves, 99), pct(probes, 50), pct(probes, 99)];
+  const [s50, s99, p50, p99, f50, f99] = [pct(saves, 50), pct(saves, 99), pct(probes, 50), pct(probes, 99), pct(floor, 50), pct(floor, 99)];
   const date = new Date().toISOString().slice(0, 10);
-  const line = `| ${date} | ${nproc()} × ${cpuModel()} | ${concurrency} | ${thinkMs} | ${saves.length} | ${f(s50)} | ${f(s99)} | ${f(p50)} | ${f(p99)} | **${f(s50 - p50)}** | ${f(s99 - p99)} | ${cpuUsPerSave.toFixed(0)} |`;
+  const line =
+    `| ${date} | ${nproc()} × ${cpuModel()} | ${concurrency} | ${thinkMs} | ${saves.length} | ${f(s50)} | ${f(s99)} | ${f(p50)} | ${f(p99)} | ` +
+    `**${f(s50 - p50)}** | ${f(s99 - p99)} | ${cpuUsPerSave.toFixed(0)} | ${f(f50 - p50)} | ${f(f99 - p99)} | ${((s50 - p50) / (f50 - p50)).toFixed(2)} |`;
   process.stdout.write(`${HEADER}\n${line}\n`);
   if (write) writeSection(line);
+}
+
+/**
+ * The floor of a save on this machine: a bare node:http server doing what the rules make every save
+ * do, in their order, and nothing else (no framework, hooks, schema validation, logging, metrics or
+ * query builder at run time; the statement is compiled per save, as cheap as a template). It shares
+ * the service's stores, probe function, vault and token check (which caches verified tokens, as the
+ * service does), so the difference between the two is the service's own cost.
+ */
+function startFloor(deps: Deps, fakeUrl: string, pool: pg.Pool): http.Server {
+  const save = async (req: http.IncomingMessage): Promise<string> => {
+    const user = await deps.auth.verify(bearerToken(req.headers.authorization) ?? '');
+    // The verdict comes first: a refused save reads no body and calls no provider.
+    if (!(await deps.limiter.hit(FLOOR_RULE, user.id)).allowed) throw new Error('floor: rate limited');
+    let raw = '';
+    for await (const chunk of req) raw += String(chunk);
+    const { apiKey } = JSON.parse(raw) as { apiKey: string };
+    const probe = await probeProviderKey('openai', apiKey, { baseUrl: fakeUrl, timeoutMs: 5000, dispatcher: deps.upstream });
+    if (probe.outcome !== 'valid') throw new Error(`floor: probe ${probe.outcome}`);
+    const now = new Date();
+    const row = {
+      user_id: user.id,
+      provider: 'openai',
+      ...sealedColumns(deps.vault.seal(apiKey, providerSlot(user.id, 'openai'))),
+      key_hint_tail: apiKey.slice(-4),
+      default_model: probe.models?.[0] ?? 'gpt-4o',
+      active: true,
+      last_verified_at: now,
+      created_at: now,
+      updated_at: now,
+    };
+    const q = saveActiveProviderKeyQuery(row).compile(deps.db);
+    const saved = await pool.query<{ created_at: Date }>({ name: 'floor-save', text: q.sql, values: [...q.parameters] });
+    return JSON.stringify({
+      provider: row.provider,
+      keyHintTail: row.key_hint_tail,
+      defaultModel: row.default_model,
+      active: true,
+      lastVerifiedAt: now.toISOString(),
+      createdAt: saved.rows[0]?.created_at.toISOString(),
+      updatedAt: now.toISOString(),
+      verified: true,
+    });
+  };
+  return http.createServer((req, res) => {
+    save(req).then(
+      (body) => res.writeHead(200, { 'content-type': 'application/json' }).end(body),
+      (err: unknown) => res.writeHead(500).end(String(err)),
+    );
+  });
+}
+
+async function currentSchema(db: Deps['db']): Promise<string> {
+  const { rows } = await sql<{ schema: string }>`select current_schema() as schema`.execute(db);
+  if (!rows[0]) throw new Error('no current schema');
+  return rows[0].schema;
 }
 
 function cpuModel(): string {
@@ -189,13 +289,18 @@ function writeSection(line: string): void {
   const current = existsSync(file) ? readFileSync(file, 'utf8') : '# Performance\n';
   const start = current.indexOf('## Key saves');
   if (start >= 0) {
-    // Append the row to the section's first table (earlier tables follow it).
+    // Append the row to the section's first table when it has this header; otherwise (the columns
+    // changed) start a new table above the earlier ones.
     const end = current.indexOf('\n## ', start + 1);
     const section = current.slice(start, end < 0 ? current.length : end);
     const tableAt = section.indexOf('\n|');
+    const sameHeader = tableAt >= 0 && section.startsWith(HEADER.split('\n')[0] ?? '', tableAt + 1);
     const blankAfter = tableAt < 0 ? -1 : section.indexOf('\n\n', tableAt + 1);
-    const rowEnd = tableAt < 0 ? -1 : blankAfter < 0 ? section.length : blankAfter;
-    const updated = rowEnd < 0 ? `${section}\n${line}` : `${section.slice(0, rowEnd)}\n${line}${section.slice(rowEnd)}`;
+    const rowEnd = blankAfter < 0 ? section.length : blankAfter;
+    const updated =
+      tableAt < 0 ? `${section.replace(/\n*$/, '')}\n\n${HEADER}\n${line}\n`
+      : sameHeader ? `${section.slice(0, rowEnd)}\n${line}${section.slice(rowEnd)}`
+      : `${section.slice(0, tableAt + 1)}${HEADER}\n${line}\n\n${section.slice(tableAt + 1)}`;
     writeFileSync(file, `${current.slice(0, start)}${updated}${end < 0 ? '' : current.slice(end)}`);
     return;
   }
@@ -207,7 +312,8 @@ function writeSection(line: string): void {
     'limit), against a loopback fake that answers the probe at once. The service has the main thread; the fake and the',
     'load generator run on worker threads. Rounds of bare probes (the service\'s probe function, same fake, same',
     'concurrency) alternate with rounds of saves, after a warm-up of --warmup probes and saves without pause (the JIT\'s);',
-    'overhead = save percentile − bare-probe percentile. It covers HTTP,',
+    'overhead = save percentile − bare-probe percentile. Rounds of floor saves (a bare node:http server doing only what',
+    'every save must, in the order the rules fix, on the same stores) give this machine\'s floor beside it. It covers HTTP,',
     'JWT verification, the Redis rate limit, validation, AES-GCM sealing and the PostgreSQL transaction. Goal: overhead',
     'p50 ≤ 2 ms at 20 concurrent users.',
     '',
