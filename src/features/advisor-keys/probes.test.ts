@@ -128,7 +128,7 @@ describe('probe reading of edge answers (DESIGN §6)', () => {
   });
 });
 
-describe('probe deadline (spec 4.2 rule 4: 5 s, then stored unverified)', () => {
+describe('probe deadline (spec 4.2 rules 2 and 5: one 5 s timeout, then the key is stored unverified)', () => {
   const stalled: FakeHandler = () => new Promise<void>(() => undefined);
   const timeouts = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
 
