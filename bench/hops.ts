@@ -12,6 +12,7 @@ import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { Pool } from 'undici';
+import { distribution, ms } from './lib/stats.ts';
 
 const { values } = parseArgs({ options: { 'think-ms': { type: 'string', default: '50' }, n: { type: 'string', default: '300' } } });
 const thinkMs = Number(values['think-ms']);
@@ -36,7 +37,6 @@ const hops: [string, () => Promise<unknown>][] = [
   ['upsert, synchronous_commit off', upsert],
   ['HTTP GET (undici → node:http)', async () => (await http1.request({ method: 'GET', path: '/' })).body.dump()],
 ];
-const p = (xs: number[], q: number): string => ([...xs].sort((a, b) => a - b)[Math.ceil((q / 100) * xs.length) - 1] ?? NaN).toFixed(3);
 process.stdout.write(`| hop | back to back p50 ms | p90 | paced (think ${thinkMs} ms) p50 ms | p90 |\n|---|---|---|---|---|\n`);
 try {
   for (const [name, op] of hops) {
@@ -51,7 +51,8 @@ try {
         await op();
         xs.push(performance.now() - t);
       }
-      cells.push(p(xs, 50), p(xs, 90));
+      const d = distribution(xs);
+      cells.push(ms(d.p50, 3), ms(d.p90, 3));
     }
     process.stdout.write(`| ${name} | ${cells.join(' | ')} |\n`);
   }

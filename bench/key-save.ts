@@ -32,6 +32,7 @@ import { providerSlot, sealedColumns } from '../src/features/advisor-keys/sealin
 import { bearerToken } from '../src/http/auth.ts';
 import type { RateLimitRule } from '../src/platform/rate-limiter.ts';
 import { probeProviderKey } from '../src/providers/llm/probes.ts';
+import { distribution, ms } from './lib/stats.ts';
 
 const SAVES_PER_USER = 10; // the rolling-hour limit: each user saves at most this many times
 const ROUNDS = 4;
@@ -195,16 +196,12 @@ interface Samples {
 }
 
 function report(concurrency: number, thinkMs: number, { probes, saves, floor }: Samples, cpuUsPerSave: number, write: boolean): void {
-  const pct = (xs: number[], p: number): number => {
-    const s = [...xs].sort((a, b) => a - b);
-    return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)] ?? NaN;
-  };
-  const f = (ms: number) => ms.toFixed(2);
-  const [s50, s99, p50, p99, f50, f99] = [pct(saves, 50), pct(saves, 99), pct(probes, 50), pct(probes, 99), pct(floor, 50), pct(floor, 99)];
+  const [s, p, fl] = [distribution(saves), distribution(probes), distribution(floor)];
+  const [s50, s99, p50, p99, f50, f99] = [s.p50, s.p99, p.p50, p.p99, fl.p50, fl.p99];
   const date = new Date().toISOString().slice(0, 10);
   const line =
-    `| ${date} | ${nproc()} × ${cpuModel()} | ${concurrency} | ${thinkMs} | ${saves.length} | ${f(s50)} | ${f(s99)} | ${f(p50)} | ${f(p99)} | ` +
-    `**${f(s50 - p50)}** | ${f(s99 - p99)} | ${cpuUsPerSave.toFixed(0)} | ${f(f50 - p50)} | ${f(f99 - p99)} | ${((s50 - p50) / (f50 - p50)).toFixed(2)} |`;
+    `| ${date} | ${nproc()} × ${cpuModel()} | ${concurrency} | ${thinkMs} | ${saves.length} | ${ms(s50)} | ${ms(s99)} | ${ms(p50)} | ${ms(p99)} | ` +
+    `**${ms(s50 - p50)}** | ${ms(s99 - p99)} | ${cpuUsPerSave.toFixed(0)} | ${ms(f50 - p50)} | ${ms(f99 - p99)} | ${((s50 - p50) / (f50 - p50)).toFixed(2)} |`;
   process.stdout.write(`${HEADER}\n${line}\n`);
   if (write) writeSection(line);
 }
