@@ -34,15 +34,16 @@ export async function ttfd(h: Harness): Promise<Row> {
       if (r.firstDeltaAt === undefined) throw new Error(`${name}: no delta`);
       return r.firstDeltaAt - r.startedAt;
     };
+    // The last quarter of the warm-up is timed, to show the service's CPU per stream had settled.
+    const lastQuarterFrom = Math.floor((3 * warmup) / 4);
     let lastWarm = [0, 0];
     for (let i = 0; i < warmup; i++) {
-      // The last quarter of the warm-up is timed, to show the service's CPU per stream had settled.
-      if (i === Math.floor((3 * warmup) / 4)) lastWarm = [cpuMs(service.pid), cpuMs(proxy.pid)];
+      if (i === lastQuarterFrom) lastWarm = [cpuMs(service.pid), cpuMs(proxy.pid)];
       await sample(viaService, service.name);
       await sample(viaProxy, proxy.name);
     }
     const cpu0 = [cpuMs(service.pid), cpuMs(proxy.pid)];
-    const warmCpu = [(cpu0[0] ?? 0) - (lastWarm[0] ?? 0), (cpu0[1] ?? 0) - (lastWarm[1] ?? 0)].map((c) => c / (warmup - Math.floor((3 * warmup) / 4)));
+    const warmCpu = [(cpu0[0] ?? 0) - (lastWarm[0] ?? 0), (cpu0[1] ?? 0) - (lastWarm[1] ?? 0)].map((c) => c / (warmup - lastQuarterFrom));
     const s: number[] = [];
     const p: number[] = [];
     for (let i = 0; i < n; i++) {
