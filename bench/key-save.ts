@@ -14,9 +14,7 @@
 // drawn from an exponential distribution with mean --think-ms after each call (a constant one would
 // keep the users in lockstep, arriving in bursts).
 // Writes docs/PERFORMANCE.md.
-import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
@@ -32,6 +30,7 @@ import { providerSlot, sealedColumns } from '../src/features/advisor-keys/sealin
 import { bearerToken } from '../src/http/auth.ts';
 import type { RateLimitRule } from '../src/platform/rate-limiter.ts';
 import { probeProviderKey } from '../src/providers/llm/probes.ts';
+import { machine } from './lib/machine.ts';
 import { distribution, ms } from './lib/stats.ts';
 
 const SAVES_PER_USER = 10; // the rolling-hour limit: each user saves at most this many times
@@ -199,8 +198,9 @@ function report(concurrency: number, thinkMs: number, { probes, saves, floor }: 
   const [s, p, fl] = [distribution(saves), distribution(probes), distribution(floor)];
   const [s50, s99, p50, p99, f50, f99] = [s.p50, s.p99, p.p50, p.p99, fl.p50, fl.p99];
   const date = new Date().toISOString().slice(0, 10);
+  const host = machine();
   const line =
-    `| ${date} | ${nproc()} × ${cpuModel()} | ${concurrency} | ${thinkMs} | ${saves.length} | ${ms(s50)} | ${ms(s99)} | ${ms(p50)} | ${ms(p99)} | ` +
+    `| ${date} | ${host.cpus} × ${host.cpuModel} | ${concurrency} | ${thinkMs} | ${saves.length} | ${ms(s50)} | ${ms(s99)} | ${ms(p50)} | ${ms(p99)} | ` +
     `**${ms(s50 - p50)}** | ${ms(s99 - p99)} | ${cpuUsPerSave.toFixed(0)} | ${ms(f50 - p50)} | ${ms(f99 - p99)} | ${((s50 - p50) / (f50 - p50)).toFixed(2)} |`;
   process.stdout.write(`${HEADER}\n${line}\n`);
   if (write) writeSection(line);
@@ -260,24 +260,6 @@ async function currentSchema(db: Deps['db']): Promise<string> {
   const { rows } = await sql<{ schema: string }>`select current_schema() as schema`.execute(db);
   if (!rows[0]) throw new Error('no current schema');
   return rows[0].schema;
-}
-
-function cpuModel(): string {
-  try {
-    const m = /^model name\s*:\s*(.+)$/m.exec(readFileSync('/proc/cpuinfo', 'utf8'));
-    if (m?.[1]) return m[1].trim();
-  } catch {
-    // not Linux
-  }
-  return os.cpus()[0]?.model ?? 'unknown CPU';
-}
-
-function nproc(): string {
-  try {
-    return execFileSync('nproc', { encoding: 'utf8' }).trim();
-  } catch {
-    return String(os.availableParallelism());
-  }
 }
 
 /** Adds the row under "## Key saves", creating the section (or the file) when absent; other sections are left alone. */
