@@ -221,7 +221,7 @@ function startFloor(deps: Deps, fakeUrl: string, pool: pg.Pool): http.Server {
     let raw = '';
     for await (const chunk of req) raw += String(chunk);
     const { apiKey } = JSON.parse(raw) as { apiKey: string };
-    const probe = await probeProviderKey('openai', apiKey, { baseUrl: fakeUrl, timeoutMs: 5000, dispatcher: deps.upstream });
+    const probe = await deps.llm.probe('openai', apiKey);
     if (probe.outcome !== 'valid') throw new Error(`floor: probe ${probe.outcome}`);
     const now = new Date();
     const row = {

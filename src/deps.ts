@@ -16,7 +16,9 @@ import { createVault, loadOrCreateKeyring, loadOrCreateSecret } from './platform
 import { createCoordination, type Coordination } from './platform/coordination.ts';
 import path from 'node:path';
 import { createTurnBilling, type TurnBilling } from './features/billing/turn-billing.ts';
-import { createUpstreamAgent, type UpstreamAgent } from './providers/llm/index.ts';
+import { createLlm, createUpstreamAgent, type Llm } from './providers/llm/index.ts';
+import { createMarketData, type MarketData } from './providers/market-data/index.ts';
+import { createStripePayments, type PaymentsClient } from './providers/payments/stripe.ts';
 
 /** Everything the app needs, built in one place; tests build the same with overrides. */
 export interface Deps {
@@ -36,9 +38,21 @@ export interface Deps {
   readonly seenUsers: Set<string>;
   /** How advisor turns are paid (DESIGN §8). */
   readonly billing: TurnBilling;
-  /** Keep-alive connections to the language-model providers. */
-  readonly upstream: UpstreamAgent;
+  /** The language-model providers: a streamed chat round, a key probe. */
+  readonly llm: Llm;
+  /** The configured market-data provider. */
+  readonly marketData: MarketData;
+  /** The payment processor; undefined when none is configured (billing not available). */
+  readonly payments: PaymentsClient | undefined;
   close(): Promise<void>;
+}
+
+/** The outside systems and seams a test may wrap or replace; each gets the real one built from the config. */
+export interface DepsOverrides {
+  readonly billing?: (real: TurnBilling) => TurnBilling;
+  readonly llm?: (real: Llm) => Llm;
+  readonly marketData?: (real: MarketData) => MarketData;
+  readonly payments?: (real: PaymentsClient | undefined) => PaymentsClient | undefined;
 }
 
 export interface DepsOptions {
@@ -57,6 +71,7 @@ export interface DepsOptions {
    * shares the first one's database and in-process limits and leases instead of opening its own.
    */
   readonly shareEmbeddedWith?: Deps;
+  readonly overrides?: DepsOverrides;
 }
 
 export async function createDeps(config: Config, opts: DepsOptions = {}): Promise<Deps> {
@@ -82,7 +97,23 @@ export async function createDeps(config: Config, opts: DepsOptions = {}): Promis
     : createCoordination(config, handle.db, clock, opts.redisPrefix ?? 'advisor:');
   const ids = opts.ids ?? timeOrderedIds;
   const metrics = createMetrics();
+  // Keep-alive connections to the providers, shared by chat rounds and key probes.
   const upstream = createUpstreamAgent();
+  const llm = createLlm({
+    baseUrls: config.providerBaseUrls,
+    idleTimeoutMs: config.streamIdleTimeoutMs,
+    probeTimeoutMs: config.providerProbeTimeoutMs,
+    agent: upstream,
+  });
+  const marketData = createMarketData({
+    provider: config.marketData.provider,
+    baseUrl: config.marketData.baseUrl,
+    probeTimeoutMs: config.marketDataProbeTimeoutMs,
+    agent: upstream,
+  });
+  const billing = createTurnBilling({ db: handle.db, clock, config, logger, metrics, ids });
+  const payments = createStripePayments(config.stripe);
+  const over = opts.overrides ?? {};
   return {
     config,
     logger,
@@ -97,8 +128,10 @@ export async function createDeps(config: Config, opts: DepsOptions = {}): Promis
     metrics,
     lifecycle: new Lifecycle(),
     seenUsers: new Set(),
-    billing: createTurnBilling({ db: handle.db, clock, config, logger, metrics, ids }),
-    upstream,
+    billing: over.billing ? over.billing(billing) : billing,
+    llm: over.llm ? over.llm(llm) : llm,
+    marketData: over.marketData ? over.marketData(marketData) : marketData,
+    payments: over.payments ? over.payments(payments) : payments,
     async close() {
       // Streams have ended or been stopped by now; whatever upstream call is left is cut.
       await upstream.destroy();

@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { buildApp, type App } from '../../src/app.ts';
 import { loadConfig } from '../../src/config.ts';
-import { createDeps, type Deps } from '../../src/deps.ts';
+import { createDeps, type Deps, type DepsOverrides } from '../../src/deps.ts';
 import { mintToken } from '../../src/http/auth.ts';
 import { createLogger } from '../../src/logger.ts';
 import type { Clock } from '../../src/platform/clock.ts';
@@ -40,6 +40,8 @@ export interface TestAppOptions {
   clock?: Clock;
   /** Share another test app's database schema and Redis prefix (a second instance). */
   shareWith?: TestApp;
+  /** Wrap or replace outside systems and seams (each override gets the real one). */
+  deps?: DepsOverrides;
 }
 
 const schemaOf = new WeakMap<TestApp, { schema: string; redisPrefix: string; dataDir: string }>();
@@ -73,6 +75,7 @@ export async function buildTestApp(opts: TestAppOptions = {}): Promise<TestApp> 
     ...(config.databaseUrl ? { dbSchema: schema } : {}),
     redisPrefix,
     ...(opts.clock ? { clock: opts.clock } : {}),
+    ...(opts.deps ? { overrides: opts.deps } : {}),
   });
   const app = await buildApp(deps);
   await app.ready();

@@ -1,13 +1,12 @@
 import type { Deps } from '../../deps.ts';
 import { MARKET_DATA_PROVIDERS, type MarketDataProvider } from '../../config.ts';
 import { AppError } from '../../http/errors.ts';
-import { probeMarketDataKey } from '../../providers/market-data/probes.ts';
 import * as repo from './repo.ts';
 import { hintTail, marketDataSlot, sealedColumns } from './sealing.ts';
 import type { MarketDataKeyStatusDto, SaveMarketDataKeyInput } from './schemas.ts';
 import { probeResultLabel } from './service.ts';
 
-type KeyDeps = Pick<Deps, 'db' | 'clock' | 'vault' | 'config' | 'metrics' | 'logger' | 'upstream'>;
+type KeyDeps = Pick<Deps, 'db' | 'clock' | 'vault' | 'config' | 'metrics' | 'logger' | 'marketData'>;
 
 const NOT_CONFIGURED: MarketDataKeyStatusDto = {
   configured: false,
@@ -36,12 +35,8 @@ function toStatus(row: repo.MarketDataKeyRow): MarketDataKeyStatusDto {
  */
 export async function saveMarketDataKey(deps: KeyDeps, userId: string, input: SaveMarketDataKeyInput): Promise<MarketDataKeyStatusDto> {
   const apiKey = input.apiKey.trim();
-  const provider: MarketDataProvider = deps.config.marketData.provider;
-  const probe = await probeMarketDataKey(provider, apiKey, {
-    baseUrl: deps.config.marketData.baseUrl,
-    timeoutMs: deps.config.marketDataProbeTimeoutMs,
-    dispatcher: deps.upstream,
-  });
+  const provider: MarketDataProvider = deps.marketData.provider;
+  const probe = await deps.marketData.probe(apiKey);
   deps.metrics.keyProbes.inc({ provider, result: probeResultLabel(probe) });
   if (probe.outcome === 'invalid') throw new AppError('MARKET_DATA_KEY_INVALID', `${provider} rejected the key (HTTP ${probe.status})`);
   if (probe.outcome === 'transient') deps.logger.info({ provider, reason: probe.reason }, 'market-data key stored unverified');

@@ -3,13 +3,13 @@ import { PROVIDERS, type Provider } from '../../catalogue.ts';
 import { UNIQUE_VIOLATION, pgErrorCode } from '../../db/create-db.ts';
 import { AppError } from '../../http/errors.ts';
 import { VaultError } from '../../platform/vault.ts';
-import { probeProviderKey, type ProviderProbeResult } from '../../providers/llm/probes.ts';
+import type { ProviderProbeResult } from '../../providers/llm/index.ts';
 import { chooseDefaultModel, modelListed } from './default-model.ts';
 import * as repo from './repo.ts';
 import { hintTail, providerSlot, sealedColumns, sealedOf } from './sealing.ts';
 import type { ProviderKeyListItemDto, SavedProviderKeyDto, SaveProviderKeyInput, UpdateProviderKeyInput } from './schemas.ts';
 
-type KeyDeps = Pick<Deps, 'db' | 'clock' | 'vault' | 'config' | 'metrics' | 'logger' | 'upstream'>;
+type KeyDeps = Pick<Deps, 'db' | 'clock' | 'vault' | 'config' | 'metrics' | 'logger' | 'llm'>;
 
 // Far more than the providers a user can save at once (each collision means another save won).
 const SAVE_ATTEMPTS = 10;
@@ -84,11 +84,7 @@ export async function saveProviderKey(
   input: SaveProviderKeyInput,
 ): Promise<SavedProviderKeyDto> {
   const apiKey = input.apiKey.trim();
-  const probe: ProviderProbeResult = await probeProviderKey(provider, apiKey, {
-    baseUrl: deps.config.providerBaseUrls[provider],
-    timeoutMs: deps.config.providerProbeTimeoutMs,
-    dispatcher: deps.upstream,
-  });
+  const probe: ProviderProbeResult = await deps.llm.probe(provider, apiKey);
   deps.metrics.keyProbes.inc({ provider, result: probeResultLabel(probe) });
   if (probe.outcome === 'invalid') throw new AppError('PROVIDER_KEY_INVALID', `${provider} rejected the key (HTTP ${probe.status})`);
   if (probe.outcome === 'transient') deps.logger.info({ provider, reason: probe.reason }, 'provider key stored unverified');

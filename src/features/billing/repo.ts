@@ -49,14 +49,6 @@ export function reservation(r: TurnReservation): RawBuilder<{ source: string; cr
                       ${r.cost}::bigint, ${r.images}::integer, ${r.tiers}::jsonb, ${r.defaultTier})`;
 }
 
-/** Runs a reservation on its own (one round trip, one commit). */
-export async function runReservation(db: Db, query: RawBuilder<{ source: string; credits: number }>): Promise<{ source: string; credits: number }> {
-  const { rows } = await query.execute(db);
-  const row = rows[0];
-  if (!row) throw new Error('reserve_turn returned no row');
-  return row;
-}
-
 export async function addToBalance(trx: Trx, userId: string, delta: number, now: Date): Promise<void> {
   await trx
     .updateTable('wallets')

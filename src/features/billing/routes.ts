@@ -4,7 +4,7 @@ import type { Deps } from '../../deps.ts';
 import { AppError } from '../../http/errors.ts';
 import { enforceRateLimit } from '../../http/rate-limit.ts';
 import { responses } from '../../http/schemas.ts';
-import { createStripePayments, verifyStripeEvent, WebhookSignatureError, type PaymentEvent } from '../../providers/payments/stripe.ts';
+import { verifyStripeEvent, WebhookSignatureError, type PaymentEvent } from '../../providers/payments/stripe.ts';
 import { CHECKOUT_RULE, startCheckout } from './checkout-service.ts';
 import { CheckoutBody, CheckoutResult, LedgerPage, LedgerQuery, PackList, Wallet, WebhookAck } from './schemas.ts';
 import { ledgerPage, listPacks, wallet } from './wallet-service.ts';
@@ -15,7 +15,6 @@ const WEBHOOK_BODY_LIMIT = 1024 * 1024;
 export async function billingRoutes(parent: FastifyInstance, { deps }: { deps: Deps }): Promise<void> {
   const app = parent.withTypeProvider<TypeBoxTypeProvider>();
   const tags = ['billing'];
-  const payments = createStripePayments(deps.config.stripe);
 
   app.get('/billing/packs', { schema: { tags, summary: 'Credit packs on sale', response: responses({ 200: PackList }) } }, async () => ({
     items: await listPacks(deps),
@@ -63,7 +62,7 @@ export async function billingRoutes(parent: FastifyInstance, { deps }: { deps: D
         response: responses({ 200: CheckoutResult }),
       },
     },
-    async (req) => startCheckout(deps, payments, req.user.id, req.body.packId),
+    async (req) => startCheckout(deps, deps.payments, req.user.id, req.body.packId),
   );
 
   await app.register(stripeWebhookRoutes, { deps });

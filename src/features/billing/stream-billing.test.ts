@@ -29,9 +29,20 @@ describe('billing through the advisor stream (DESIGN §7, §8)', () => {
   let t: TestApp;
   let openai: OpenAiCompatibleFake;
   const clock = new ManualClock(new Date('2030-09-10T09:00:00Z'));
+  // The app's billing is its real one, wrapped so a test can delay its statement or put it on a dead store.
+  let beforeStore: (() => Promise<void>) | undefined;
+  let billingOverride: TurnBilling | undefined;
+  const switchable = (real: TurnBilling): TurnBilling => ({
+    reserve: (req, store) =>
+      (billingOverride ?? real).reserve(req, async (db, reservation) => {
+        await beforeStore?.();
+        return store(db, reservation);
+      }),
+    settle: (charge, produced) => (billingOverride ?? real).settle(charge, produced),
+  });
   before(async () => {
     openai = await startOpenAiCompatibleFake({ flavor: 'openai', models: ['cheap-1', 'big-1', 'mystery-1'] });
-    t = await buildTestApp({ clock, env: { CONFIG_FILE: writeTestCatalogue(), OPENAI_BASE_URL: openai.url } });
+    t = await buildTestApp({ clock, env: { CONFIG_FILE: writeTestCatalogue(), OPENAI_BASE_URL: openai.url }, deps: { billing: switchable } });
   });
   after(async () => {
     await t.close();
@@ -111,23 +122,11 @@ describe('billing through the advisor stream (DESIGN §7, §8)', () => {
   describe('the turn\'s rows and its reservation are stored by one statement: both or neither', () => {
     /** Runs `work` with billing's statement delayed until `meanwhile` has happened (a race lost on purpose). */
     async function racing(meanwhile: () => Promise<void>, work: () => Promise<void>): Promise<void> {
-      const deps = t.deps as { billing: TurnBilling };
-      const real = deps.billing;
-      const withStatement = real.reserveWith;
-      assert.ok(withStatement, 'the app\'s billing offers reserveWith');
-      deps.billing = {
-        reserve: (req) => real.reserve(req),
-        settle: (charge, produced) => real.settle(charge, produced),
-        reserveWith: (req, store) =>
-          withStatement(req, async (db, reservation) => {
-            await meanwhile();
-            return store(db, reservation);
-          }),
-      };
+      beforeStore = meanwhile;
       try {
         await work();
       } finally {
-        deps.billing = real;
+        beforeStore = undefined;
       }
     }
     const charges = async (u: string) => (await t.deps.db.selectFrom('turn_charges').select('turn_id').where('user_id', '=', u).execute()).length;
@@ -221,13 +220,11 @@ describe('billing through the advisor stream (DESIGN §7, §8)', () => {
       const u = await userWithKey('cheap-1', 20);
       const dead = await createDb({ pgliteDir: 'memory://' });
       await dead.close();
-      const deps = t.deps as { billing: TurnBilling };
-      const real = deps.billing;
-      deps.billing = createTurnBilling({ ...t.deps, db: dead.db });
+      billingOverride = createTurnBilling({ ...t.deps, db: dead.db });
       try {
         await refusedStream(u, 'BILLING_NOT_AVAILABLE', 402);
       } finally {
-        deps.billing = real;
+        billingOverride = undefined;
       }
     });
   });

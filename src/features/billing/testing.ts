@@ -8,6 +8,7 @@ import type { TestApp } from '../../../test/helpers/app.ts';
 import { ensureUser } from '../users/service.ts';
 import { grantCredits } from './wallet-service.ts';
 import * as repo from './repo.ts';
+import type { StoreReservedTurn, ReservedRow } from './turn-billing.ts';
 
 /** DESIGN §8: the wallet balance equals the sum of the user's ledger, in the database and through the API. */
 export async function assertLedgerInvariant(t: TestApp, userId: string): Promise<number> {
@@ -18,6 +19,17 @@ export async function assertLedgerInvariant(t: TestApp, userId: string): Promise
   assert.equal(res.json<{ credits: number }>().credits, sum);
   return sum;
 }
+
+/**
+ * A turn's statement with no rows of its own besides the reservation: billing's one reservation path
+ * (TurnBilling.reserve, as the stream takes it) for tests that look at billing alone.
+ */
+export const reservationOnly: StoreReservedTurn = async (db, reservation) => {
+  const { rows } = await sql<ReservedRow>`with charge as materialized (${reservation}) select source, credits from charge`.execute(db);
+  const row = rows[0];
+  if (!row) throw new Error('the reservation returned no row');
+  return row;
+};
 
 export async function giveCredits(t: TestApp, userId: string, credits: number): Promise<void> {
   await grantCredits(t.deps, userId, credits, 'test');

@@ -8,7 +8,7 @@ import { buildTestApp, STORES, type TestApp } from '../../../test/helpers/app.ts
 import { ManualClock } from '../../../test/helpers/manual-clock.ts';
 import type { Db } from '../../db/types.ts';
 import { createTurnBilling, sweepStaleReservations, type ReservationQuery, type ReservedRow, type TurnBilling, type TurnCharge } from './turn-billing.ts';
-import { assertLedgerInvariant, ensureTestUser, giveCredits, ledgerCount, turnStatus, writeTestCatalogue } from './testing.ts';
+import { assertLedgerInvariant, ensureTestUser, giveCredits, ledgerCount, reservationOnly, turnStatus, writeTestCatalogue } from './testing.ts';
 
 type Wallet = { credits: number; tier: string; allowance: { used: number; remaining: number }; images: { used: number; remaining: number; resetsAt: string } };
 
@@ -28,7 +28,7 @@ describe('turn billing (DESIGN §8)', () => {
     return id;
   }
   const reserve = (userId: string, model: string, images = 0, billing: TurnBilling = t.deps.billing) =>
-    billing.reserve({ turnId: randomUUID(), userId, provider: 'openai', model, images });
+    billing.reserve({ turnId: randomUUID(), userId, provider: 'openai', model, images }, reservationOnly);
   async function refused(work: Promise<unknown>, code: string, status: number): Promise<AppError> {
     const err = await work.then(
       () => assert.fail(`expected ${code}`),
@@ -235,7 +235,7 @@ describe('turn billing (DESIGN §8)', () => {
     });
   });
 
-  describe('reserveWith: the reservation read inside the caller\'s own statement', () => {
+  describe('reserve: the reservation read inside the caller\'s own statement', () => {
     // The caller's own part writes a users row (any table would do), so a test can see whether it was stored.
     const storing = (id: string) => async (db: Db, reservation: ReservationQuery): Promise<ReservedRow> => {
       const { rows } = await sql<ReservedRow>`with charge as materialized (${reservation}), mine as (insert into users (id) values (${id}))
@@ -244,11 +244,8 @@ describe('turn billing (DESIGN §8)', () => {
       if (!row) throw new Error('the statement returned no row');
       return row;
     };
-    const reserveWith = (userId: string, model: string, id: string, images = 0, billing: TurnBilling = t.deps.billing) => {
-      const withStatement = billing.reserveWith;
-      assert.ok(withStatement, 'the billing offers reserveWith');
-      return withStatement({ turnId: randomUUID(), userId, provider: 'openai', model, images }, storing(id));
-    };
+    const reserveWith = (userId: string, model: string, id: string, images = 0, billing: TurnBilling = t.deps.billing) =>
+      billing.reserve({ turnId: randomUUID(), userId, provider: 'openai', model, images }, storing(id));
     const stored = async (id: string) => (await t.deps.db.selectFrom('users').select('id').where('id', '=', id).executeTakeFirst()) !== undefined;
     const marker = () => `marker-${randomUUID()}`;
 
@@ -360,7 +357,7 @@ describe('turn billing (DESIGN §8)', () => {
       });
     }
 
-    test('DESIGN §8: 500 concurrent reserveWith (inside the caller\'s statement) across two instances against a balance for 7 turns → exactly 7 charged', async () => {
+    test('DESIGN §8: 500 concurrent reserves (inside the caller\'s statement) across two instances against a balance for 7 turns → exactly 7 charged', async () => {
       const second = await secondInstance();
       try {
         const u = await user(0);
@@ -370,14 +367,7 @@ describe('turn billing (DESIGN §8)', () => {
         const results = await Promise.allSettled(
           Array.from({ length: 500 }, (_, i) => {
             const billing = i % 2 === 0 ? t.deps.billing : second.billing;
-            const withStatement = billing.reserveWith;
-            assert.ok(withStatement);
-            return withStatement({ turnId: randomUUID(), userId: u, provider: 'openai', model: 'big-1', images: 0 }, async (db, reservation) => {
-              const { rows } = await sql<ReservedRow>`with charge as materialized (${reservation}) select source, credits from charge`.execute(db);
-              const row = rows[0];
-              if (!row) throw new Error('no row');
-              return row;
-            });
+            return billing.reserve({ turnId: randomUUID(), userId: u, provider: 'openai', model: 'big-1', images: 0 }, reservationOnly);
           }),
         );
         const ok = results.filter((r): r is PromiseFulfilledResult<TurnCharge> => r.status === 'fulfilled');

@@ -27,24 +27,22 @@ export interface TurnRequest {
   readonly images: number;
 }
 
+/** Runs the statement that stores a turn on `db`, reading `reservation` exactly once; returns its row. */
+export type StoreReservedTurn = (db: Db, reservation: ReservationQuery) => Promise<ReservedRow>;
+
 /**
  * The seam between the advisor stream and billing (DESIGN §8).
- * `reserve` decides and reserves atomically before the provider is called, or throws the refusal
- * (402 billing codes, 429 TIER_LIMIT_IMAGES). `settle` runs exactly once when the turn ends:
- * `produced` false (no delta reached the client) returns the credits, allowance turn and images.
+ * `reserve` decides and reserves atomically before the provider is called, in one statement with the
+ * caller's own rows for the turn (one round trip, one commit; both are stored or neither): `store`
+ * runs that statement on `db` (billing's store), reading `reservation` (a one-row query
+ * `(source, credits)` that decides and reserves when it is read) exactly once, as a materialised
+ * CTE. Refusals are thrown as AppErrors (402 billing codes, 429 TIER_LIMIT_IMAGES), an unreachable
+ * store as 402 BILLING_NOT_AVAILABLE; an error of the caller's own part reaches the caller unchanged
+ * and reserves nothing. `settle` runs exactly once when the turn ends: `produced` false (no delta
+ * reached the client) returns the credits, allowance turn and images.
  */
 export interface TurnBilling {
-  reserve(req: TurnRequest): Promise<TurnCharge>;
-  /**
-   * `reserve`, made in one statement with the caller's own rows for the turn: one round trip and one
-   * commit, and both are stored or neither (a refusal stores nothing; a failure of the caller's part
-   * reserves nothing). `store` runs that statement on `db` (billing's store), reading `reservation`
-   * (a one-row query `(source, credits)` that decides and reserves when it is read) exactly once, as a
-   * materialised CTE, and returns its row. Refusals and billing failures are thrown as `reserve` throws
-   * them; an error of the caller's own part reaches the caller unchanged. Optional: without it, a
-   * caller reserves first and stores after, giving the reservation back if storing fails.
-   */
-  reserveWith?(req: TurnRequest, store: (db: Db, reservation: ReservationQuery) => Promise<ReservedRow>): Promise<TurnCharge>;
+  reserve(req: TurnRequest, store: StoreReservedTurn): Promise<TurnCharge>;
   settle(charge: TurnCharge, produced: boolean): Promise<void>;
 }
 
@@ -54,7 +52,7 @@ export interface ReservedRow {
   readonly credits: number;
 }
 
-/** A reservation as a query to embed in another statement (see TurnBilling.reserveWith). */
+/** A reservation as a query to embed in another statement (see TurnBilling.reserve). */
 export type ReservationQuery = RawBuilder<ReservedRow>;
 
 export type BillingDeps = Pick<Deps, 'db' | 'clock' | 'config' | 'logger' | 'metrics' | 'ids'>;
@@ -63,8 +61,7 @@ export type BillingDeps = Pick<Deps, 'db' | 'clock' | 'config' | 'logger' | 'met
 export function createTurnBilling(deps: BillingDeps): TurnBilling {
   const tiers = tiersJson(deps.config.catalogue.tiers);
   return {
-    reserve: (req) => reserveTurn(deps, tiers, req, (reservation) => repo.runReservation(deps.db, reservation), () => true),
-    reserveWith: (req, store) => reserveTurn(deps, tiers, req, (reservation) => store(deps.db, reservation), failedInReservation),
+    reserve: (req, store) => reserveTurn(deps, tiers, req, store),
     async settle(charge, produced) {
       if (produced) await chargeTurn(deps, charge.turnId);
       else await returnTurn(deps, charge.turnId);
@@ -122,23 +119,18 @@ function chargeSource(source: string): TurnCharge['source'] {
  * The decision (DESIGN §8), made atomically by `reserve_turn` in one statement: image quota first,
  * then allowance model → allowance turn if any remain, else credits, else ALLOWANCE_EXHAUSTED; other
  * model → credits (free when it costs none), else INSUFFICIENT_CREDITS_ALLOWANCE_AVAILABLE while
- * allowance turns remain, else INSUFFICIENT_CREDITS. `run` executes the reservation query, alone or
- * inside a caller's statement; `billings` tells a failure of billing's part from one of the caller's.
+ * allowance turns remain, else INSUFFICIENT_CREDITS. `store` executes the reservation query inside the
+ * caller's statement.
  */
-async function reserveTurn(
-  deps: BillingDeps,
-  tiers: string,
-  req: TurnRequest,
-  run: (reservation: ReservationQuery) => Promise<ReservedRow>,
-  billings: (err: unknown) => boolean,
-): Promise<TurnCharge> {
+async function reserveTurn(deps: BillingDeps, tiers: string, req: TurnRequest, store: StoreReservedTurn): Promise<TurnCharge> {
   const model = findModel(deps.config.catalogue, req.provider, req.model);
   if (!model) throw new AppError('MODEL_NOT_AVAILABLE', `model ${req.model} of ${req.provider} is not available`);
   if (!Number.isSafeInteger(req.images) || req.images < 0) throw new Error(`images must be a non-negative integer (got ${req.images})`);
   const now = deps.clock.now();
   let row: ReservedRow;
   try {
-    row = await run(
+    row = await store(
+      deps.db,
       repo.reservation({
         turnId: req.turnId,
         userId: req.userId,
@@ -155,7 +147,7 @@ async function reserveTurn(
   } catch (err) {
     const refusal = refusalOf(err, now);
     if (refusal) throw refusal;
-    if (!billings(err)) throw err;
+    if (!failedInReservation(err)) throw err;
     // Fail closed: a turn that cannot be recorded is not given away.
     deps.logger.error({ err, userId: req.userId, turnId: req.turnId }, 'billing store unavailable; turn refused');
     throw new AppError('BILLING_NOT_AVAILABLE', 'billing is not available right now; try again shortly');

@@ -6,7 +6,7 @@ import { buildTestApp, codeOf, STORES, type TestApp } from '../../../test/helper
 import { ManualClock } from '../../../test/helpers/manual-clock.ts';
 import { makeStripeEvent, signStripePayload, startStripeFake, type StripeFake, type StripeSession } from '../../../test/fakes/index.ts';
 import { AppError } from '../../http/errors.ts';
-import { assertLedgerInvariant, ensureTestUser, ledgerCount, writeTestCatalogue } from './testing.ts';
+import { assertLedgerInvariant, ensureTestUser, ledgerCount, reservationOnly, writeTestCatalogue } from './testing.ts';
 
 const SECRET = 'whsec_test_0123456789abcdefghijklmnop';
 const URL = '/api/billing/webhooks/stripe';
@@ -165,7 +165,7 @@ describe('billing: Stripe webhook (DESIGN §8)', () => {
       const u = newUser();
       const session = fake.completeSession(await checkout(u));
       await deliver(completed(session));
-      const turn = (model: string) => t.deps.billing.reserve({ turnId: randomUUID(), userId: u, provider: 'openai', model, images: 0 });
+      const turn = (model: string) => t.deps.billing.reserve({ turnId: randomUUID(), userId: u, provider: 'openai', model, images: 0 }, reservationOnly);
       for (const model of ['cheap-1', 'cheap-1', 'big-1', 'big-1', 'big-1']) await turn(model);
       assert.equal(await assertLedgerInvariant(t, u), 85);
       await deliver(refundEvent(session, 500));

@@ -6,7 +6,6 @@ import type { FastifySchema } from 'fastify';
 import { buildTestApp, codeOf, type TestApp } from '../../../test/helpers/app.ts';
 import type { OpenAiCompatibleFake } from '../../../test/fakes/index.ts';
 import { startOpenAiCompatibleFake } from '../../../test/fakes/index.ts';
-import * as repo from './repo.ts';
 import { createValidatorCompiler } from '../../http/validation.ts';
 import { ConversationList, type ConversationListItemDto, type ConversationWithMessagesDto } from './schemas.ts';
 import { IMAGES, image, message, newUser, send, startOf, userWithOpenAiKey } from './test-kit.ts';
@@ -82,10 +81,10 @@ describe('advisor conversations', () => {
       const at = new Date('2030-01-01T00:00:00.123Z');
       const ids = Array.from({ length: 120 }, () => randomUUID());
       for (const id of ids) {
-        await repo.insertConversation(t.deps.db, {
+        await t.deps.db.insertInto('conversations').values({
           id, user_id: user, title: id, provider: 'openai', model: 'gpt-4o-mini', persona_id: null,
           message_count: 0, last_message_at: at, created_at: at, updated_at: at,
-        });
+        }).execute();
       }
       // Finer than a JS Date: a cursor that kept only milliseconds would skip or repeat rows.
       await sql`update conversations set updated_at = '2030-01-01T00:00:00.123456Z' where user_id = ${user}`.execute(t.deps.db);
@@ -166,10 +165,10 @@ describe('advisor conversations', () => {
       await t.call('GET', '/api/advisor/conversations', { user });
       const at = new Date('2030-01-01T00:00:00Z');
       for (let i = 0; i < 3; i++) {
-        await repo.insertConversation(t.deps.db, {
+        await t.deps.db.insertInto('conversations').values({
           id: randomUUID(), user_id: user, title: 't', provider: 'openai', model: 'm', persona_id: null,
           message_count: 0, last_message_at: at, created_at: at, updated_at: at,
-        });
+        }).execute();
       }
       const cursor = (await list(user, '?limit=1')).nextCursor ?? '';
       assert.ok(cursor);

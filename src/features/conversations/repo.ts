@@ -1,10 +1,9 @@
 import { sql, type RawBuilder, type Selectable } from 'kysely';
-import type { AttachmentsTable, ConversationsTable, Db, MessagesTable, ProviderKeysTable, Trx } from '../../db/types.ts';
+import type { AttachmentsTable, ConversationsTable, Db, MessagesTable, Trx } from '../../db/types.ts';
 
 export type ConversationRow = Selectable<ConversationsTable>;
 export type MessageRow = Selectable<MessagesTable>;
 export type AttachmentRow = Selectable<AttachmentsTable>;
-type ProviderKeyRow = Selectable<ProviderKeysTable>;
 export type AttachmentMeta = Pick<AttachmentRow, 'id' | 'message_id' | 'format' | 'byte_size'>;
 
 /** updated_at with the database's full (microsecond) precision, so a cursor names a row exactly. */
@@ -71,10 +70,6 @@ export function findConversation(db: Db | Trx, userId: string, id: string): Prom
   return db.selectFrom('conversations').selectAll().where('id', '=', id).where('user_id', '=', userId).executeTakeFirst();
 }
 
-export function insertConversation(db: Db, row: ConversationRow): Promise<ConversationRow> {
-  return db.insertInto('conversations').values(row).returningAll().executeTakeFirstOrThrow();
-}
-
 export function renameConversation(db: Db, userId: string, id: string, title: string, now: Date): Promise<ConversationRow | undefined> {
   return db
     .updateTable('conversations')
@@ -129,41 +124,6 @@ export async function findTurnByClientId(db: Db, userId: string, clientMessageId
     .where('client_message_id', '=', clientMessageId)
     .executeTakeFirst();
   return user ? priorTurnOf(db, user) : undefined;
-}
-
-const KEY_COLUMNS = [
-  'user_id', 'provider', 'key_id', 'nonce', 'ciphertext', 'tag', 'key_hint_tail', 'default_model', 'active', 'last_verified_at', 'created_at', 'updated_at',
-] as const satisfies readonly (keyof ProviderKeyRow)[];
-const KEY_PREFIX = 'key.';
-const KEY_SELECT = sql.raw(KEY_COLUMNS.map((c) => `k.${c} as "${KEY_PREFIX}${c}"`).join(', '));
-
-/**
- * A new conversation's two reads in one round trip: the user message already sent with this
- * clientMessageId (an idempotent retry), and the user's active provider key. Each is undefined when
- * absent (one row either way, from the left joins).
- */
-export async function findUserMessageAndActiveKey(
-  db: Db,
-  userId: string,
-  clientMessageId: string,
-): Promise<{ message: MessageRow | undefined; key: ProviderKeyRow | undefined }> {
-  const { rows } = await sql<Record<string, unknown>>`
-    select m.*, ${KEY_SELECT}
-    from (select 1) as one
-    left join messages m on m.user_id = ${userId} and m.client_message_id = ${clientMessageId}
-    left join provider_keys k on k.user_id = ${userId} and k.active`.execute(db);
-  const row = rows[0] ?? {};
-  const message: Record<string, unknown> = {};
-  const key: Record<string, unknown> = {};
-  for (const [column, value] of Object.entries(row)) {
-    if (column.startsWith(KEY_PREFIX)) key[column.slice(KEY_PREFIX.length)] = value;
-    else message[column] = value;
-  }
-  // Columns are the tables' own, read with their own types; a missing row reads as all null.
-  return {
-    message: message['id'] == null ? undefined : (message as unknown as MessageRow),
-    key: key['user_id'] == null ? undefined : (key as unknown as ProviderKeyRow),
-  };
 }
 
 /** The turn a stored user message opened: its reply and its conversation's provider and model. */
@@ -222,10 +182,16 @@ export interface ReplyBilling {
 const STREAMING_LEFT_BEHIND = { status: 'interrupted', error_code: 'SHUTTING_DOWN', error_retryable: true } as const;
 
 /**
- * A turn's start as one statement: `ctes` (the sweep, the conversation and the images) and `insert`
- * (the two messages), whose reply carries `billing`. See startTurn.
+ * A turn's start and its billing reservation in one statement (one round trip, one commit, atomic
+ * without a transaction): the user message, its images, the reply placeholder ('streaming') and the
+ * conversation (created, or its counters moved, which also numbers the two messages; a conversation
+ * deleted meanwhile leaves them without a number and the statement fails whole). `reservation`
+ * (billing's one-row query, read once) decides how the reply is paid; a refusal fails the statement
+ * whole, so nothing of the turn is stored. The caller holds the user's stream lease, so any other
+ * reply of this user still 'streaming' belongs to a crashed instance and is closed in the same
+ * statement. Returns the reservation's row.
  */
-function turnStatement(t: TurnRows, billing: { source: RawBuilder<unknown>; credits: RawBuilder<unknown> }) {
+export async function startReservedTurn(db: Db, t: TurnRows, reservation: RawBuilder<ReplyBilling>): Promise<ReplyBilling> {
   const { now, userId } = t;
   const sweep = sql`update messages set status = ${STREAMING_LEFT_BEHIND.status}, error_code = ${STREAMING_LEFT_BEHIND.error_code},
     error_retryable = true, completed_at = ${now} where user_id = ${userId} and status = 'streaming'`;
@@ -243,36 +209,13 @@ function turnStatement(t: TurnRows, billing: { source: RawBuilder<unknown>; cred
           t.attachments.map((a, i) => sql`(${a.id}, ${t.userMessage.id}, ${userId}, ${i}, ${a.format}, ${a.data.length}, ${a.data}, ${now})`),
         )})`;
   const u = t.userMessage;
-  return {
-    ctes: sql`sweep as (${sweep}), conversation as (${conversation})${images}`,
-    insert: sql`insert into messages (id, conversation_id, user_id, seq, role, content, status, client_message_id, billing_source, billing_credits, created_at)
-      values (${u.id}, ${t.conversationId}, ${userId}, (select message_count - 1 from conversation), 'user', ${u.content}, 'complete',
-              ${u.clientMessageId}, null, null, ${now}),
-             (${t.replyId}, ${t.conversationId}, ${userId}, (select message_count from conversation), 'assistant', '', 'streaming', null,
-              ${billing.source}, ${billing.credits}, ${now})`,
-  };
-}
-
-/**
- * Stores a turn's start in one statement (one round trip, atomic without a transaction): the user
- * message, its images, the reply placeholder ('streaming') and the conversation (created, or its
- * counters moved, which also numbers the two messages; a conversation deleted meanwhile leaves them
- * without a number and the statement fails whole). The caller holds the user's stream lease, so any other reply of this user still
- * 'streaming' belongs to a crashed instance and is closed in the same statement.
- */
-export async function startTurn(db: Db, t: TurnRows, billing: ReplyBilling): Promise<void> {
-  const { ctes, insert } = turnStatement(t, { source: sql`${billing.source}`, credits: sql`${billing.credits}` });
-  await sql`with ${ctes} ${insert}`.execute(db);
-}
-
-/**
- * startTurn and the turn's billing reservation in the same statement (one round trip, one commit):
- * `reservation` (billing's one-row query, read once) decides how the reply is paid; a refusal fails
- * the statement whole, so nothing of the turn is stored. Returns the reservation's row.
- */
-export async function startReservedTurn(db: Db, t: TurnRows, reservation: RawBuilder<ReplyBilling>): Promise<ReplyBilling> {
-  const { ctes, insert } = turnStatement(t, { source: sql`(select source from charge)`, credits: sql`(select credits from charge)` });
-  const { rows } = await sql<ReplyBilling>`with charge as materialized (${reservation}), ${ctes}, turn as (${insert})
+  const { rows } = await sql<ReplyBilling>`with charge as materialized (${reservation}),
+      sweep as (${sweep}), conversation as (${conversation})${images},
+      turn as (insert into messages (id, conversation_id, user_id, seq, role, content, status, client_message_id, billing_source, billing_credits, created_at)
+        values (${u.id}, ${t.conversationId}, ${userId}, (select message_count - 1 from conversation), 'user', ${u.content}, 'complete',
+                ${u.clientMessageId}, null, null, ${now}),
+               (${t.replyId}, ${t.conversationId}, ${userId}, (select message_count from conversation), 'assistant', '', 'streaming', null,
+                (select source from charge), (select credits from charge), ${now}))
     select source, credits from charge`.execute(db);
   const row = rows[0];
   if (!row) throw new Error('the turn statement returned no reservation');

@@ -5,7 +5,7 @@ import { invalidCursor, openCursor, sealCursor } from './cursor.ts';
 import { CONTENT_TYPE } from './images.ts';
 import * as repo from './repo.ts';
 import type { ConversationListItemDto, ConversationWithMessagesDto, MessageDto } from './schemas.ts';
-import { asProvider } from './start-turn.ts';
+import { asProvider } from './turn.ts';
 
 type ReadDeps = Pick<Deps, 'db' | 'vault'>;
 

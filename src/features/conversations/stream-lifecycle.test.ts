@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { buildTestApp, type TestApp } from '../../../test/helpers/app.ts';
 import type { OpenAiCompatibleFake } from '../../../test/fakes/index.ts';
 import { startOpenAiCompatibleFake } from '../../../test/fakes/index.ts';
-import { message, newUser, openStream, replyRow, saveKey, send, spyOnBilling, startOf, textOf, waitFor, type BillingSpy, userWithOpenAiKey } from './test-kit.ts';
+import { message, newUser, openStream, replyRow, saveKey, send, billingSpy, startOf, textOf, waitFor, type BillingSpy, userWithOpenAiKey } from './test-kit.ts';
 
 const HEARTBEAT_MS = 20;
 const IDLE_MS = 300;
@@ -16,10 +16,13 @@ describe('advisor stream: lifecycle', () => {
   let billing: BillingSpy;
   before(async () => {
     fake = await startOpenAiCompatibleFake({ flavor: 'openai' });
-    t = await buildTestApp({ env: { OPENAI_BASE_URL: fake.url, STREAM_HEARTBEAT_MS: String(HEARTBEAT_MS), STREAM_IDLE_TIMEOUT_MS: String(IDLE_MS) } });
+    billing = billingSpy();
+    t = await buildTestApp({
+      env: { OPENAI_BASE_URL: fake.url, STREAM_HEARTBEAT_MS: String(HEARTBEAT_MS), STREAM_IDLE_TIMEOUT_MS: String(IDLE_MS) },
+      deps: { billing: billing.wrap },
+    });
     await t.app.listen({ port: 0, host: '127.0.0.1' });
     base = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
-    billing = spyOnBilling(t);
   });
   after(async () => {
     await t.close();
@@ -133,10 +136,10 @@ describe('advisor stream: lifecycle', () => {
 describe('advisor stream: SIGTERM drain', () => {
   test('DESIGN §10: drain ends a live stream with error SHUTTING_DOWN, stores and settles it; new streams → 503 SERVICE_UNAVAILABLE', async () => {
     const fake = await startOpenAiCompatibleFake({ flavor: 'openai' });
-    const t = await buildTestApp({ env: { OPENAI_BASE_URL: fake.url } });
+    const billing = billingSpy();
+    const t = await buildTestApp({ env: { OPENAI_BASE_URL: fake.url }, deps: { billing: billing.wrap } });
     try {
       await t.app.listen({ port: 0, host: '127.0.0.1' });
-      const billing = spyOnBilling(t);
       const user = newUser('drain');
       await saveKey(t, user, 'openai', fake.validKey);
       fake.enqueueStream({ chunks: ['a', 'b', 'c'], stallAfterChunks: 2 });

@@ -5,7 +5,7 @@ import { sql } from 'kysely';
 import { buildTestApp, type TestApp } from '../../../test/helpers/app.ts';
 import type { OpenAiCompatibleFake } from '../../../test/fakes/index.ts';
 import { startOpenAiCompatibleFake } from '../../../test/fakes/index.ts';
-import { countRows, image, IMAGES, message, newUser, saveKey, send, spyOnBilling, startOf, textOf, type BillingSpy, userWithOpenAiKey } from './test-kit.ts';
+import { countRows, image, IMAGES, message, newUser, saveKey, send, billingSpy, startOf, textOf, type BillingSpy, userWithOpenAiKey } from './test-kit.ts';
 
 const MAX_IMAGE_BYTES = 1000;
 
@@ -17,10 +17,11 @@ describe('advisor stream: checks, idempotency, limits', () => {
   before(async () => {
     fake = await startOpenAiCompatibleFake({ flavor: 'openai' });
     deepseek = await startOpenAiCompatibleFake({ flavor: 'deepseek' });
+    billing = billingSpy();
     t = await buildTestApp({
       env: { OPENAI_BASE_URL: fake.url, DEEPSEEK_BASE_URL: deepseek.url, MAX_IMAGE_BYTES: String(MAX_IMAGE_BYTES), CONTEXT_BUDGET_CHARS: '1000' },
+      deps: { billing: billing.wrap },
     });
-    billing = spyOnBilling(t);
   });
   after(async () => {
     await t.close();

@@ -85,23 +85,26 @@ export async function countRows(t: TestApp): Promise<{ conversations: number; me
 export interface BillingSpy {
   reserves: TurnRequest[];
   settles: { charge: TurnCharge; produced: boolean }[];
+  /** For the test app's `deps.billing` override: the app's real billing, recorded. */
+  wrap(real: TurnBilling): TurnBilling;
 }
 
-/** Records every reserve and settle while delegating to the app's real billing. */
-export function spyOnBilling(t: TestApp): BillingSpy {
-  const real = t.deps.billing;
-  const spy: BillingSpy = { reserves: [], settles: [] };
-  const wrapped: TurnBilling = {
-    async reserve(req) {
-      spy.reserves.push(req);
-      return real.reserve(req);
-    },
-    async settle(charge, produced) {
-      spy.settles.push({ charge, produced });
-      return real.settle(charge, produced);
-    },
+/** Records every reserve and settle while delegating to the app's real billing (install with `deps: { billing: spy.wrap }`). */
+export function billingSpy(): BillingSpy {
+  const spy: BillingSpy = {
+    reserves: [],
+    settles: [],
+    wrap: (real) => ({
+      async reserve(req, store) {
+        spy.reserves.push(req);
+        return real.reserve(req, store);
+      },
+      async settle(charge, produced) {
+        spy.settles.push({ charge, produced });
+        return real.settle(charge, produced);
+      },
+    }),
   };
-  Object.assign(t.deps, { billing: wrapped });
   return spy;
 }
 

@@ -2,20 +2,46 @@ import type { Provider } from '../../catalogue.ts';
 import { streamAnthropic } from './anthropic.ts';
 import { streamGemini } from './gemini.ts';
 import { streamOpenAiCompatible } from './openai-compatible.ts';
-import type { ChatRequest, ChatStream, ChatTarget } from './types.ts';
+import { probeProviderKey, type ProviderProbeResult } from './probes.ts';
+import type { ChatRequest, ChatStream, UpstreamAgent } from './types.ts';
 
 export type { ChatEvent, ChatImage, ChatMessage, ChatRequest, ChatStream, ChatTarget, FinishReason, ImageFormat, UpstreamAgent } from './types.ts';
+export type { ProviderProbeResult } from './probes.ts';
 export { createUpstreamAgent } from './upstream.ts';
 export { ProviderError, type ProviderErrorCode } from './types.ts';
 
-/** One streamed chat turn with `provider`, through its own wire protocol. */
-export function streamChat(provider: Provider, target: ChatTarget, req: ChatRequest): ChatStream {
-  switch (provider) {
-    case 'anthropic':
-      return streamAnthropic(target, req);
-    case 'google':
-      return streamGemini(target, req);
-    default:
-      return streamOpenAiCompatible(provider, target, req);
-  }
+/** The language-model providers as the service uses them, each through its own wire protocol. */
+export interface Llm {
+  /** One streamed chat round with `provider` on the user's own key. */
+  stream(provider: Provider, apiKey: string, req: ChatRequest): ChatStream;
+  /** Spec 4.2: verifies a key with the provider's model listing, within the probe timeout. */
+  probe(provider: Provider, apiKey: string): Promise<ProviderProbeResult>;
+}
+
+export interface LlmOptions {
+  /** Where each provider is reached (with its version segment). */
+  readonly baseUrls: Readonly<Record<Provider, string>>;
+  /** No byte from upstream for this long → UPSTREAM_TIMEOUT. */
+  readonly idleTimeoutMs: number;
+  readonly probeTimeoutMs: number;
+  /** The process's pooled keep-alive connections. */
+  readonly agent: UpstreamAgent;
+}
+
+export function createLlm(opts: LlmOptions): Llm {
+  return {
+    stream(provider, apiKey, req) {
+      const target = { agent: opts.agent, baseUrl: opts.baseUrls[provider], apiKey, idleTimeoutMs: opts.idleTimeoutMs };
+      switch (provider) {
+        case 'anthropic':
+          return streamAnthropic(target, req);
+        case 'google':
+          return streamGemini(target, req);
+        default:
+          return streamOpenAiCompatible(provider, target, req);
+      }
+    },
+    probe: (provider, apiKey) =>
+      probeProviderKey(provider, apiKey, { baseUrl: opts.baseUrls[provider], timeoutMs: opts.probeTimeoutMs, dispatcher: opts.agent }),
+  };
 }

@@ -1,0 +1,197 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { FastifyBaseLogger } from 'fastify';
+import type { Provider } from '../../catalogue.ts';
+import { isDatabaseUnavailable } from '../../db/create-db.ts';
+import type { Deps } from '../../deps.ts';
+import { Ticker } from '../../platform/ticker.ts';
+import type { ChatEvent, ChatMessage } from '../../providers/llm/index.ts';
+import type { TurnCharge } from '../billing/turn-billing.ts';
+import type { TurnIds } from './frames.ts';
+import * as repo from './repo.ts';
+
+/** A crashed instance's lease frees itself within this; a live turn renews it every third of it. */
+export const LEASE_TTL_MS = 30_000;
+/** Generous for an advisor answer; every protocol gets it in its own field (Anthropic requires one). */
+export const MAX_OUTPUT_TOKENS = 8192;
+const SETTLE_ATTEMPTS = 3;
+const SETTLE_RETRY_MS = 100;
+
+/** Why a turn ended before its answer did. */
+export type StopCause = 'client' | 'shutdown';
+
+/** What one provider round is sent besides the turn's provider, model and key. */
+export interface RoundRequest {
+  readonly system: string | undefined;
+  readonly messages: readonly ChatMessage[];
+}
+
+export interface LiveTurnInit extends TurnIds {
+  readonly provider: Provider;
+  readonly userId: string;
+  readonly leaseToken: string;
+  readonly apiKey: string;
+  readonly charge: TurnCharge;
+  readonly log: FastifyBaseLogger;
+}
+
+/** The heartbeat and lease-renewal tickers of one app (tests run several apps, with their own settings, in one process). */
+const tickers = new WeakMap<Deps, { heartbeat: Ticker<LiveTurn>; renewal: Ticker<LiveTurn> }>();
+
+function tickersOf(deps: Deps): { heartbeat: Ticker<LiveTurn>; renewal: Ticker<LiveTurn> } {
+  let t = tickers.get(deps);
+  if (t === undefined) {
+    t = {
+      heartbeat: new Ticker(deps.config.streamHeartbeatMs, (live) => live.ping()),
+      renewal: new Ticker(LEASE_TTL_MS / 3, (live) => void live.renewLease()),
+    };
+    tickers.set(deps, t);
+  }
+  return t;
+}
+
+/**
+ * A turn from its reservation to its settlement. It owns what the turn holds — the user's stream
+ * lease (renewed while it runs), the charge, the user's key, its place in the heartbeat ticker and
+ * in the shutdown drain — and gives each back exactly once. The provider round is a step it can
+ * repeat (`round`); `stop` aborts whatever round runs, the first cause winning.
+ */
+export class LiveTurn implements TurnIds {
+  readonly conversationId: string;
+  readonly userMessageId: string;
+  readonly assistantMessageId: string;
+  readonly provider: Provider;
+  readonly model: string;
+  readonly billing: TurnIds['billing'];
+  readonly userId: string;
+  readonly charge: TurnCharge;
+  readonly log: FastifyBaseLogger;
+  readonly #deps: Deps;
+  readonly #leaseToken: string;
+  readonly #apiKey: string;
+  readonly #abort = new AbortController();
+  #cause: StopCause | undefined;
+  #ping: () => void = () => undefined;
+  #untrack: (() => void) | undefined;
+  #settlement: Promise<void> | undefined;
+
+  constructor(deps: Deps, init: LiveTurnInit) {
+    this.#deps = deps;
+    this.conversationId = init.conversationId;
+    this.userMessageId = init.userMessageId;
+    this.assistantMessageId = init.assistantMessageId;
+    this.provider = init.provider;
+    this.model = init.model;
+    this.billing = init.billing;
+    this.userId = init.userId;
+    this.charge = init.charge;
+    this.log = init.log;
+    this.#leaseToken = init.leaseToken;
+    this.#apiKey = init.apiKey;
+  }
+
+  /** Aborted when the turn is stopped; every round and wait of the turn listens to it. */
+  get signal(): AbortSignal {
+    return this.#abort.signal;
+  }
+
+  get cause(): StopCause | undefined {
+    return this.#cause;
+  }
+
+  /**
+   * The turn is running: its lease is renewed, `ping` keeps its client's connection alive, and a
+   * drain stops it. Undone by `close`.
+   */
+  open(ping: () => void): void {
+    this.#ping = ping;
+    const { heartbeat, renewal } = tickersOf(this.#deps);
+    heartbeat.add(this);
+    renewal.add(this);
+    this.#untrack = this.#deps.lifecycle.track(() => this.stop('shutdown'));
+    this.#deps.metrics.streamsOpen.inc();
+  }
+
+  /** Stops the turn for `cause` unless it has stopped or begun to settle. */
+  stop(cause: StopCause): void {
+    if (this.#settlement !== undefined || this.#cause !== undefined) return;
+    this.#cause = cause;
+    this.#abort.abort(new Error(cause === 'client' ? 'client went away' : 'service is shutting down'));
+  }
+
+  /** One provider round on the user's key: the reply's events, in batches, as the provider streams them. */
+  round(request: RoundRequest): AsyncIterator<readonly ChatEvent[]> {
+    const { system, messages } = request;
+    const chat = { model: this.model, system, messages, maxTokens: MAX_OUTPUT_TOKENS, signal: this.#abort.signal };
+    return this.#deps.llm.stream(this.provider, this.#apiKey, chat)[Symbol.asyncIterator]();
+  }
+
+  /**
+   * Stores the reply, settles the charge and releases the lease, each attempted whatever the others
+   * do; exactly once (a second call gets the first one's promise). Leaves the tickers first: nothing
+   * runs on the turn's behalf any more.
+   */
+  settle(end: repo.TurnEnd, produced: boolean): Promise<void> {
+    this.#settlement ??= this.#settle(end, produced);
+    return this.#settlement;
+  }
+
+  /** After the last frame: the drain and the metrics no longer count the turn. */
+  close(outcome: repo.TurnEnd['status']): void {
+    this.#untrack?.();
+    this.#untrack = undefined;
+    this.#deps.metrics.streamsOpen.dec();
+    this.#deps.metrics.streamsTotal.inc({ provider: this.provider, outcome });
+  }
+
+  /** The heartbeat ticker's call. */
+  ping(): void {
+    this.#ping();
+  }
+
+  /** The renewal ticker's call. Losing the lease means it expired (a stall longer than its ttl); the turn still finishes and stores. */
+  async renewLease(): Promise<void> {
+    try {
+      if (!(await this.#deps.leases.renew(this.userId, this.#leaseToken, LEASE_TTL_MS))) this.log.warn('stream lease was lost');
+    } catch (err) {
+      this.log.warn({ err }, 'renewing the stream lease failed');
+    }
+  }
+
+  async #settle(end: repo.TurnEnd, produced: boolean): Promise<void> {
+    const deps = this.#deps;
+    const { heartbeat, renewal } = tickersOf(deps);
+    heartbeat.delete(this);
+    renewal.delete(this);
+    try {
+      await persist(() => repo.finishTurn(deps.db, end));
+    } catch (err) {
+      this.log.error({ err, assistantMessageId: this.assistantMessageId }, 'storing the reply failed');
+    }
+    try {
+      await persist(() => deps.billing.settle(this.charge, produced));
+    } catch (err) {
+      this.log.error({ err, turnId: this.charge.turnId }, 'settling the turn failed');
+    }
+    try {
+      await deps.leases.release(this.userId, this.#leaseToken);
+    } catch (err) {
+      this.log.error({ err }, 'releasing the stream lease failed');
+    }
+  }
+}
+
+/**
+ * A write that lost its connection (a terminated backend, a failover) is tried again on a fresh one:
+ * the client is told the turn ended only after this, so what it saw must be what is stored and
+ * charged. Both writes are idempotent (an update by id; a settlement of a still-reserved charge).
+ */
+async function persist(op: () => Promise<void>): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await op();
+    } catch (err) {
+      if (attempt >= SETTLE_ATTEMPTS || !isDatabaseUnavailable(err)) throw err;
+      await sleep(SETTLE_RETRY_MS * attempt);
+    }
+  }
+}

@@ -1,0 +1,445 @@
+// An advisor turn, from request to settlement, as named stages run in order by `streamTurn`:
+// admission → body and images → reads → decision → reserve and store → relay → settle.
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { findModel, PROVIDERS, type Provider } from '../../catalogue.ts';
+import { FOREIGN_KEY_VIOLATION, UNIQUE_VIOLATION, pgErrorCode } from '../../db/create-db.ts';
+import type { Deps } from '../../deps.ts';
+import { AppError } from '../../http/errors.ts';
+import { enforceRateLimit } from '../../http/rate-limit.ts';
+import { SseWriter } from '../../http/sse.ts';
+import type { RateLimitRule } from '../../platform/rate-limiter.ts';
+import { ProviderError, type ChatEvent, type ChatImage, type FinishReason } from '../../providers/llm/index.ts';
+import { activeProviderKey, providerKeyFor, type UsableProviderKey } from '../advisor-keys/service.ts';
+import { buildMessages, defaultTitle, systemPrompt } from './context.ts';
+import { deltaData, doneData, errorData, replayTurn, startData, type StreamErrorCode, type TurnIds } from './frames.ts';
+import { decodeImages } from './images.ts';
+import { LEASE_TTL_MS, LiveTurn, type RoundRequest } from './live-turn.ts';
+import * as repo from './repo.ts';
+import type { StreamMessageInput } from './schemas.ts';
+
+/** DESIGN §4: new and existing conversations together. */
+export const ADVISOR_MESSAGES: RateLimitRule = { name: 'advisor-messages', limit: 30, windowMs: 60_000 };
+
+/**
+ * Every refusal of a stream request, stage by stage in the order they are checked (DESIGN §3, §7).
+ * A refusal stores, reserves and calls nothing. The route's description is written from this list.
+ */
+export const TURN_CHECKS = {
+  admission: ['503 SERVICE_UNAVAILABLE while draining', '429 RATE_LIMITED (30 per rolling 60 s per user, counted before the body is read)'],
+  body: [
+    '413 PAYLOAD_TOO_LARGE',
+    '400 VALIDATION_ERROR (schema, whitespace-only text, unknown personaId)',
+    'per image 400 IMAGE_INVALID (base64) / 413 IMAGE_TOO_LARGE / 400 IMAGE_INVALID (bytes not of the declared format)',
+  ],
+  decision: [
+    '404 CONVERSATION_NOT_FOUND',
+    'clientMessageId: 409 CLIENT_MESSAGE_ID_REUSED, 409 STREAM_IN_PROGRESS while its reply streams, or a replay of the stored reply',
+    '409 PROVIDER_KEY_NOT_CONFIGURED / PROVIDER_KEY_DECRYPTION_FAILED',
+    '400 IMAGES_NOT_SUPPORTED',
+    '409 STREAM_IN_PROGRESS (one live stream per user)',
+  ],
+  reserve: ['billing 402 / 429 TIER_LIMIT_IMAGES'],
+} as const;
+
+export const TURN_CHECKS_DOC = `Checks, in order (each refusal stores, reserves and calls nothing): ${Object.values(TURN_CHECKS).flat().join('; ')}. Then 200 text/event-stream.`;
+
+/** A stream request body up to this size is read while the rate-limit verdict is on its way. */
+const READ_BEFORE_VERDICT_BYTES = 64 * 1024;
+const SHUTDOWN_FLUSH_MS = 1000;
+const NOT_NULL_VIOLATION = '23502';
+
+/** The rate-limit verdict of each stream request, asked for as soon as the request is authenticated. */
+const verdicts = new WeakMap<FastifyRequest, Promise<void>>();
+const verdictOf = (req: FastifyRequest): Promise<void> => verdicts.get(req) ?? Promise.resolve();
+
+/**
+ * Stage 1, admission (the route's onRequest hook: after authentication, before the body is read).
+ * Every request counts (DESIGN §4). The verdict is left in flight while a small body is read and
+ * checked and the turn's first reads run, so the limit costs no round trip of its own; a large body
+ * (images) is not read at all for a request the limit refuses.
+ */
+export function admitTurn(deps: Deps): (req: FastifyRequest, reply: FastifyReply) => Promise<void> {
+  return async (req, reply) => {
+    if (deps.lifecycle.draining) throw new AppError('SERVICE_UNAVAILABLE', 'the service is shutting down; retry shortly');
+    const verdict = enforceRateLimit(deps.limiter, ADVISOR_MESSAGES, req.user.id, reply);
+    verdict.catch(() => undefined);
+    verdicts.set(req, verdict);
+    if (!(Number(req.headers['content-length']) <= READ_BEFORE_VERDICT_BYTES)) await verdict;
+  };
+}
+
+/** The route's error handler: a request the limit refuses is a 429 whatever else is wrong with it. */
+export async function refuseAfterVerdict(err: unknown, req: FastifyRequest): Promise<never> {
+  await verdictOf(req);
+  throw err;
+}
+
+/** The whole turn: its stages in order. `target` is the conversation, or null to start one. */
+export async function streamTurn(deps: Deps, req: FastifyRequest, reply: FastifyReply, target: string | null): Promise<void> {
+  const userId = req.user.id;
+  let started: Started;
+  try {
+    const input = readInput(deps, req.body as StreamMessageInput);
+    const reads = await readTurn(deps, userId, target, input, verdictOf(req));
+    let plan: Plan;
+    try {
+      plan = await decide(deps, userId, target, input, reads);
+    } catch (err) {
+      const held = heldLease(reads.lease);
+      if (held !== null) await releaseLease(deps, userId, held);
+      throw err;
+    }
+    started = plan.kind === 'replay' ? plan : await reserveAndStore(deps, userId, target, input, plan, reply.log);
+  } catch (err) {
+    return refuseAfterVerdict(err, req);
+  }
+  // Up to 18 MB of base64 is decoded and stored by now; the stream may last minutes.
+  (req as { body: unknown }).body = null;
+  if (started.kind === 'replay') return replayTurn(reply, started, started.reply);
+  await relay(deps, reply, started.live, started.request);
+}
+
+/** Stage 2, body and images: what the schema cannot say (DESIGN §7). */
+interface TurnInput {
+  readonly body: StreamMessageInput;
+  readonly images: ChatImage[];
+}
+
+function readInput(deps: Deps, body: StreamMessageInput): TurnInput {
+  if (body.text.trim().length === 0) throw invalid('/text', 'must contain a non-whitespace character');
+  if (body.personaId !== undefined && !deps.config.catalogue.personas.some((p) => p.personaId === body.personaId)) {
+    throw invalid('/personaId', 'is not a known persona');
+  }
+  return { body, images: decodeImages(body.attachments ?? [], deps.config.maxImageBytes) };
+}
+
+/** Stage 3, reads: what the decision needs, read at once, the user's stream lease among them. */
+interface TurnReads {
+  readonly conversation: repo.ConversationRow | undefined;
+  /** The turn an earlier request with this clientMessageId started. */
+  readonly prior: repo.PriorTurn | undefined;
+  /** The key the turn runs on, or why there is none (refused in its place in the decision). */
+  readonly key: UsableProviderKey | AppError;
+  /** The conversation's earlier turns that fit the context budget (none for a new conversation). */
+  readonly history: repo.HistoryRow[];
+  /** The user's stream lease: its token, null when another stream holds it, or why it could not be asked for. */
+  readonly lease: string | null | AppError;
+}
+
+/**
+ * The rate-limit verdict, the earlier message with this id, the key (a new conversation's active
+ * key) and the lease, in one round trip; the verdict is taken first. An existing conversation's key
+ * and history follow once its provider is known; the history is read under the lease, so a reply
+ * that has just ended is in it. A lease taken here is given back if a read fails.
+ */
+async function readTurn(deps: Deps, userId: string, target: string | null, input: TurnInput, verdict: Promise<void>): Promise<TurnReads> {
+  const [admitted, conversation, prior, activeKey, lease] = await Promise.allSettled([
+    verdict,
+    target === null ? undefined : repo.findConversation(deps.db, userId, target),
+    repo.findTurnByClientId(deps.db, userId, input.body.clientMessageId),
+    target === null ? activeProviderKey(deps, userId).catch(refusalOf) : undefined,
+    deps.leases.acquire(userId, LEASE_TTL_MS).catch(refusalOf),
+  ]);
+  const leaseToken = heldLease(lease.status === 'fulfilled' ? lease.value : null);
+  try {
+    if (admitted.status === 'rejected') throw admitted.reason;
+    const found = valueOf(conversation);
+    // A missing conversation is refused before the key is looked at; an existing one keeps its provider.
+    let key = valueOf(activeKey) ?? new AppError('CONVERSATION_NOT_FOUND', 'conversation not found');
+    let history: repo.HistoryRow[] = [];
+    if (found) {
+      [key, history] = await Promise.all([
+        providerKeyFor(deps, userId, asProvider(found.provider)).catch(refusalOf),
+        leaseToken !== null ? repo.historyWithin(deps.db, found.id, deps.config.contextBudgetChars) : [],
+      ]);
+    }
+    return { conversation: found, prior: valueOf(prior), key, history, lease: valueOf(lease) };
+  } catch (err) {
+    if (leaseToken !== null) await releaseLease(deps, userId, leaseToken);
+    throw err;
+  }
+}
+
+const heldLease = (lease: string | null | AppError): string | null => (typeof lease === 'string' ? lease : null);
+
+/** Stage 4, decision: a replay of the stored reply, or the turn to reserve (its provider, model and context). */
+interface Replay extends TurnIds {
+  readonly kind: 'replay';
+  readonly reply: repo.MessageRow;
+}
+
+interface NewTurn {
+  readonly kind: 'new';
+  readonly conversation: repo.ConversationRow | undefined;
+  readonly key: UsableProviderKey;
+  readonly provider: Provider;
+  readonly model: string;
+  readonly leaseToken: string;
+  readonly history: repo.HistoryRow[];
+}
+
+type Plan = Replay | NewTurn;
+
+/** The checks of TURN_CHECKS.decision, in order. The caller gives back the lease if this throws. */
+async function decide(deps: Deps, userId: string, target: string | null, input: TurnInput, reads: TurnReads): Promise<Plan> {
+  const { conversation, lease } = reads;
+  if (target !== null && conversation === undefined) throw new AppError('CONVERSATION_NOT_FOUND', 'conversation not found');
+  const replay = await idempotentReplay(deps, userId, target, input.body, reads.prior, lease);
+  if (replay) {
+    const held = heldLease(lease);
+    if (held !== null) await releaseLease(deps, userId, held);
+    return replay;
+  }
+  if (reads.key instanceof AppError) throw reads.key;
+  const key = reads.key;
+  // An existing conversation keeps the provider and model it started with.
+  const provider = conversation ? asProvider(conversation.provider) : key.provider;
+  const model = conversation?.model ?? key.model;
+  if (input.images.length > 0 && findModel(deps.config.catalogue, provider, model)?.images === false) {
+    throw new AppError('IMAGES_NOT_SUPPORTED', `${provider} model ${model} does not take images`);
+  }
+  // Draining began while this request was being checked (admission saw it too late).
+  if (deps.lifecycle.draining) throw new AppError('SERVICE_UNAVAILABLE', 'the service is shutting down; retry shortly');
+  if (lease instanceof AppError) throw lease;
+  if (lease === null) throw new AppError('STREAM_IN_PROGRESS', 'another reply is streaming for this user');
+  return { kind: 'new', conversation, key, provider, model, leaseToken: lease, history: reads.history };
+}
+
+/**
+ * DESIGN §7 idempotency: the same id with other text, or sent to another conversation, is a reuse;
+ * a reply still streaming is a 409 unless its stream is dead (its instance crashed: no lease held),
+ * in which case it is closed as interrupted and replayed like any finished reply. `lease` is the
+ * user's lease as the caller asked for it (undefined: take one here when needed, and give it back).
+ */
+async function idempotentReplay(
+  deps: Deps,
+  userId: string,
+  target: string | null,
+  body: StreamMessageInput,
+  prior: repo.PriorTurn | undefined,
+  lease?: string | null | AppError,
+): Promise<Replay | undefined> {
+  if (!prior) return undefined;
+  const sameTarget = target === null ? prior.user.seq === 1 : prior.user.conversation_id === target;
+  if (prior.user.content !== body.text || !sameTarget) {
+    throw new AppError('CLIENT_MESSAGE_ID_REUSED', 'this clientMessageId was already used for another message');
+  }
+  if (prior.reply !== undefined && prior.reply.status !== 'streaming') return replayOf(prior, prior.reply);
+  const token = lease !== undefined ? lease : await deps.leases.acquire(userId, LEASE_TTL_MS);
+  if (token instanceof AppError) throw token;
+  if (token === null) throw new AppError('STREAM_IN_PROGRESS', 'the reply to this message is still streaming');
+  try {
+    await repo.closeAbandonedReplies(deps.db, userId, deps.clock.now());
+  } finally {
+    if (lease === undefined) await deps.leases.release(userId, token);
+  }
+  const again = await repo.findTurnByClientId(deps.db, userId, body.clientMessageId);
+  if (again?.reply === undefined) throw new Error('a stored turn lost its reply row');
+  return replayOf(again, again.reply);
+}
+
+function replayOf(prior: repo.PriorTurn, reply: repo.MessageRow): Replay {
+  return {
+    kind: 'replay',
+    conversationId: prior.user.conversation_id,
+    userMessageId: prior.user.id,
+    assistantMessageId: reply.id,
+    provider: asProvider(prior.provider),
+    model: prior.model,
+    billing: { source: reply.billing_source ?? 'free', credits: reply.billing_credits ?? 0 },
+    reply,
+  };
+}
+
+/** Stage 5, reserve and store: a live turn (and what its first round sends), or a replay after a lost race. */
+type Started = Replay | { readonly kind: 'live'; readonly live: LiveTurn; readonly request: RoundRequest };
+
+/**
+ * The billing reservation and the turn's rows (the user message, its images, the reply placeholder,
+ * the conversation) in one statement: one round trip, one commit, both stored or neither. A
+ * refusal stores nothing; the lease is given back on any failure.
+ */
+async function reserveAndStore(
+  deps: Deps,
+  userId: string,
+  target: string | null,
+  input: TurnInput,
+  plan: NewTurn,
+  log: FastifyReply['log'],
+): Promise<Started> {
+  const { conversation, key, provider, model, leaseToken } = plan;
+  const { body, images } = input;
+  const conversationId = conversation?.id ?? deps.ids.uuid();
+  const userMessageId = deps.ids.uuid();
+  const assistantMessageId = deps.ids.uuid();
+  const personaId = body.personaId ?? conversation?.persona_id ?? null;
+  const rows: repo.TurnRows = {
+    now: deps.clock.now(),
+    userId,
+    conversationId,
+    newConversation: conversation ? undefined : { id: conversationId, title: defaultTitle(body.text), provider, model, persona_id: personaId },
+    personaId: body.personaId,
+    userMessage: { id: userMessageId, content: body.text, clientMessageId: body.clientMessageId },
+    replyId: assistantMessageId,
+    attachments: images.map((i) => ({ id: deps.ids.uuid(), format: i.format, data: i.data })),
+  };
+  try {
+    const request: RoundRequest = { system: systemPrompt(deps.config.catalogue, personaId), messages: buildMessages(plan.history, body.text, images) };
+    const charge = await deps.billing.reserve({ turnId: assistantMessageId, userId, provider, model, images: images.length }, (db, reservation) =>
+      repo.startReservedTurn(db, rows, reservation),
+    );
+    const billing = { source: charge.source, credits: charge.credits };
+    const live = new LiveTurn(deps, { conversationId, userMessageId, assistantMessageId, provider, model, billing, userId, leaseToken, apiKey: key.apiKey, charge, log });
+    return { kind: 'live', live, request };
+  } catch (err) {
+    await releaseLease(deps, userId, leaseToken);
+    const code = pgErrorCode(err);
+    // Lost a race with a concurrent duplicate (the unique index decided) or with a delete.
+    if (code === UNIQUE_VIOLATION) {
+      const replayed = await idempotentReplay(deps, userId, target, body, await repo.findTurnByClientId(deps.db, userId, body.clientMessageId));
+      if (replayed) return replayed;
+      throw new AppError('STREAM_IN_PROGRESS', 'another reply is streaming for this conversation');
+    }
+    if ((code === NOT_NULL_VIOLATION || code === FOREIGN_KEY_VIOLATION) && conversation) {
+      throw new AppError('CONVERSATION_NOT_FOUND', 'conversation not found');
+    }
+    throw err;
+  }
+}
+
+type Failure = { code: StreamErrorCode; retryable: boolean; detail: string };
+
+/**
+ * Stages 6 and 7, relay and settle: the start frame, the provider's deltas as they come (waiting for
+ * the socket when it is full, which stops reading upstream), then exactly one of done / error.
+ * Nothing is written to the database until the turn ends; then the turn settles (reply stored,
+ * charge settled, lease released) before the last frame goes out, so a client that has seen `done`
+ * can send its next message at once and will find the reply stored. Never throws.
+ */
+async function relay(deps: Deps, reply: FastifyReply, live: LiveTurn, request: RoundRequest): Promise<void> {
+  reply.hijack();
+  const raw = reply.raw;
+  const sse = new SseWriter(raw);
+  const onClose = (): void => live.stop('client');
+  raw.on('close', onClose);
+  // A backed-up socket does not need keep-alives, and must not grow.
+  live.open(() => sse.needsDrain || sse.comment('ping'));
+
+  // The provider call goes out first, and the start frame is written while it is on its way: the
+  // turn is stored by now (DESIGN §7), and the frame's write is then off the path to the first delta.
+  let events: AsyncIterator<readonly ChatEvent[]> | undefined;
+  let firstRead: Promise<IteratorResult<readonly ChatEvent[]>> | undefined;
+  let early: unknown;
+  try {
+    events = live.round(request);
+    firstRead = events.next();
+    firstRead.catch(() => undefined);
+  } catch (err) {
+    early = err;
+  }
+  sse.open(reply.getHeaders());
+  sse.event('start', startData(live));
+
+  let text = '';
+  let deltas = 0;
+  let usage: { input: number; output: number } | undefined;
+  let finish: FinishReason | undefined;
+  let failure: Failure | undefined;
+  // Gone while the turn was being prepared (the close event fired before anyone listened), or a
+  // drain that began meanwhile and will not wait for a stream it never saw.
+  if (raw.destroyed) live.stop('client');
+  else if (deps.lifecycle.draining) live.stop('shutdown');
+  const signal = live.signal;
+  try {
+    if (early !== undefined || events === undefined) throw early;
+    read: for (;;) {
+      const next = await (firstRead ?? events.next());
+      firstRead = undefined;
+      if (next.done || signal.aborted) break;
+      for (const ev of next.value) {
+        if (ev.type === 'delta') {
+          text += ev.text;
+          deltas++;
+          if (!sse.event('delta', deltaData(ev.text))) {
+            await sse.drained(signal);
+            if (signal.aborted) break read;
+          }
+        } else if (ev.type === 'usage') {
+          usage = { input: ev.input, output: ev.output };
+        } else {
+          finish = ev.reason;
+          break read;
+        }
+      }
+    }
+  } catch (err) {
+    if (!signal.aborted) failure = toFailure(err, live.log);
+  }
+  const cause = live.cause;
+  if (finish !== undefined) {
+    // The body ends right after the finish; reading it to the end keeps the upstream connection reusable.
+    if (events) void drain(events);
+  } else {
+    void events?.return?.().catch(() => undefined);
+    if (cause === 'shutdown') failure = { code: 'SHUTTING_DOWN', retryable: true, detail: 'drain deadline reached' };
+    else if (cause === 'client') failure = undefined;
+    else failure ??= { code: 'PROVIDER_UNAVAILABLE', retryable: true, detail: 'stream ended early' };
+  }
+  raw.off('close', onClose);
+
+  const status = finish !== undefined ? 'complete' : cause !== undefined ? 'interrupted' : 'failed';
+  const error = finish === undefined && failure ? { code: failure.code, retryable: failure.retryable } : undefined;
+  const finishReason = finish ?? (cause === 'client' ? 'aborted' : null);
+  await live.settle({ replyId: live.assistantMessageId, now: deps.clock.now(), content: text, status, finishReason, usage, error }, deltas > 0);
+
+  if (finish !== undefined) sse.event('done', doneData(finish, usage?.input ?? 0, usage?.output ?? 0));
+  else if (error) sse.event('error', errorData(error.code, error.retryable));
+  sse.end();
+  // At shutdown a client that stopped reading must not hold the server open.
+  if (cause === 'shutdown') setTimeout(() => raw.writableFinished || raw.destroy(), SHUTDOWN_FLUSH_MS).unref();
+  live.close(status);
+  live.log.info(
+    { conversationId: live.conversationId, provider: live.provider, model: live.model, outcome: status, deltas, cause, error: failure?.detail },
+    'advisor stream ended',
+  );
+}
+
+function toFailure(err: unknown, log: FastifyReply['log']): Failure {
+  if (err instanceof ProviderError) return { code: err.code, retryable: err.retryable, detail: err.detail };
+  log.error({ err }, 'advisor stream failed');
+  return { code: 'INTERNAL', retryable: true, detail: 'internal error' };
+}
+
+async function drain(events: AsyncIterator<unknown>): Promise<void> {
+  try {
+    while (!(await events.next()).done);
+  } catch {
+    // The answer is complete; what happens to the rest of the body does not matter.
+  }
+}
+
+/** Gives back a lease this request will not stream under; a failure is logged, the answer still goes out. */
+async function releaseLease(deps: Deps, userId: string, leaseToken: string): Promise<void> {
+  await deps.leases.release(userId, leaseToken).catch((err: unknown) => deps.logger.error({ err }, 'releasing a stream lease failed'));
+}
+
+function invalid(path: string, message: string): AppError {
+  return new AppError('VALIDATION_ERROR', `${path}: ${message}`, { details: [{ path, message }] });
+}
+
+/** A key read's refusal (not configured, undecryptable) kept as a value, to be raised in its place in the order. */
+function refusalOf(err: unknown): AppError {
+  if (err instanceof AppError) return err;
+  throw err;
+}
+
+function valueOf<T>(read: PromiseSettledResult<T>): T {
+  if (read.status === 'rejected') throw read.reason;
+  return read.value;
+}
+
+export function asProvider(name: string): Provider {
+  const found = PROVIDERS.find((p) => p === name);
+  if (!found) throw new Error(`conversation holds an unknown provider "${name}"`);
+  return found;
+}

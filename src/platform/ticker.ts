@@ -1,0 +1,50 @@
+/** A ticker's interval is cut into at most this many slots, each at least a second long. */
+const MAX_SLOTS = 10;
+
+/**
+ * Runs `each` over every member once per interval on one timer, however many members there are
+ * (instead of a timer per member), and only while there are members. Members are dealt round-robin
+ * into slots and one slot is served per tick, so the work (a ping write, a Redis call) is spread
+ * over the interval rather than done for thousands of members at once. A member's first turn comes
+ * within one interval of joining, then one every interval.
+ */
+export class Ticker<T> {
+  readonly #slots: Set<T>[];
+  readonly #tickMs: number;
+  readonly #each: (member: T) => void;
+  #size = 0;
+  #dealt = 0;
+  #turn = 0;
+  #timer: NodeJS.Timeout | undefined;
+
+  constructor(intervalMs: number, each: (member: T) => void) {
+    const slots = Math.max(1, Math.min(MAX_SLOTS, Math.floor(intervalMs / 1000)));
+    this.#slots = Array.from({ length: slots }, () => new Set<T>());
+    this.#tickMs = intervalMs / slots;
+    this.#each = each;
+  }
+
+  add(member: T): void {
+    const slot = this.#slots[this.#dealt++ % this.#slots.length];
+    if (slot === undefined) return;
+    slot.add(member);
+    this.#size++;
+    this.#timer ??= setInterval(Ticker.#tick<T>, this.#tickMs, this);
+  }
+
+  delete(member: T): void {
+    for (const slot of this.#slots) {
+      if (!slot.delete(member)) continue;
+      if (--this.#size === 0 && this.#timer !== undefined) {
+        clearInterval(this.#timer);
+        this.#timer = undefined;
+      }
+      return;
+    }
+  }
+
+  static #tick<T>(t: Ticker<T>): void {
+    const slot = t.#slots[t.#turn++ % t.#slots.length];
+    if (slot !== undefined) for (const member of slot) t.#each(member);
+  }
+}
