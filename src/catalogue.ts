@@ -68,10 +68,8 @@ export const CatalogueSchema = Type.Object(
 export const CreditPacksSchema = Type.Array(CreditPack);
 
 export type Catalogue = Static<typeof CatalogueSchema>;
-export type CreditPackConfig = Static<typeof CreditPack>;
 export type TierConfig = Static<typeof Tier>;
 export type ModelEntryConfig = Static<typeof ModelEntry>;
-export type PersonaConfig = Static<typeof Persona>;
 
 const COACH_PROMPT =
   'You are a trading coach inside a trading journal. Help the trader reflect on their process, risk and discipline. ' +

@@ -79,7 +79,7 @@ describe('SseWriter', () => {
       sse.event('start', '{}');
       sse.event('done', '{}');
       sse.end();
-      assert.equal(sse.writable, false);
+      assert.equal(res.writableEnded, true);
       assert.equal(sse.event('late', '{}'), true, 'a write after the end is dropped');
     };
     const raw = fetchRaw(port, '/');

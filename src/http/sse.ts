@@ -47,11 +47,6 @@ export class SseWriter {
     return this.#write(`: ${text}\n\n`);
   }
 
-  /** The client is still there and the response not ended. */
-  get writable(): boolean {
-    return !this.#res.destroyed && !this.#res.writableEnded;
-  }
-
   get needsDrain(): boolean {
     return this.#res.writableNeedDrain;
   }

@@ -53,8 +53,6 @@ export function canonicalTimezone(input: string): string | undefined {
   return canonical !== undefined && runtimeKnows(canonical) ? canonical : undefined;
 }
 
-export const TZDB_VERSION = tz.version;
-
 const formatters = new Map<string, Intl.DateTimeFormat>();
 
 /** The calendar date (YYYY-MM-DD) of an instant in a zone. */
