@@ -21,7 +21,7 @@ export async function lockWallet(trx: Trx, userId: string): Promise<number> {
   return row.balance;
 }
 
-/** What `reserve_turn` (migration 0006-turn-reservation) is given; `tiers` is the catalogue's tiers as JSON. */
+/** What `reserve_turn` (reserve-turn-function.ts) is given; `tiers` is the catalogue's tiers as JSON. */
 export interface TurnReservation {
   readonly turnId: string;
   readonly userId: string;
