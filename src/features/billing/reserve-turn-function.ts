@@ -1,30 +1,70 @@
 import { sql, type Kysely } from 'kysely';
 
 /**
- * The only copy of `reserve_turn`, a turn's billing reservation (DESIGN §8). It is read inside the
- * statement that stores a turn, so a stream start pays no round trip of its own for billing. It does,
- * in order and under the same locks as the transaction it replaced: the user's tier (users.tier, else
- * the catalogue's default; the catalogue's tiers come in as `p_tiers`, since tiers live in
- * configuration), the wallet row locked (created if needed), then the month's usage row, the image
- * quota, the allowance/credits decision, the `turn:<turnId>` ledger entry with the cached balance
- * moved with it, the usage counted and the `turn_charges` row. A refusal raises SQLSTATE `BL402` /
+ * The only copy of `reserve_turn`, a turn's billing reservation (DESIGN §8), and of the two rules it
+ * shares with TypeScript, each written once, here:
+ * - `user_tier`: a stored tier the catalogue no longer has (or none) means the catalogue's default
+ *   tier. reserve_turn applies it; users' `userTier` (the wallet, the admin script) reads it.
+ * - `ledger_append`: a ledger entry has a unique reference, and the cached wallet balance moves with
+ *   it in the same transaction. reserve_turn appends a turn's entry with it; ledger.ts `appendEntry`
+ *   (purchases, refunds, grants, returned turns) calls it as its one statement.
+ * reserve_turn is read inside the statement that stores a turn, so a stream start pays no round trip
+ * of its own for billing. In order: the user's tier (user_tier; the catalogue's tiers come in as
+ * `p_tiers`, since tiers live in configuration), the wallet row locked (created if needed), then the
+ * month's usage row, the image quota, the allowance/credits decision, the `turn:<turnId>` entry
+ * (ledger_append), the usage counted and the `turn_charges` row. A refusal raises SQLSTATE `BL402` /
  * `BL429` with the refusal's code as the message (and, for images, `limit=<n> used=<n>` as the
- * detail); the statement then fails whole, so a refused turn writes nothing.
+ * detail); the statement then fails whole, so a refused turn writes nothing. reserve-turn.test.ts
+ * proves the decision row by row.
  *
- * Version 2. v1 (migration 0006) took the wallet and usage locks with upserts; v2 (0007) locks an
- * existing row with `select … for update` and inserts only a missing one.
+ * Version 3. v1 (migration 0006) took the wallet and usage locks with upserts; v2 (0007) locks an
+ * existing row with `select … for update` and inserts only a missing one; v3 (0010) moved the tier
+ * fallback and the ledger append into user_tier and ledger_append.
  *
- * The rule: a change to this function bumps the version here and ships with a new migration whose
- * `up` calls installReserveTurn. Never copy this text into a migration. Every migration that calls
- * the installer installs the current text with `create or replace`, so a fresh database ends with it
- * however many of them run, and a deployed one gets it from the newest. Two consequences: the text
- * must install on the schema of migration 0006 (plpgsql checks table and column names only when it
- * runs), and a change of the parameters or result needs the new migration to `drop function if
- * exists` the old signature first.
+ * The rule: a change to any of these functions bumps the version here and ships with a new migration
+ * whose `up` calls installReserveTurn. Never copy this text into a migration. Every migration that
+ * calls the installer installs the current text with `create or replace`, so a fresh database ends
+ * with it however many of them run, and a deployed one gets it from the newest. Two consequences:
+ * the text must install on the schema of migration 0006 (plpgsql checks table and column names only
+ * when it runs, which is why the helpers are plpgsql too), and a change of a function's parameters or
+ * result needs the new migration to `drop function if exists` the old signature first.
  *
  * Unqualified names resolve through the caller's search_path, like every other query of the service.
  */
 export const RESERVE_TURN_SQL = {
+  userTier: `
+    create or replace function user_tier(p_user_id text, p_tiers jsonb, p_default_tier text)
+    returns text language plpgsql stable as $$
+    declare
+      v_stored text;
+    begin
+      -- v3; source: src/features/billing/reserve-turn-function.ts
+      select u.tier into v_stored from users u where u.id = p_user_id;
+      return case when (p_tiers -> v_stored) is not null then v_stored else p_default_tier end;
+    end
+    $$`,
+
+  ledgerAppend: `
+    create or replace function ledger_append(
+      p_id uuid, p_user_id text, p_amount bigint, p_kind text, p_reference text, p_note text, p_now timestamptz
+    ) returns boolean language plpgsql as $$
+    begin
+      -- v3; source: src/features/billing/reserve-turn-function.ts
+      -- The caller holds the wallet row's lock, so the entry and the balance move as one step.
+      insert into ledger_entries (id, user_id, amount, kind, reference, note, created_at)
+        values (p_id, p_user_id, p_amount, p_kind, p_reference, p_note, p_now)
+        on conflict (reference) do nothing;
+      if not found then
+        return false;
+      end if;
+      update wallets set balance = balance + p_amount, updated_at = p_now where user_id = p_user_id;
+      if not found then
+        raise exception 'ledger_append: no wallet row for % (the caller must lock it first)', p_user_id;
+      end if;
+      return true;
+    end
+    $$`,
+
   reserveTurn: `
     create or replace function reserve_turn(
       p_turn_id text,
@@ -49,12 +89,8 @@ export const RESERVE_TURN_SQL = {
       v_images integer;
       v_allowance_left boolean;
     begin
-      -- v2; source: src/features/billing/reserve-turn-function.ts
-      -- A stored tier that the catalogue no longer has (or none) means the default tier.
-      select p_tiers -> nullif(u.tier, '') into v_tier from users u where u.id = p_user_id;
-      if v_tier is null then
-        v_tier := p_tiers -> p_default_tier;
-      end if;
+      -- v3; source: src/features/billing/reserve-turn-function.ts
+      v_tier := p_tiers -> user_tier(p_user_id, p_tiers, p_default_tier);
       if v_tier is null then
         raise exception 'tier % is not in the catalogue', p_default_tier;
       end if;
@@ -101,14 +137,9 @@ export const RESERVE_TURN_SQL = {
 
       r_credits := case when r_source = 'credits' then p_cost else 0 end;
       if r_credits > 0 then
-        -- The ledger rules of appendEntry: a unique reference, and the cached balance moves with it.
-        insert into ledger_entries (id, user_id, amount, kind, reference, note, created_at)
-          values (p_ledger_id, p_user_id, -r_credits, 'turn', 'turn:' || p_turn_id, null, p_now)
-          on conflict (reference) do nothing;
-        if not found then
+        if not ledger_append(p_ledger_id, p_user_id, -r_credits, 'turn', 'turn:' || p_turn_id, null, p_now) then
           raise exception 'turn % was already charged', p_turn_id;
         end if;
-        update wallets set balance = balance - r_credits, updated_at = p_now where user_id = p_user_id;
       end if;
       if r_source = 'allowance' or p_images > 0 then
         update monthly_usage
@@ -122,7 +153,12 @@ export const RESERVE_TURN_SQL = {
     $$`,
 } as const;
 
-/** Installs (or replaces) reserve_turn. */
+/**
+ * Installs (or replaces) the three functions, helpers first. One statement per query: PGlite runs
+ * queries as prepared statements, which take only one.
+ */
 export async function installReserveTurn(db: Kysely<unknown>): Promise<void> {
-  await sql.raw(RESERVE_TURN_SQL.reserveTurn).execute(db);
+  for (const text of [RESERVE_TURN_SQL.userTier, RESERVE_TURN_SQL.ledgerAppend, RESERVE_TURN_SQL.reserveTurn]) {
+    await sql.raw(text).execute(db);
+  }
 }
