@@ -7,6 +7,7 @@ import * as m0004 from './migrations/0004-conversations.ts';
 import * as m0005 from './migrations/0005-billing.ts';
 import * as m0006 from './migrations/0006-turn-reservation.ts';
 import * as m0007 from './migrations/0007-reserve-turn-locks.ts';
+import * as m0010 from './migrations/0010-billing-rules-once.ts';
 
 /** Every migration, in order. A feature adds its file here; names never change once shipped. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -17,6 +18,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0005-billing': m0005,
   '0006-turn-reservation': m0006,
   '0007-reserve-turn-locks': m0007,
+  '0010-billing-rules-once': m0010,
 };
 
 class StaticProvider implements MigrationProvider {

@@ -1,107 +1,11 @@
-import { sql, type Kysely } from 'kysely';
+import type { Kysely } from 'kysely';
+import { installReserveTurn } from '../../features/billing/reserve-turn-function.ts';
 
 /**
- * reserve_turn (0006) locks the user's wallet row and the month's usage row without rewriting them.
- * 0006 took both locks with `insert … on conflict do update` even when the rows existed, which writes
- * a new version of each row on every turn (heap, WAL, and later vacuum) only to lock it. Now an
- * existing row is locked with `select … for update` and only a missing one is inserted. The locks,
- * their order (wallet, then usage), the decision and every write are as before. Measured on the
- * stream-start statement (Node client, one connection, 1,500 turns): p50 0.61–0.68 → 0.54–0.60 ms,
- * and about a fifth less WAL per reservation.
+ * Replaced reserve_turn with v2, which locks an existing wallet row and month-usage row with
+ * `select … for update` instead of rewriting them with an upsert (docs/PERFORMANCE.md). The text
+ * lives in features/billing/reserve-turn-function.ts; this installs the current one.
  */
 export async function up(db: Kysely<unknown>): Promise<void> {
-  await sql`
-    create or replace function reserve_turn(
-      p_turn_id text,
-      p_user_id text,
-      p_ledger_id uuid,
-      p_now timestamptz,
-      p_month text,
-      p_allowance boolean,
-      p_cost bigint,
-      p_images integer,
-      p_tiers jsonb,
-      p_default_tier text,
-      out r_source text,
-      out r_credits bigint
-    ) language plpgsql as $$
-    declare
-      v_tier jsonb;
-      v_turn_limit bigint;
-      v_image_limit bigint;
-      v_balance bigint;
-      v_turns integer;
-      v_images integer;
-      v_allowance_left boolean;
-    begin
-      -- A stored tier that the catalogue no longer has (or none) means the default tier.
-      select p_tiers -> nullif(u.tier, '') into v_tier from users u where u.id = p_user_id;
-      if v_tier is null then
-        v_tier := p_tiers -> p_default_tier;
-      end if;
-      if v_tier is null then
-        raise exception 'tier % is not in the catalogue', p_default_tier;
-      end if;
-      v_turn_limit := (v_tier ->> 'monthlyAllowanceTurns')::bigint;
-      v_image_limit := (v_tier ->> 'monthlyImages')::bigint;
-
-      -- Both rows stay locked until commit: wallet first, then the month's usage (every money write
-      -- takes them in this order), so the decision and its writes are one atomic step per user.
-      -- An existing row is locked in place; only a missing one is inserted (the upsert then takes
-      -- the row a concurrent first turn may have inserted meanwhile, locked as well).
-      select w.balance into v_balance from wallets w where w.user_id = p_user_id for update;
-      if not found then
-        insert into wallets as w (user_id, balance) values (p_user_id, 0)
-          on conflict (user_id) do update set balance = w.balance
-          returning w.balance into v_balance;
-      end if;
-      select m.allowance_turns, m.images into v_turns, v_images
-        from monthly_usage m where m.user_id = p_user_id and m.month = p_month for update;
-      if not found then
-        insert into monthly_usage as m (user_id, month) values (p_user_id, p_month)
-          on conflict (user_id, month) do update set images = m.images
-          returning m.allowance_turns, m.images into v_turns, v_images;
-      end if;
-
-      if p_images > 0 and v_images + p_images > v_image_limit then
-        raise exception using errcode = 'BL429', message = 'TIER_LIMIT_IMAGES',
-          detail = format('limit=%s used=%s', v_image_limit, v_images);
-      end if;
-      v_allowance_left := v_turns < v_turn_limit;
-      -- A negative balance (after a refund) never satisfies balance >= cost, so it blocks spending.
-      if p_allowance and v_allowance_left then
-        r_source := 'allowance';
-      elsif p_cost = 0 then
-        r_source := 'free';
-      elsif v_balance >= p_cost then
-        r_source := 'credits';
-      elsif p_allowance then
-        raise exception using errcode = 'BL402', message = 'ALLOWANCE_EXHAUSTED';
-      elsif v_allowance_left then
-        raise exception using errcode = 'BL402', message = 'INSUFFICIENT_CREDITS_ALLOWANCE_AVAILABLE';
-      else
-        raise exception using errcode = 'BL402', message = 'INSUFFICIENT_CREDITS';
-      end if;
-
-      r_credits := case when r_source = 'credits' then p_cost else 0 end;
-      if r_credits > 0 then
-        -- The ledger rules of appendEntry: a unique reference, and the cached balance moves with it.
-        insert into ledger_entries (id, user_id, amount, kind, reference, note, created_at)
-          values (p_ledger_id, p_user_id, -r_credits, 'turn', 'turn:' || p_turn_id, null, p_now)
-          on conflict (reference) do nothing;
-        if not found then
-          raise exception 'turn % was already charged', p_turn_id;
-        end if;
-        update wallets set balance = balance - r_credits, updated_at = p_now where user_id = p_user_id;
-      end if;
-      if r_source = 'allowance' or p_images > 0 then
-        update monthly_usage
-          set allowance_turns = allowance_turns + (case when r_source = 'allowance' then 1 else 0 end),
-              images = images + p_images
-          where user_id = p_user_id and month = p_month;
-      end if;
-      insert into turn_charges (turn_id, user_id, source, credits, images, month, status, created_at, settled_at)
-        values (p_turn_id, p_user_id, r_source, r_credits, p_images, p_month, 'reserved', p_now, null);
-    end
-    $$`.execute(db);
+  await installReserveTurn(db);
 }

@@ -16,11 +16,12 @@ export interface LedgerWrite {
 /**
  * Appends one ledger entry and moves the cached balance with it, in the caller's transaction, which
  * must hold the wallet lock (repo.lockWallet). A reference already present writes nothing: false.
- * (A turn's `turn:` entry is written the same way, in SQL, by reserve_turn.)
+ * The rule itself is the database function ledger_append (reserve-turn-function.ts), which
+ * reserve_turn follows for a turn's `turn:` entry too.
  */
 export async function appendEntry(trx: Trx, w: LedgerWrite): Promise<boolean> {
   if (!Number.isSafeInteger(w.amount) || w.amount === 0) throw new Error(`ledger amount must be a non-zero integer (got ${w.amount})`);
-  const inserted = await repo.insertLedgerEntry(trx, {
+  return repo.appendLedgerEntry(trx, {
     id: w.id,
     user_id: w.userId,
     amount: w.amount,
@@ -29,8 +30,6 @@ export async function appendEntry(trx: Trx, w: LedgerWrite): Promise<boolean> {
     note: w.note ?? null,
     created_at: w.now,
   });
-  if (inserted) await repo.addToBalance(trx, w.userId, w.amount, w.now);
-  return inserted;
 }
 
 /** Calendar month (UTC) of an instant, as stored: 'YYYY-MM'. */

@@ -1,10 +1,10 @@
-import { sql, type Insertable, type RawBuilder, type Selectable } from 'kysely';
+import { sql, type RawBuilder, type Selectable } from 'kysely';
 import type { Db, LedgerEntriesTable, PurchasesTable, TurnChargesTable, Trx } from '../../db/types.ts';
 
 export type LedgerRow = Selectable<LedgerEntriesTable>;
 export type TurnChargeRow = Selectable<TurnChargesTable>;
 export type PurchaseRow = Selectable<PurchasesTable>;
-export type NewLedgerEntry = Omit<Insertable<LedgerEntriesTable>, 'seq'>;
+export type NewLedgerEntry = Omit<LedgerRow, 'seq'>;
 
 /**
  * Creates the wallet if needed and locks its row for the rest of the transaction. Every money write
@@ -21,7 +21,7 @@ export async function lockWallet(trx: Trx, userId: string): Promise<number> {
   return row.balance;
 }
 
-/** What `reserve_turn` (migration 0006-turn-reservation) is given; `tiers` is the catalogue's tiers as JSON. */
+/** What `reserve_turn` (reserve-turn-function.ts) is given; `tiers` is the catalogue's tiers as JSON. */
 export interface TurnReservation {
   readonly turnId: string;
   readonly userId: string;
@@ -49,23 +49,17 @@ export function reservation(r: TurnReservation): RawBuilder<{ source: string; cr
                       ${r.cost}::bigint, ${r.images}::integer, ${r.tiers}::jsonb, ${r.defaultTier})`;
 }
 
-export async function addToBalance(trx: Trx, userId: string, delta: number, now: Date): Promise<void> {
-  await trx
-    .updateTable('wallets')
-    .set({ balance: sql<number>`balance + ${delta}`, updated_at: now })
-    .where('user_id', '=', userId)
-    .executeTakeFirstOrThrow();
-}
-
-/** Inserts the entry unless its reference exists; true when it was inserted. */
-export async function insertLedgerEntry(trx: Trx, entry: NewLedgerEntry): Promise<boolean> {
-  const row = await trx
-    .insertInto('ledger_entries')
-    .values(entry)
-    .onConflict((oc) => oc.column('reference').doNothing())
-    .returning('seq')
-    .executeTakeFirst();
-  return row !== undefined;
+/**
+ * Appends the entry and moves the cached balance with it, by ledger_append in one statement; false
+ * (nothing written) when the reference exists. The caller holds the wallet lock.
+ */
+export async function appendLedgerEntry(trx: Trx, e: NewLedgerEntry): Promise<boolean> {
+  const { rows } = await sql<{ appended: boolean }>`
+    select ledger_append(${e.id}::uuid, ${e.user_id}::text, ${e.amount}::bigint, ${e.kind}::text, ${e.reference}::text,
+                         ${e.note}::text, ${e.created_at}::timestamptz) as appended`.execute(trx);
+  const row = rows[0];
+  if (!row) throw new Error('ledger_append returned no row');
+  return row.appended;
 }
 
 /** Creates the month's usage row if needed and locks it. */

@@ -20,7 +20,9 @@ export async function listPacks(deps: Pick<Deps, 'config'>) {
 export async function wallet(deps: WalletDeps, userId: string) {
   const now = deps.clock.now();
   const tierName = await userTier(deps, userId);
-  const tier = deps.config.catalogue.tiers[tierName] ?? { monthlyAllowanceTurns: 0, monthlyImages: 0 };
+  const tier = deps.config.catalogue.tiers[tierName];
+  // userTier only answers a catalogue tier (the default is validated at start); this cannot happen.
+  if (!tier) throw new Error(`tier ${tierName} is not in the catalogue`);
   const [credits, usage] = await Promise.all([repo.readBalance(deps.db, userId), repo.readUsage(deps.db, userId, monthKey(now))]);
   const resetsAt = nextMonthStart(now).toISOString();
   const quota = (limit: number, used: number): Quota => ({ limit, used, remaining: Math.max(0, limit - used), resetsAt });

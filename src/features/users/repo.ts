@@ -14,9 +14,15 @@ export async function upsertUser(db: Db, id: string, tier: string | null): Promi
     .execute();
 }
 
-export async function findUserTier(db: Db, id: string): Promise<string | null | undefined> {
-  const row = await db.selectFrom('users').select('tier').where('id', '=', id).executeTakeFirst();
-  return row ? row.tier : undefined;
+/**
+ * The user's tier name by the database function user_tier (billing's reserve-turn-function.ts), the
+ * same rule reserve_turn applies; a user not stored yet has the default tier too.
+ */
+export async function effectiveTier(db: Db, id: string, tiers: string, defaultTier: string): Promise<string> {
+  const { rows } = await sql<{ tier: string }>`select user_tier(${id}::text, ${tiers}::jsonb, ${defaultTier}::text) as tier`.execute(db);
+  const row = rows[0];
+  if (!row) throw new Error('user_tier returned no row');
+  return row.tier;
 }
 
 export async function setUserTier(db: Db, id: string, tier: string): Promise<void> {

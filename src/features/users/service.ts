@@ -17,13 +17,13 @@ export async function ensureUser(deps: Pick<Deps, 'db' | 'config' | 'seenUsers'>
 }
 
 /**
- * The user's tier name: stored tier if it still exists in the catalogue, else the default. A turn's
- * reservation applies the same rule in SQL (billing's reserve_turn).
+ * The user's tier name: the stored tier if the catalogue still has it, else the catalogue's default.
+ * The rule is written once, as the database function user_tier, because a turn's reservation must
+ * apply it inside its one statement.
  */
 export async function userTier(deps: Pick<Deps, 'db' | 'config'>, id: string): Promise<string> {
-  const stored = await repo.findUserTier(deps.db, id);
-  const tiers = deps.config.catalogue.tiers;
-  return stored && Object.hasOwn(tiers, stored) ? stored : deps.config.catalogue.defaultTier;
+  const { tiers, defaultTier } = deps.config.catalogue;
+  return repo.effectiveTier(deps.db, id, JSON.stringify(tiers), defaultTier);
 }
 
 export async function setTier(deps: Pick<Deps, 'db' | 'config'>, id: string, tier: string): Promise<void> {
