@@ -1,38 +1,53 @@
 import { Type } from 'typebox';
-import { IsoDateTime, Uuid } from '../../http/schemas.ts';
+import { IsoDateTime, named, ref, Uuid, type NamedSchema } from '../../http/schemas.ts';
 
 export const CheckoutBody = Type.Object(
   { packId: Type.String({ minLength: 1, maxLength: 200, description: 'A configured pack (GET /api/billing/packs)' }) },
   { additionalProperties: false },
 );
 
-export const CheckoutResult = Type.Object({
-  url: Type.String({ description: 'Hosted checkout page to redirect to' }),
-  sessionId: Type.String({ description: 'Checkout session id; the success URL receives it too' }),
-});
+const CheckoutResultSchema = named(
+  'CheckoutResult',
+  Type.Object({
+    url: Type.String({ description: 'Hosted checkout page to redirect to' }),
+    sessionId: Type.String({ description: 'Checkout session id; the success URL receives it too' }),
+  }),
+);
+export const CheckoutResult = ref(CheckoutResultSchema);
 
-export const Pack = Type.Object({
-  packId: Type.String(),
-  name: Type.String(),
-  credits: Type.Integer(),
-  amount: Type.Integer({ description: 'Price in the minor unit of `currency`' }),
-  currency: Type.String({ description: 'ISO 4217, lower case' }),
-});
-export const PackList = Type.Object({ items: Type.Array(Pack) });
+const PackSchema = named(
+  'Pack',
+  Type.Object({
+    packId: Type.String(),
+    name: Type.String(),
+    credits: Type.Integer(),
+    amount: Type.Integer({ description: 'Price in the minor unit of `currency`' }),
+    currency: Type.String({ description: 'ISO 4217, lower case' }),
+  }),
+);
+const PackListSchema = named('PackList', Type.Object({ items: Type.Array(ref(PackSchema)) }));
+export const PackList = ref(PackListSchema);
 
-const Quota = Type.Object({
-  limit: Type.Integer(),
-  used: Type.Integer(),
-  remaining: Type.Integer(),
-  resetsAt: { ...IsoDateTime, description: 'Start of the next calendar month (UTC)' },
-});
+const QuotaSchema = named(
+  'Quota',
+  Type.Object({
+    limit: Type.Integer(),
+    used: Type.Integer(),
+    remaining: Type.Integer(),
+    resetsAt: { ...IsoDateTime, description: 'Start of the next calendar month (UTC)' },
+  }),
+);
 
-export const Wallet = Type.Object({
-  credits: Type.Integer({ description: 'Balance: the sum of the ledger; negative after a refund of spent credits' }),
-  tier: Type.String(),
-  allowance: Quota,
-  images: Quota,
-});
+const WalletSchema = named(
+  'Wallet',
+  Type.Object({
+    credits: Type.Integer({ description: 'Balance: the sum of the ledger; negative after a refund of spent credits' }),
+    tier: Type.String(),
+    allowance: ref(QuotaSchema),
+    images: ref(QuotaSchema),
+  }),
+);
+export const Wallet = ref(WalletSchema);
 
 export const LedgerKind = Type.Union([
   Type.Literal('purchase'),
@@ -42,18 +57,25 @@ export const LedgerKind = Type.Union([
   Type.Literal('grant'),
 ]);
 
-export const LedgerItem = Type.Object({
-  id: Uuid,
-  amount: Type.Integer({ description: 'Credits; negative when taken' }),
-  kind: LedgerKind,
-  reference: Type.String({ description: 'Unique idempotency reference, e.g. checkout:<sessionId>, turn:<turnId>' }),
-  createdAt: IsoDateTime,
-});
+const LedgerEntrySchema = named(
+  'LedgerEntry',
+  Type.Object({
+    id: Uuid,
+    amount: Type.Integer({ description: 'Credits; negative when taken' }),
+    kind: LedgerKind,
+    reference: Type.String({ description: 'Unique idempotency reference, e.g. checkout:<sessionId>, turn:<turnId>' }),
+    createdAt: IsoDateTime,
+  }),
+);
 
-export const LedgerPage = Type.Object({
-  items: Type.Array(LedgerItem),
-  nextCursor: Type.Union([Type.String(), Type.Null()]),
-});
+const LedgerPageSchema = named(
+  'LedgerPage',
+  Type.Object({
+    items: Type.Array(ref(LedgerEntrySchema)),
+    nextCursor: Type.Union([Type.String(), Type.Null()]),
+  }),
+);
+export const LedgerPage = ref(LedgerPageSchema);
 
 export const LedgerQuery = Type.Object(
   {
@@ -63,4 +85,17 @@ export const LedgerQuery = Type.Object(
   { additionalProperties: false },
 );
 
-export const WebhookAck = Type.Object({ received: Type.Boolean() });
+const WebhookAckSchema = named('WebhookAck', Type.Object({ received: Type.Boolean() }));
+export const WebhookAck = ref(WebhookAckSchema);
+
+/** Registered as shared schemas (app.ts): `components.schemas` of the OpenAPI document. */
+export const components: NamedSchema[] = [
+  CheckoutResultSchema,
+  PackSchema,
+  PackListSchema,
+  QuotaSchema,
+  WalletSchema,
+  LedgerEntrySchema,
+  LedgerPageSchema,
+  WebhookAckSchema,
+];

@@ -1,6 +1,6 @@
 import { Type, type Static } from 'typebox';
 import { ProviderSchema } from '../../catalogue.ts';
-import { IsoDateTime, Uuid } from '../../http/schemas.ts';
+import { IsoDateTime, named, ref, Uuid, type NamedSchema } from '../../http/schemas.ts';
 
 export const MAX_ATTACHMENTS = 4;
 export const MAX_BASE64_CHARS = 4_500_000;
@@ -54,42 +54,58 @@ const listItemFields = {
   updatedAt: IsoDateTime,
 };
 
-export const ConversationListItem = Type.Object(listItemFields);
-export type ConversationListItemDto = Static<typeof ConversationListItem>;
+const ConversationListItemSchema = named('ConversationListItem', Type.Object(listItemFields));
+export const ConversationListItem = ref(ConversationListItemSchema);
+export type ConversationListItemDto = Static<typeof ConversationListItemSchema>;
 
-export const ConversationList = Type.Object({
-  items: Type.Array(ConversationListItem, { description: 'Sorted by updatedAt, newest first' }),
-  nextCursor: Type.Union([Type.String(), Type.Null()]),
-});
+const ConversationListSchema = named(
+  'ConversationList',
+  Type.Object({
+    items: Type.Array(ConversationListItem, { description: 'Sorted by updatedAt, newest first' }),
+    nextCursor: Type.Union([Type.String(), Type.Null()]),
+  }),
+);
+export const ConversationList = ref(ConversationListSchema);
 
-const Attachment = Type.Object({
-  id: Uuid,
-  format: ImageFormat,
-  byteSize: Type.Integer(),
-  url: Type.String({ description: 'GET it with the same bearer token' }),
-});
+const AttachmentSchema = named(
+  'Attachment',
+  Type.Object({
+    id: Uuid,
+    format: ImageFormat,
+    byteSize: Type.Integer(),
+    url: Type.String({ description: 'GET it with the same bearer token' }),
+  }),
+);
 
-export const Message = Type.Object({
-  id: Uuid,
-  role: Type.Union([Type.Literal('user'), Type.Literal('assistant')]),
-  text: Type.String({ description: 'For a reply: exactly the text streamed to the client' }),
-  status: Type.Union([Type.Literal('complete'), Type.Literal('streaming'), Type.Literal('interrupted'), Type.Literal('failed')]),
-  clientMessageId: Type.Union([Uuid, Type.Null()]),
-  finishReason: Type.Union([Type.String(), Type.Null()]),
-  usage: Type.Union([Type.Object({ inputTokens: Type.Integer(), outputTokens: Type.Integer() }), Type.Null()]),
-  error: Type.Union([Type.Object({ code: Type.String(), retryable: Type.Boolean() }), Type.Null()]),
-  attachments: Type.Array(Attachment),
-  createdAt: IsoDateTime,
-  completedAt: Type.Union([IsoDateTime, Type.Null()]),
-});
-export type MessageDto = Static<typeof Message>;
+const MessageSchema = named(
+  'Message',
+  Type.Object({
+    id: Uuid,
+    role: Type.Union([Type.Literal('user'), Type.Literal('assistant')]),
+    text: Type.String({ description: 'For a reply: exactly the text streamed to the client' }),
+    status: Type.Union([Type.Literal('complete'), Type.Literal('streaming'), Type.Literal('interrupted'), Type.Literal('failed')]),
+    clientMessageId: Type.Union([Uuid, Type.Null()]),
+    finishReason: Type.Union([Type.String(), Type.Null()]),
+    usage: Type.Union([Type.Object({ inputTokens: Type.Integer(), outputTokens: Type.Integer() }), Type.Null()]),
+    error: Type.Union([Type.Object({ code: Type.String(), retryable: Type.Boolean() }), Type.Null()]),
+    attachments: Type.Array(ref(AttachmentSchema)),
+    createdAt: IsoDateTime,
+    completedAt: Type.Union([IsoDateTime, Type.Null()]),
+  }),
+);
+export const Message = ref(MessageSchema);
+export type MessageDto = Static<typeof MessageSchema>;
 
-export const ConversationWithMessages = Type.Object({
-  ...listItemFields,
-  messages: Type.Array(Message, { description: 'One page, oldest first (newest last); the first page holds the latest messages' }),
-  nextCursor: Type.Union([Type.String(), Type.Null()], { description: 'Cursor of the page of older messages; null at the beginning' }),
-});
-export type ConversationWithMessagesDto = Static<typeof ConversationWithMessages>;
+const ConversationWithMessagesSchema = named(
+  'ConversationWithMessages',
+  Type.Object({
+    ...listItemFields,
+    messages: Type.Array(Message, { description: 'One page, oldest first (newest last); the first page holds the latest messages' }),
+    nextCursor: Type.Union([Type.String(), Type.Null()], { description: 'Cursor of the page of older messages; null at the beginning' }),
+  }),
+);
+export const ConversationWithMessages = ref(ConversationWithMessagesSchema);
+export type ConversationWithMessagesDto = Static<typeof ConversationWithMessagesSchema>;
 
 export const RenameBody = Type.Object(
   { title: Type.String({ minLength: 1, maxLength: 500, description: 'Whitespace collapsed; 1 to 200 characters' }) },
@@ -101,3 +117,12 @@ export const EVENT_STREAM_DOC =
   'billing: {source, credits}}, `delta` {text}, then exactly one of `done` {finishReason, usage: {inputTokens, outputTokens}} or ' +
   '`error` {code, message, retryable}. A `: ping` comment keeps the connection alive.';
 export const EventStream = Type.String({ description: EVENT_STREAM_DOC });
+
+/** Registered as shared schemas (app.ts): `components.schemas` of the OpenAPI document. */
+export const components: NamedSchema[] = [
+  ConversationListItemSchema,
+  ConversationListSchema,
+  AttachmentSchema,
+  MessageSchema,
+  ConversationWithMessagesSchema,
+];
