@@ -83,6 +83,9 @@ export async function buildApp(deps: Deps) {
         version: packageVersion(),
         description: 'Errors use one envelope `{ error: { code, message, requestId, details? } }`; clients switch on `code`.',
       },
+      // Relative: the origin the document was fetched from, so it is right behind any host name; a
+      // client generated from a saved copy is given its base URL (README, API).
+      servers: [{ url: '/', description: 'The service that served this document' }],
       components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' } } },
       security: [{ bearerAuth: [] }],
     },
