@@ -1,7 +1,14 @@
 import { Type, type Static } from 'typebox';
 import { IsoDateTime, named, ref, Uuid, type NamedSchema } from '../../http/schemas.ts';
 
-const Name = Type.String({ minLength: 1, maxLength: 200, description: 'Trimmed; 1 to 100 characters; unique per user (case-insensitive)' });
+/** The service trims names and takes 1 to 100 characters (service.ts); a longer string is refused up front. */
+const NAME_MAX = 100;
+const Name = Type.String({
+  minLength: 1,
+  maxLength: NAME_MAX,
+  description: `Trimmed; 1 to ${NAME_MAX} characters; unique per user (case-insensitive)`,
+});
+const BrokerageName = Type.String({ minLength: 1, maxLength: NAME_MAX, description: `Trimmed; 1 to ${NAME_MAX} characters` });
 const Currency = Type.String({ pattern: '^[A-Za-z]{3}$', description: 'ISO 4217 code; normalised to upper case' });
 const Timezone = Type.String({ minLength: 1, maxLength: 64, description: 'IANA zone or link name; stored canonical' });
 const StartingBalance = Type.String({ pattern: '^[0-9]{1,15}(\\.[0-9]{1,8})?$', description: 'Non-negative decimal string' });
@@ -65,7 +72,7 @@ export const TradingDay = ref(TradingDaySchema);
 const BrokerageSchema = named('Brokerage', Type.Object({ id: Uuid, name: Type.String(), createdAt: IsoDateTime }));
 export const Brokerage = ref(BrokerageSchema);
 export type BrokerageDto = Static<typeof BrokerageSchema>;
-export const CreateBrokerageBody = Type.Object({ name: Type.String({ minLength: 1, maxLength: 200 }) }, { additionalProperties: false });
+export const CreateBrokerageBody = Type.Object({ name: BrokerageName }, { additionalProperties: false });
 const BrokerageListSchema = named('BrokerageList', Type.Object({ items: Type.Array(Brokerage) }));
 export const BrokerageList = ref(BrokerageListSchema);
 

@@ -107,8 +107,10 @@ const ConversationWithMessagesSchema = named(
 export const ConversationWithMessages = ref(ConversationWithMessagesSchema);
 export type ConversationWithMessagesDto = Static<typeof ConversationWithMessagesSchema>;
 
+/** The service collapses whitespace and takes 1 to 200 characters (service.ts); a longer string is refused up front. */
+const TITLE_MAX = 200;
 export const RenameBody = Type.Object(
-  { title: Type.String({ minLength: 1, maxLength: 500, description: 'Whitespace collapsed; 1 to 200 characters' }) },
+  { title: Type.String({ minLength: 1, maxLength: TITLE_MAX, description: `Whitespace collapsed; 1 to ${TITLE_MAX} characters` }) },
   { additionalProperties: false },
 );
 
