@@ -6,7 +6,7 @@ import { enforceRateLimit } from '../../http/rate-limit.ts';
 import { responses } from '../../http/schemas.ts';
 import { createStripePayments, verifyStripeEvent, WebhookSignatureError, type PaymentEvent } from '../../providers/payments/stripe.ts';
 import { CHECKOUT_RULE, startCheckout } from './checkout-service.ts';
-import { CheckoutBody, CheckoutResult, LedgerPage, LedgerQuery, PackList, Wallet, WebhookAck } from './schemas.ts';
+import { CheckoutBody, CheckoutResult, documentStripeWebhook, LedgerPage, LedgerQuery, PackList, Wallet, WebhookAck } from './schemas.ts';
 import { ledgerPage, listPacks, wallet } from './wallet-service.ts';
 import { applyStripeEvent } from './webhook-service.ts';
 
@@ -78,7 +78,7 @@ async function stripeWebhookRoutes(parent: FastifyInstance, { deps }: { deps: De
   app.post(
     '/billing/webhooks/stripe',
     {
-      config: { public: true },
+      config: { public: true, swaggerTransform: documentStripeWebhook },
       bodyLimit: WEBHOOK_BODY_LIMIT,
       schema: {
         tags: ['billing'],

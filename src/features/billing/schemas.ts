@@ -1,3 +1,4 @@
+import type { SwaggerTransform } from '@fastify/swagger';
 import { Type } from 'typebox';
 import { IsoDateTime, named, ref, Uuid, type NamedSchema } from '../../http/schemas.ts';
 
@@ -88,6 +89,41 @@ export const LedgerQuery = Type.Object(
 const WebhookAckSchema = named('WebhookAck', Type.Object({ received: Type.Boolean() }));
 export const WebhookAck = ref(WebhookAckSchema);
 
+/** Stripe's event envelope: what the webhook requires of a body once its signature verifies. */
+const StripeEventSchema = named(
+  'StripeEvent',
+  Type.Object(
+    {
+      id: Type.String({ description: 'evt_…; the same event may be delivered more than once' }),
+      object: Type.Optional(Type.Literal('event')),
+      type: Type.String({ description: 'The types acted on are in the operation description; any other type is answered 200 and ignored' }),
+      api_version: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+      created: Type.Optional(Type.Integer({ description: 'Unix seconds' })),
+      livemode: Type.Optional(Type.Boolean()),
+      data: Type.Object({
+        object: Type.Object({}, { additionalProperties: true, description: 'The object the event is about: a Checkout Session, a Charge or a Dispute' }),
+        previous_attributes: Type.Optional(Type.Object({}, { additionalProperties: true })),
+      }),
+    },
+    { description: 'A Stripe event (https://docs.stripe.com/api/events/object), sent by Stripe, never by a client' },
+  ),
+);
+
+const StripeSignatureHeaders = Type.Object({
+  'Stripe-Signature': Type.String({
+    description: '`t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">`, signed with the endpoint secret; checked over the exact bytes with a 300 s tolerance',
+  }),
+});
+
+/**
+ * The webhook parses its body itself (the signature covers the raw bytes), so its body and header
+ * schemas are for the document only: declared on the route, Fastify would validate them first.
+ */
+export const documentStripeWebhook: SwaggerTransform = ({ schema, url }) => ({
+  schema: { ...schema, headers: StripeSignatureHeaders, body: ref(StripeEventSchema) },
+  url,
+});
+
 /** Registered as shared schemas (app.ts): `components.schemas` of the OpenAPI document. */
 export const components: NamedSchema[] = [
   CheckoutResultSchema,
@@ -98,4 +134,5 @@ export const components: NamedSchema[] = [
   LedgerEntrySchema,
   LedgerPageSchema,
   WebhookAckSchema,
+  StripeEventSchema,
 ];
