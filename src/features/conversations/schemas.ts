@@ -114,11 +114,119 @@ export const RenameBody = Type.Object(
   { additionalProperties: false },
 );
 
+/* The `data:` of each stream frame (DESIGN §7, §11, §13), one named schema per `event:`. */
+
+const StreamStartFrameSchema = named(
+  'StreamStartFrame',
+  Type.Object(
+    {
+      conversationId: Uuid,
+      userMessageId: Uuid,
+      assistantMessageId: Uuid,
+      provider: ProviderSchema,
+      model: Type.String(),
+      billing: Type.Object({
+        source: Type.Union([Type.Literal('allowance'), Type.Literal('credits'), Type.Literal('free')]),
+        credits: Type.Integer({ description: 'Credits reserved for this turn; returned if it produces no text' }),
+      }),
+    },
+    { description: '`event: start`, the first frame' },
+  ),
+);
+
+const StreamDeltaFrameSchema = named(
+  'StreamDeltaFrame',
+  Type.Object(
+    { text: Type.String({ description: 'The next piece of the reply; the reply is their concatenation' }) },
+    { description: '`event: delta`' },
+  ),
+);
+
+const StreamToolCallFrameSchema = named(
+  'StreamToolCallFrame',
+  Type.Object(
+    {
+      id: Type.String(),
+      name: Type.String({ description: 'get_quote, get_price_history, get_market_status, search_symbols or list_my_accounts' }),
+      arguments: Type.Object({}, { additionalProperties: true }),
+    },
+    { description: '`event: tool_call`: a tool call of the model, once its arguments are complete' },
+  ),
+);
+
+const StreamToolResultFrameSchema = named(
+  'StreamToolResultFrame',
+  Type.Union(
+    [
+      Type.Object({ id: Type.String(), name: Type.String(), ok: Type.Literal(true), result: Type.Object({}, { additionalProperties: true }) }),
+      Type.Object({
+        id: Type.String(),
+        name: Type.String(),
+        ok: Type.Literal(false),
+        error: Type.Object({ code: Type.String({ description: 'TOOL_INVALID_ARGUMENTS, UNKNOWN_SYMBOL, MARKET_DATA_…' }), message: Type.String() }),
+      }),
+    ],
+    { description: '`event: tool_result`: the outcome of the tool call with the same id' },
+  ),
+);
+
+const NullableCount = Type.Union([Type.Integer(), Type.Null()], { description: 'null when the provider does not report it' });
+const StreamDoneFrameSchema = named(
+  'StreamDoneFrame',
+  Type.Object(
+    {
+      finishReason: Type.Union([
+        Type.Literal('stop'),
+        Type.Literal('length'),
+        Type.Literal('content_filter'),
+        Type.Literal('stopped'),
+        Type.Literal('aborted'),
+      ]),
+      usage: Type.Object({
+        inputTokens: Type.Integer(),
+        outputTokens: Type.Integer(),
+        cachedInputTokens: Type.Optional(NullableCount),
+        reasoningTokens: Type.Optional(NullableCount),
+        estimatedCostUsd: Type.Optional(Type.Union([Type.Number(), Type.Null()], { description: 'On the user’s own provider key; null when unknown' })),
+      }),
+      toolCalls: Type.Optional(Type.Integer({ description: 'Tool calls made during the turn' })),
+    },
+    { description: '`event: done`: the turn ended; the last frame' },
+  ),
+);
+
+const StreamErrorFrameSchema = named(
+  'StreamErrorFrame',
+  Type.Object(
+    {
+      code: Type.String({
+        description: 'PROVIDER_AUTH_FAILED, PROVIDER_RATE_LIMITED, PROVIDER_UNAVAILABLE, PROVIDER_ERROR, UPSTREAM_TIMEOUT, SHUTTING_DOWN or INTERNAL',
+      }),
+      message: Type.String(),
+      retryable: Type.Boolean(),
+    },
+    { description: '`event: error`: the turn failed; the last frame' },
+  ),
+);
+
+const FRAMES = {
+  start: StreamStartFrameSchema,
+  delta: StreamDeltaFrameSchema,
+  tool_call: StreamToolCallFrameSchema,
+  tool_result: StreamToolResultFrameSchema,
+  done: StreamDoneFrameSchema,
+  error: StreamErrorFrameSchema,
+};
+
 export const EVENT_STREAM_DOC =
-  'text/event-stream. Frames, each with an increasing `id:`: `start` {conversationId, userMessageId, assistantMessageId, provider, model, ' +
-  'billing: {source, credits}}, `delta` {text}, then exactly one of `done` {finishReason, usage: {inputTokens, outputTokens}} or ' +
-  '`error` {code, message, retryable}. A `: ping` comment keeps the connection alive.';
-export const EventStream = Type.String({ description: EVENT_STREAM_DOC });
+  'text/event-stream. Frames, each with an increasing `id:`, an `event:` and a JSON `data:` (the schema named in `x-sse-events`): ' +
+  '`start`, then `delta`s, with `tool_call` / `tool_result` pairs between them when the advisor uses a tool, then exactly one of ' +
+  '`done` or `error`. A `: ping` comment keeps the connection alive.';
+/** OpenAPI 3.1 has no schema for the items of a stream: each event's `data:` is named in `x-sse-events`. */
+export const EventStream = Type.String({
+  description: EVENT_STREAM_DOC,
+  'x-sse-events': Object.fromEntries(Object.entries(FRAMES).map(([event, schema]) => [event, ref(schema)])),
+});
 
 /** Registered as shared schemas (app.ts): `components.schemas` of the OpenAPI document. */
 export const components: NamedSchema[] = [
@@ -127,4 +235,5 @@ export const components: NamedSchema[] = [
   AttachmentSchema,
   MessageSchema,
   ConversationWithMessagesSchema,
+  ...Object.values(FRAMES),
 ];
