@@ -17,7 +17,7 @@ export async function billingRoutes(parent: FastifyInstance, { deps }: { deps: D
   const tags = ['billing'];
   const payments = createStripePayments(deps.config.stripe);
 
-  app.get('/billing/packs', { schema: { tags, summary: 'Credit packs on sale', response: responses({ 200: PackList }) } }, async () => ({
+  app.get('/billing/packs', { schema: { operationId: 'listCreditPacks', tags, summary: 'Credit packs on sale', response: responses({ 200: PackList }) } }, async () => ({
     items: await listPacks(deps),
   }));
 
@@ -25,6 +25,7 @@ export async function billingRoutes(parent: FastifyInstance, { deps }: { deps: D
     '/billing/wallet',
     {
       schema: {
+        operationId: 'getWallet',
         tags,
         summary: 'Credits, tier, and this month’s allowance and image quota',
         response: responses({ 200: Wallet }),
@@ -37,6 +38,7 @@ export async function billingRoutes(parent: FastifyInstance, { deps }: { deps: D
     '/billing/ledger',
     {
       schema: {
+        operationId: 'listLedgerEntries',
         tags,
         summary: 'Ledger entries, newest first',
         description: 'Cursor-paginated; `cursor` is the previous page’s `nextCursor`; `limit` 1–100 (default 25).',
@@ -53,6 +55,7 @@ export async function billingRoutes(parent: FastifyInstance, { deps }: { deps: D
       // Route-level, after authentication and before the body is validated: every attempt counts (DESIGN §4).
       onRequest: async (req, reply) => enforceRateLimit(deps.limiter, CHECKOUT_RULE, req.user.id, reply),
       schema: {
+        operationId: 'createCheckoutSession',
         tags,
         summary: 'Start a hosted checkout for a credit pack (spec 4.6)',
         description:
@@ -81,6 +84,7 @@ async function stripeWebhookRoutes(parent: FastifyInstance, { deps }: { deps: De
       config: { public: true, swaggerTransform: documentStripeWebhook },
       bodyLimit: WEBHOOK_BODY_LIMIT,
       schema: {
+        operationId: 'receiveStripeWebhook',
         tags: ['billing'],
         summary: 'Stripe webhook (no bearer token; Stripe-Signature over the raw body)',
         description:
