@@ -13,6 +13,11 @@ import { accountsRoutes } from './features/accounts/routes.ts';
 import { billingRoutes } from './features/billing/routes.ts';
 import { advisorKeysRoutes } from './features/advisor-keys/routes.ts';
 import { conversationsRoutes } from './features/conversations/routes.ts';
+import { components as httpComponents, shareErrorResponses } from './http/schemas.ts';
+import { components as accountsComponents } from './features/accounts/schemas.ts';
+import { components as billingComponents } from './features/billing/schemas.ts';
+import { components as advisorKeysComponents } from './features/advisor-keys/schemas.ts';
+import { components as conversationsComponents } from './features/conversations/schemas.ts';
 import { packageVersion } from './version.ts';
 
 declare module 'fastify' {
@@ -63,7 +68,14 @@ export async function buildApp(deps: Deps) {
   });
   app.setNotFoundHandler((req, reply) => sendError(new AppError('NOT_FOUND', `no route ${req.method} ${req.url.split('?')[0]}`), req, reply));
 
+  // Named response schemas, shared by every route (`ref(...)`) and documented once under components.schemas.
+  for (const schema of [...httpComponents, ...accountsComponents, ...billingComponents, ...advisorKeysComponents, ...conversationsComponents]) {
+    app.addSchema(schema);
+  }
   await app.register(swagger, {
+    // A shared schema keeps its `$id` as its component name (the default renames it `def-<n>`).
+    refResolver: { buildLocalReference: (json, _base, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`) },
+    transformObject: shareErrorResponses,
     openapi: {
       openapi: '3.1.0',
       info: {
@@ -71,6 +83,9 @@ export async function buildApp(deps: Deps) {
         version: packageVersion(),
         description: 'Errors use one envelope `{ error: { code, message, requestId, details? } }`; clients switch on `code`.',
       },
+      // Relative: the origin the document was fetched from, so it is right behind any host name; a
+      // client generated from a saved copy is given its base URL (README, API).
+      servers: [{ url: '/', description: 'The service that served this document' }],
       components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' } } },
       security: [{ bearerAuth: [] }],
     },

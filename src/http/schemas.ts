@@ -1,17 +1,46 @@
-import { Type, type TSchema } from 'typebox';
-import { ERROR_STATUS } from './errors.ts';
+import type { SwaggerTransformObject } from '@fastify/swagger';
+import { Type, type Static, type TSchema, type TUnsafe } from 'typebox';
+import { ERROR_STATUS, type ErrorCode } from './errors.ts';
 
-export const ErrorEnvelopeSchema = Type.Object(
-  {
-    error: Type.Object({
-      code: Type.Union(Object.keys(ERROR_STATUS).map((c) => Type.Literal(c))),
-      message: Type.String(),
-      requestId: Type.String(),
-      details: Type.Optional(Type.Array(Type.Object({ path: Type.String(), message: Type.String() }))),
-    }),
-  },
-  { description: 'Every non-2xx response' },
+/** A schema with a name (`$id`): registered once as a shared schema, documented once under `components.schemas`. */
+export type NamedSchema = TSchema & { readonly $id: string };
+
+/** Names a schema, for `ref` and for a feature's `components` list. */
+export function named<T extends TSchema>($id: string, schema: T): T & { readonly $id: string } {
+  return Object.assign(schema, { $id });
+}
+
+/**
+ * A use of a named schema. fast-json-stringify resolves it against the shared schemas (app.ts
+ * registers every feature's `components`), and the OpenAPI document shows the schema once instead
+ * of a copy per route, so a generated client has one type per resource. The static type is the
+ * named schema's own.
+ */
+export function ref<T extends NamedSchema>(schema: T): TUnsafe<Static<T>> {
+  return Type.Unsafe<Static<T>>({ $ref: `${schema.$id}#` });
+}
+
+const ErrorEnvelopeSchema = named(
+  'ErrorEnvelope',
+  Type.Object(
+    {
+      error: Type.Object({
+        code: Type.Enum(Object.keys(ERROR_STATUS) as ErrorCode[], {
+          type: 'string',
+          description: 'From one closed list, one status per code; switch on it, never on `message`',
+        }),
+        message: Type.String(),
+        requestId: Type.String({ description: 'Also in the X-Request-Id header' }),
+        details: Type.Optional(Type.Array(Type.Object({ path: Type.String(), message: Type.String() }))),
+      }),
+    },
+    { description: 'Every non-2xx response' },
+  ),
 );
+const ErrorEnvelope = ref(ErrorEnvelopeSchema);
+
+/** The shared schemas of the HTTP layer, registered with the features' own (app.ts). */
+export const components: NamedSchema[] = [ErrorEnvelopeSchema];
 
 export const Uuid = Type.String({ format: 'uuid' });
 export const IsoDateTime = Type.String({ format: 'date-time' });
@@ -19,7 +48,38 @@ export const IdParams = Type.Object({ id: Uuid });
 
 /** Response map for a route: its success schema(s) plus the shared error envelope. */
 export function responses<T extends Record<number, TSchema>>(ok: T) {
-  return { ...ok, '4xx': ErrorEnvelopeSchema, '5xx': ErrorEnvelopeSchema };
+  return { ...ok, '4xx': ErrorEnvelope, '5xx': ErrorEnvelope };
 }
 
 export const NoContent = Type.Null({ description: 'No content' });
+
+const ENVELOPE_REF = '#/components/schemas/ErrorEnvelope';
+const ERROR_RESPONSE = {
+  description: 'The error envelope; every non-2xx answer, whatever its status',
+  headers: {
+    'X-Request-Id': { description: 'Also `error.requestId`; on every response', schema: { type: 'string' as const } },
+    'Retry-After': { description: 'On 429 and on 503 when a retry may succeed: whole seconds to wait', schema: { type: 'integer' as const } },
+  },
+  content: { 'application/json': { schema: { $ref: ENVELOPE_REF } } },
+};
+
+type Responses = Record<string, { $ref?: string; content?: Record<string, { schema?: { $ref?: string } }> }>;
+
+/**
+ * @fastify/swagger writes a response object per status per route; those whose body is the error
+ * envelope (the 4XX and 5XX of `responses`) become one shared `components.responses.Error`.
+ */
+export const shareErrorResponses: SwaggerTransformObject = (document) => {
+  if (!('openapiObject' in document)) return document.swaggerObject;
+  const doc = document.openapiObject;
+  for (const item of Object.values(doc.paths ?? {})) {
+    for (const operation of Object.values(item ?? {}) as { responses?: Responses }[]) {
+      const answers = operation.responses ?? {};
+      for (const [status, answer] of Object.entries(answers)) {
+        if (answer.content?.['application/json']?.schema?.$ref === ENVELOPE_REF) answers[status] = { $ref: '#/components/responses/Error' };
+      }
+    }
+  }
+  doc.components = { ...doc.components, responses: { ...doc.components?.responses, Error: ERROR_RESPONSE } };
+  return doc;
+};

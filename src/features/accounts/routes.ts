@@ -21,21 +21,22 @@ export async function accountsRoutes(parent: FastifyInstance, { deps }: { deps: 
 
   app.post(
     '/accounts',
-    { schema: { tags, summary: 'Create an account', body: CreateAccountBody, response: responses({ 201: Account }) } },
+    { schema: { operationId: 'createAccount', tags, summary: 'Create an account', body: CreateAccountBody, response: responses({ 201: Account }) } },
     async (req, reply) => reply.code(201).send(await service.createAccount(deps, req.user.id, req.body)),
   );
-  app.get('/accounts', { schema: { tags, summary: "List the caller's accounts", response: responses({ 200: AccountList }) } }, async (req) => ({
+  app.get('/accounts', { schema: { operationId: 'listAccounts', tags, summary: "List the caller's accounts", response: responses({ 200: AccountList }) } }, async (req) => ({
     items: await service.listAccounts(deps, req.user.id),
   }));
   app.get(
     '/accounts/:id',
-    { schema: { tags, summary: 'Get an account', params: IdParams, response: responses({ 200: Account }) } },
+    { schema: { operationId: 'getAccount', tags, summary: 'Get an account', params: IdParams, response: responses({ 200: Account }) } },
     async (req) => service.getAccount(deps, req.user.id, req.params.id),
   );
   app.put(
     '/accounts/:id',
     {
       schema: {
+        operationId: 'updateAccount',
         tags,
         summary: 'Update an account (spec 4.4)',
         description: 'Any subset of name, currency, brokerageId (null unlinks) and timezone. startingBalance is not updatable.',
@@ -48,7 +49,7 @@ export async function accountsRoutes(parent: FastifyInstance, { deps }: { deps: 
   );
   app.delete(
     '/accounts/:id',
-    { schema: { tags, summary: 'Delete an account', params: IdParams, response: responses({ 204: NoContent }) } },
+    { schema: { operationId: 'deleteAccount', tags, summary: 'Delete an account', params: IdParams, response: responses({ 204: NoContent }) } },
     async (req, reply) => {
       await service.deleteAccount(deps, req.user.id, req.params.id);
       return reply.code(204).send(null);
@@ -58,6 +59,7 @@ export async function accountsRoutes(parent: FastifyInstance, { deps }: { deps: 
     '/accounts/:id/trading-day',
     {
       schema: {
+        operationId: 'getTradingDay',
         tags,
         summary: 'Trading day of an instant, in the zone in force at that instant',
         params: IdParams,
@@ -71,15 +73,15 @@ export async function accountsRoutes(parent: FastifyInstance, { deps }: { deps: 
   const btags = ['brokerages'];
   app.post(
     '/brokerages',
-    { schema: { tags: btags, summary: 'Create a brokerage link', body: CreateBrokerageBody, response: responses({ 201: Brokerage }) } },
+    { schema: { operationId: 'createBrokerage', tags: btags, summary: 'Create a brokerage link', body: CreateBrokerageBody, response: responses({ 201: Brokerage }) } },
     async (req, reply) => reply.code(201).send(await service.createBrokerage(deps, req.user.id, req.body.name)),
   );
-  app.get('/brokerages', { schema: { tags: btags, summary: 'List brokerage links', response: responses({ 200: BrokerageList }) } }, async (req) => ({
+  app.get('/brokerages', { schema: { operationId: 'listBrokerages', tags: btags, summary: 'List brokerage links', response: responses({ 200: BrokerageList }) } }, async (req) => ({
     items: await service.listBrokerages(deps, req.user.id),
   }));
   app.delete(
     '/brokerages/:id',
-    { schema: { tags: btags, summary: 'Delete a brokerage link (accounts are unlinked)', params: IdParams, response: responses({ 204: NoContent }) } },
+    { schema: { operationId: 'deleteBrokerage', tags: btags, summary: 'Delete a brokerage link (accounts are unlinked)', params: IdParams, response: responses({ 204: NoContent }) } },
     async (req, reply) => {
       await service.deleteBrokerage(deps, req.user.id, req.params.id);
       return reply.code(204).send(null);

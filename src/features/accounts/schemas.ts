@@ -1,13 +1,21 @@
 import { Type, type Static } from 'typebox';
-import { IsoDateTime, Uuid } from '../../http/schemas.ts';
+import { IsoDateTime, named, ref, Uuid, type NamedSchema } from '../../http/schemas.ts';
 
-const Name = Type.String({ minLength: 1, maxLength: 200, description: 'Trimmed; 1 to 100 characters; unique per user (case-insensitive)' });
+/** The service trims names and takes 1 to 100 characters (service.ts); a longer string is refused up front. */
+const NAME_MAX = 100;
+const Name = Type.String({
+  minLength: 1,
+  maxLength: NAME_MAX,
+  description: `Trimmed; 1 to ${NAME_MAX} characters; unique per user (case-insensitive)`,
+});
+const BrokerageName = Type.String({ minLength: 1, maxLength: NAME_MAX, description: `Trimmed; 1 to ${NAME_MAX} characters` });
 const Currency = Type.String({ pattern: '^[A-Za-z]{3}$', description: 'ISO 4217 code; normalised to upper case' });
 const Timezone = Type.String({ minLength: 1, maxLength: 64, description: 'IANA zone or link name; stored canonical' });
 const StartingBalance = Type.String({ pattern: '^[0-9]{1,15}(\\.[0-9]{1,8})?$', description: 'Non-negative decimal string' });
 
-export const Account = Type.Object(
-  {
+const AccountSchema = named(
+  'Account',
+  Type.Object({
     id: Uuid,
     name: Type.String(),
     currency: Type.String(),
@@ -16,9 +24,10 @@ export const Account = Type.Object(
     startingBalance: Type.String(),
     createdAt: IsoDateTime,
     updatedAt: IsoDateTime,
-  },
+  }),
 );
-export type AccountDto = Static<typeof Account>;
+export const Account = ref(AccountSchema);
+export type AccountDto = Static<typeof AccountSchema>;
 
 export const CreateAccountBody = Type.Object(
   {
@@ -44,18 +53,28 @@ export const UpdateAccountBody = Type.Object(
 );
 export type UpdateAccountInput = Static<typeof UpdateAccountBody>;
 
-export const AccountList = Type.Object({ items: Type.Array(Account) });
+const AccountListSchema = named('AccountList', Type.Object({ items: Type.Array(Account) }));
+export const AccountList = ref(AccountListSchema);
 
 export const TradingDayQuery = Type.Object(
   { at: Type.Optional(Type.String({ format: 'date-time', description: 'Instant to evaluate; default now' })) },
   { additionalProperties: false },
 );
-export const TradingDay = Type.Object({
-  tradingDay: Type.String({ pattern: '^\\d{4}-\\d{2}-\\d{2}$' }),
-  timezone: Type.String(),
-});
+const TradingDaySchema = named(
+  'TradingDay',
+  Type.Object({
+    tradingDay: Type.String({ pattern: '^\\d{4}-\\d{2}-\\d{2}$' }),
+    timezone: Type.String(),
+  }),
+);
+export const TradingDay = ref(TradingDaySchema);
 
-export const Brokerage = Type.Object({ id: Uuid, name: Type.String(), createdAt: IsoDateTime });
-export type BrokerageDto = Static<typeof Brokerage>;
-export const CreateBrokerageBody = Type.Object({ name: Type.String({ minLength: 1, maxLength: 200 }) }, { additionalProperties: false });
-export const BrokerageList = Type.Object({ items: Type.Array(Brokerage) });
+const BrokerageSchema = named('Brokerage', Type.Object({ id: Uuid, name: Type.String(), createdAt: IsoDateTime }));
+export const Brokerage = ref(BrokerageSchema);
+export type BrokerageDto = Static<typeof BrokerageSchema>;
+export const CreateBrokerageBody = Type.Object({ name: BrokerageName }, { additionalProperties: false });
+const BrokerageListSchema = named('BrokerageList', Type.Object({ items: Type.Array(Brokerage) }));
+export const BrokerageList = ref(BrokerageListSchema);
+
+/** Registered as shared schemas (app.ts): `components.schemas` of the OpenAPI document. */
+export const components: NamedSchema[] = [AccountSchema, AccountListSchema, TradingDaySchema, BrokerageSchema, BrokerageListSchema];

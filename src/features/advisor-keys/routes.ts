@@ -36,6 +36,7 @@ export async function advisorKeysRoutes(parent: FastifyInstance, { deps }: { dep
       onRequest: limited(PROVIDER_KEY_SAVES),
       config: { validationCode: 'PROVIDER_KEY_INVALID' },
       schema: {
+        operationId: 'saveProviderKey',
         tags,
         summary: 'Save or replace a language-model provider key (spec 4.2)',
         description:
@@ -50,13 +51,14 @@ export async function advisorKeysRoutes(parent: FastifyInstance, { deps }: { dep
   );
   app.get(
     '/advisor/provider-keys',
-    { schema: { tags, summary: "List the caller's provider keys", response: responses({ 200: ProviderKeyList }) } },
+    { schema: { operationId: 'listProviderKeys', tags, summary: "List the caller's provider keys", response: responses({ 200: ProviderKeyList }) } },
     async (req) => ({ items: await service.listProviderKeys(deps, req.user.id) }),
   );
   app.patch(
     '/advisor/provider-keys/:provider',
     {
       schema: {
+        operationId: 'updateProviderKey',
         tags,
         summary: 'Change the default model or the active flag of a key',
         params: ProviderParams,
@@ -68,7 +70,7 @@ export async function advisorKeysRoutes(parent: FastifyInstance, { deps }: { dep
   );
   app.delete(
     '/advisor/provider-keys/:provider',
-    { schema: { tags, summary: 'Delete a provider key', params: ProviderParams, response: responses({ 204: NoContent }) } },
+    { schema: { operationId: 'deleteProviderKey', tags, summary: 'Delete a provider key', params: ProviderParams, response: responses({ 204: NoContent }) } },
     async (req, reply) => {
       await service.deleteProviderKey(deps, req.user.id, req.params.provider);
       return reply.code(204).send(null);
@@ -81,6 +83,7 @@ export async function advisorKeysRoutes(parent: FastifyInstance, { deps }: { dep
       onRequest: limited(MARKET_DATA_KEY_SAVES),
       config: { validationCode: 'MARKET_DATA_KEY_INVALID' },
       schema: {
+        operationId: 'saveMarketDataKey',
         tags,
         summary: 'Save or replace the market-data key (spec 4.1)',
         description:
@@ -96,6 +99,7 @@ export async function advisorKeysRoutes(parent: FastifyInstance, { deps }: { dep
     '/advisor/market-data-key',
     {
       schema: {
+        operationId: 'getMarketDataKeyStatus',
         tags,
         summary: 'Market-data key status',
         description: '`configured: false` (with nulls) when no key is saved.',
@@ -106,7 +110,7 @@ export async function advisorKeysRoutes(parent: FastifyInstance, { deps }: { dep
   );
   app.delete(
     '/advisor/market-data-key',
-    { schema: { tags, summary: 'Delete the market-data key', response: responses({ 204: NoContent }) } },
+    { schema: { operationId: 'deleteMarketDataKey', tags, summary: 'Delete the market-data key', response: responses({ 204: NoContent }) } },
     async (req, reply) => {
       await marketData.deleteMarketDataKey(deps, req.user.id);
       return reply.code(204).send(null);

@@ -1,6 +1,6 @@
 import { Type, type Static } from 'typebox';
 import { ProviderSchema } from '../../catalogue.ts';
-import { IsoDateTime } from '../../http/schemas.ts';
+import { IsoDateTime, named, ref, type NamedSchema } from '../../http/schemas.ts';
 
 /**
  * Printable ASCII without spaces, 8 to 512 characters; surrounding whitespace (a pasted newline)
@@ -45,27 +45,40 @@ const itemFields = {
   updatedAt: IsoDateTime,
 };
 
-export const ProviderKeyListItem = Type.Object(itemFields);
-export type ProviderKeyListItemDto = Static<typeof ProviderKeyListItem>;
+const ProviderKeyListItemSchema = named('ProviderKeyListItem', Type.Object(itemFields));
+export const ProviderKeyListItem = ref(ProviderKeyListItemSchema);
+export type ProviderKeyListItemDto = Static<typeof ProviderKeyListItemSchema>;
 
-export const SavedProviderKey = Type.Object({
-  ...itemFields,
-  verified: Type.Boolean({ description: 'false: the probe failed transiently and the key was stored anyway' }),
-});
-export type SavedProviderKeyDto = Static<typeof SavedProviderKey>;
+const SavedProviderKeySchema = named(
+  'SavedProviderKey',
+  Type.Object({
+    ...itemFields,
+    verified: Type.Boolean({ description: 'false: the probe failed transiently and the key was stored anyway' }),
+  }),
+);
+export const SavedProviderKey = ref(SavedProviderKeySchema);
+export type SavedProviderKeyDto = Static<typeof SavedProviderKeySchema>;
 
-export const ProviderKeyList = Type.Object({ items: Type.Array(ProviderKeyListItem) });
+const ProviderKeyListSchema = named('ProviderKeyList', Type.Object({ items: Type.Array(ProviderKeyListItem) }));
+export const ProviderKeyList = ref(ProviderKeyListSchema);
 
 export const SaveMarketDataKeyBody = Type.Object({ apiKey: ApiKey }, { additionalProperties: false });
 export type SaveMarketDataKeyInput = Static<typeof SaveMarketDataKeyBody>;
 
 /** Spec 2.1 plus the provider and times; an unconfigured key reads `configured: false` with nulls. */
-export const MarketDataKeyStatus = Type.Object({
-  configured: Type.Boolean(),
-  keyHintTail: Type.Union([Type.String(), Type.Null()]),
-  verified: Type.Boolean({ description: 'The stored key was accepted by its provider when it was saved' }),
-  provider: Type.Union([Type.Literal('polygon'), Type.Literal('fmp'), Type.Null()]),
-  lastVerifiedAt: Type.Union([IsoDateTime, Type.Null()]),
-  updatedAt: Type.Union([IsoDateTime, Type.Null()]),
-});
-export type MarketDataKeyStatusDto = Static<typeof MarketDataKeyStatus>;
+const MarketDataKeyStatusSchema = named(
+  'MarketDataKeyStatus',
+  Type.Object({
+    configured: Type.Boolean(),
+    keyHintTail: Type.Union([Type.String(), Type.Null()]),
+    verified: Type.Boolean({ description: 'The stored key was accepted by its provider when it was saved' }),
+    provider: Type.Union([Type.Literal('polygon'), Type.Literal('fmp'), Type.Null()]),
+    lastVerifiedAt: Type.Union([IsoDateTime, Type.Null()]),
+    updatedAt: Type.Union([IsoDateTime, Type.Null()]),
+  }),
+);
+export const MarketDataKeyStatus = ref(MarketDataKeyStatusSchema);
+export type MarketDataKeyStatusDto = Static<typeof MarketDataKeyStatusSchema>;
+
+/** Registered as shared schemas (app.ts): `components.schemas` of the OpenAPI document. */
+export const components: NamedSchema[] = [ProviderKeyListItemSchema, SavedProviderKeySchema, ProviderKeyListSchema, MarketDataKeyStatusSchema];

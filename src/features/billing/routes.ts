@@ -6,7 +6,7 @@ import { enforceRateLimit } from '../../http/rate-limit.ts';
 import { responses } from '../../http/schemas.ts';
 import { verifyStripeEvent, WebhookSignatureError, type PaymentEvent } from '../../providers/payments/stripe.ts';
 import { CHECKOUT_RULE, startCheckout } from './checkout-service.ts';
-import { CheckoutBody, CheckoutResult, LedgerPage, LedgerQuery, PackList, Wallet, WebhookAck } from './schemas.ts';
+import { CheckoutBody, CheckoutResult, documentStripeWebhook, LedgerPage, LedgerQuery, PackList, Wallet, WebhookAck } from './schemas.ts';
 import { ledgerPage, listPacks, wallet } from './wallet-service.ts';
 import { applyStripeEvent } from './webhook-service.ts';
 
@@ -16,7 +16,7 @@ export async function billingRoutes(parent: FastifyInstance, { deps }: { deps: D
   const app = parent.withTypeProvider<TypeBoxTypeProvider>();
   const tags = ['billing'];
 
-  app.get('/billing/packs', { schema: { tags, summary: 'Credit packs on sale', response: responses({ 200: PackList }) } }, async () => ({
+  app.get('/billing/packs', { schema: { operationId: 'listCreditPacks', tags, summary: 'Credit packs on sale', response: responses({ 200: PackList }) } }, async () => ({
     items: await listPacks(deps),
   }));
 
@@ -24,6 +24,7 @@ export async function billingRoutes(parent: FastifyInstance, { deps }: { deps: D
     '/billing/wallet',
     {
       schema: {
+        operationId: 'getWallet',
         tags,
         summary: 'Credits, tier, and this month’s allowance and image quota',
         response: responses({ 200: Wallet }),
@@ -36,6 +37,7 @@ export async function billingRoutes(parent: FastifyInstance, { deps }: { deps: D
     '/billing/ledger',
     {
       schema: {
+        operationId: 'listLedgerEntries',
         tags,
         summary: 'Ledger entries, newest first',
         description: 'Cursor-paginated; `cursor` is the previous page’s `nextCursor`; `limit` 1–100 (default 25).',
@@ -52,6 +54,7 @@ export async function billingRoutes(parent: FastifyInstance, { deps }: { deps: D
       // Route-level, after authentication and before the body is validated: every attempt counts (DESIGN §4).
       onRequest: async (req, reply) => enforceRateLimit(deps.limiter, CHECKOUT_RULE, req.user.id, reply),
       schema: {
+        operationId: 'createCheckoutSession',
         tags,
         summary: 'Start a hosted checkout for a credit pack (spec 4.6)',
         description:
@@ -77,9 +80,10 @@ async function stripeWebhookRoutes(parent: FastifyInstance, { deps }: { deps: De
   app.post(
     '/billing/webhooks/stripe',
     {
-      config: { public: true },
+      config: { public: true, swaggerTransform: documentStripeWebhook },
       bodyLimit: WEBHOOK_BODY_LIMIT,
       schema: {
+        operationId: 'receiveStripeWebhook',
         tags: ['billing'],
         summary: 'Stripe webhook (no bearer token; Stripe-Signature over the raw body)',
         description:

@@ -1,38 +1,54 @@
+import type { SwaggerTransform } from '@fastify/swagger';
 import { Type } from 'typebox';
-import { IsoDateTime, Uuid } from '../../http/schemas.ts';
+import { IsoDateTime, named, ref, Uuid, type NamedSchema } from '../../http/schemas.ts';
 
 export const CheckoutBody = Type.Object(
   { packId: Type.String({ minLength: 1, maxLength: 200, description: 'A configured pack (GET /api/billing/packs)' }) },
   { additionalProperties: false },
 );
 
-export const CheckoutResult = Type.Object({
-  url: Type.String({ description: 'Hosted checkout page to redirect to' }),
-  sessionId: Type.String({ description: 'Checkout session id; the success URL receives it too' }),
-});
+const CheckoutResultSchema = named(
+  'CheckoutResult',
+  Type.Object({
+    url: Type.String({ description: 'Hosted checkout page to redirect to' }),
+    sessionId: Type.String({ description: 'Checkout session id; the success URL receives it too' }),
+  }),
+);
+export const CheckoutResult = ref(CheckoutResultSchema);
 
-export const Pack = Type.Object({
-  packId: Type.String(),
-  name: Type.String(),
-  credits: Type.Integer(),
-  amount: Type.Integer({ description: 'Price in the minor unit of `currency`' }),
-  currency: Type.String({ description: 'ISO 4217, lower case' }),
-});
-export const PackList = Type.Object({ items: Type.Array(Pack) });
+const PackSchema = named(
+  'Pack',
+  Type.Object({
+    packId: Type.String(),
+    name: Type.String(),
+    credits: Type.Integer(),
+    amount: Type.Integer({ description: 'Price in the minor unit of `currency`' }),
+    currency: Type.String({ description: 'ISO 4217, lower case' }),
+  }),
+);
+const PackListSchema = named('PackList', Type.Object({ items: Type.Array(ref(PackSchema)) }));
+export const PackList = ref(PackListSchema);
 
-const Quota = Type.Object({
-  limit: Type.Integer(),
-  used: Type.Integer(),
-  remaining: Type.Integer(),
-  resetsAt: { ...IsoDateTime, description: 'Start of the next calendar month (UTC)' },
-});
+const QuotaSchema = named(
+  'Quota',
+  Type.Object({
+    limit: Type.Integer(),
+    used: Type.Integer(),
+    remaining: Type.Integer(),
+    resetsAt: { ...IsoDateTime, description: 'Start of the next calendar month (UTC)' },
+  }),
+);
 
-export const Wallet = Type.Object({
-  credits: Type.Integer({ description: 'Balance: the sum of the ledger; negative after a refund of spent credits' }),
-  tier: Type.String(),
-  allowance: Quota,
-  images: Quota,
-});
+const WalletSchema = named(
+  'Wallet',
+  Type.Object({
+    credits: Type.Integer({ description: 'Balance: the sum of the ledger; negative after a refund of spent credits' }),
+    tier: Type.String(),
+    allowance: ref(QuotaSchema),
+    images: ref(QuotaSchema),
+  }),
+);
+export const Wallet = ref(WalletSchema);
 
 export const LedgerKind = Type.Union([
   Type.Literal('purchase'),
@@ -42,18 +58,25 @@ export const LedgerKind = Type.Union([
   Type.Literal('grant'),
 ]);
 
-export const LedgerItem = Type.Object({
-  id: Uuid,
-  amount: Type.Integer({ description: 'Credits; negative when taken' }),
-  kind: LedgerKind,
-  reference: Type.String({ description: 'Unique idempotency reference, e.g. checkout:<sessionId>, turn:<turnId>' }),
-  createdAt: IsoDateTime,
-});
+const LedgerEntrySchema = named(
+  'LedgerEntry',
+  Type.Object({
+    id: Uuid,
+    amount: Type.Integer({ description: 'Credits; negative when taken' }),
+    kind: LedgerKind,
+    reference: Type.String({ description: 'Unique idempotency reference, e.g. checkout:<sessionId>, turn:<turnId>' }),
+    createdAt: IsoDateTime,
+  }),
+);
 
-export const LedgerPage = Type.Object({
-  items: Type.Array(LedgerItem),
-  nextCursor: Type.Union([Type.String(), Type.Null()]),
-});
+const LedgerPageSchema = named(
+  'LedgerPage',
+  Type.Object({
+    items: Type.Array(ref(LedgerEntrySchema)),
+    nextCursor: Type.Union([Type.String(), Type.Null()]),
+  }),
+);
+export const LedgerPage = ref(LedgerPageSchema);
 
 export const LedgerQuery = Type.Object(
   {
@@ -63,4 +86,53 @@ export const LedgerQuery = Type.Object(
   { additionalProperties: false },
 );
 
-export const WebhookAck = Type.Object({ received: Type.Boolean() });
+const WebhookAckSchema = named('WebhookAck', Type.Object({ received: Type.Boolean() }));
+export const WebhookAck = ref(WebhookAckSchema);
+
+/** Stripe's event envelope: what the webhook requires of a body once its signature verifies. */
+const StripeEventSchema = named(
+  'StripeEvent',
+  Type.Object(
+    {
+      id: Type.String({ description: 'evt_…; the same event may be delivered more than once' }),
+      object: Type.Optional(Type.Literal('event')),
+      type: Type.String({ description: 'The types acted on are in the operation description; any other type is answered 200 and ignored' }),
+      api_version: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+      created: Type.Optional(Type.Integer({ description: 'Unix seconds' })),
+      livemode: Type.Optional(Type.Boolean()),
+      data: Type.Object({
+        object: Type.Object({}, { additionalProperties: true, description: 'The object the event is about: a Checkout Session, a Charge or a Dispute' }),
+        previous_attributes: Type.Optional(Type.Object({}, { additionalProperties: true })),
+      }),
+    },
+    { description: 'A Stripe event (https://docs.stripe.com/api/events/object), sent by Stripe, never by a client' },
+  ),
+);
+
+const StripeSignatureHeaders = Type.Object({
+  'Stripe-Signature': Type.String({
+    description: '`t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">`, signed with the endpoint secret; checked over the exact bytes with a 300 s tolerance',
+  }),
+});
+
+/**
+ * The webhook parses its body itself (the signature covers the raw bytes), so its body and header
+ * schemas are for the document only: declared on the route, Fastify would validate them first.
+ */
+export const documentStripeWebhook: SwaggerTransform = ({ schema, url }) => ({
+  schema: { ...schema, headers: StripeSignatureHeaders, body: ref(StripeEventSchema) },
+  url,
+});
+
+/** Registered as shared schemas (app.ts): `components.schemas` of the OpenAPI document. */
+export const components: NamedSchema[] = [
+  CheckoutResultSchema,
+  PackSchema,
+  PackListSchema,
+  QuotaSchema,
+  WalletSchema,
+  LedgerEntrySchema,
+  LedgerPageSchema,
+  WebhookAckSchema,
+  StripeEventSchema,
+];

@@ -7,7 +7,7 @@ import { buildTestApp, codeOf, type TestApp } from '../../../test/helpers/app.ts
 import type { OpenAiCompatibleFake } from '../../../test/fakes/index.ts';
 import { startOpenAiCompatibleFake } from '../../../test/fakes/index.ts';
 import { createValidatorCompiler } from '../../http/validation.ts';
-import { ConversationList, type ConversationListItemDto, type ConversationWithMessagesDto } from './schemas.ts';
+import { ConversationList, components, type ConversationListItemDto, type ConversationWithMessagesDto } from './schemas.ts';
 import { IMAGES, image, message, newUser, send, startOf, userWithOpenAiKey } from './test-kit.ts';
 
 type Page = { items: ConversationListItemDto[]; nextCursor: string | null };
@@ -59,7 +59,9 @@ describe('advisor conversations', () => {
       // The page is written by the database, not by the response serializer: it must still be a ConversationList.
       const res = await t.call('GET', '/api/advisor/conversations?limit=1', { user });
       assert.match(String(res.headers['content-type']), /^application\/json; charset=utf-8$/);
-      const validate = createValidatorCompiler()({ schema: ConversationList as unknown as FastifySchema, method: 'GET', url: '/', httpPart: 'body' }) as (data: unknown) => boolean;
+      // The schema is a reference to a shared schema: the validator is given those it may name.
+      const schema = { ...ConversationList, $defs: Object.fromEntries(components.map((s) => [s.$id, s])) };
+      const validate = createValidatorCompiler()({ schema: schema as unknown as FastifySchema, method: 'GET', url: '/', httpPart: 'body' }) as (data: unknown) => boolean;
       assert.equal(validate(res.json()), true, res.body);
       const shown = Object.fromEntries(Object.entries(got).filter(([k]) => k !== 'messages' && k !== 'nextCursor'));
       assert.deepEqual(res.json(), { items: [shown], nextCursor: null }, 'the list item is the conversation GET shows');

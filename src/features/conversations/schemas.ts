@@ -1,6 +1,6 @@
 import { Type, type Static } from 'typebox';
 import { ProviderSchema } from '../../catalogue.ts';
-import { IsoDateTime, Uuid } from '../../http/schemas.ts';
+import { IsoDateTime, named, ref, Uuid, type NamedSchema } from '../../http/schemas.ts';
 
 export const MAX_ATTACHMENTS = 4;
 export const MAX_BASE64_CHARS = 4_500_000;
@@ -54,50 +54,186 @@ const listItemFields = {
   updatedAt: IsoDateTime,
 };
 
-export const ConversationListItem = Type.Object(listItemFields);
-export type ConversationListItemDto = Static<typeof ConversationListItem>;
+const ConversationListItemSchema = named('ConversationListItem', Type.Object(listItemFields));
+export const ConversationListItem = ref(ConversationListItemSchema);
+export type ConversationListItemDto = Static<typeof ConversationListItemSchema>;
 
-export const ConversationList = Type.Object({
-  items: Type.Array(ConversationListItem, { description: 'Sorted by updatedAt, newest first' }),
-  nextCursor: Type.Union([Type.String(), Type.Null()]),
-});
+const ConversationListSchema = named(
+  'ConversationList',
+  Type.Object({
+    items: Type.Array(ConversationListItem, { description: 'Sorted by updatedAt, newest first' }),
+    nextCursor: Type.Union([Type.String(), Type.Null()]),
+  }),
+);
+export const ConversationList = ref(ConversationListSchema);
 
-const Attachment = Type.Object({
-  id: Uuid,
-  format: ImageFormat,
-  byteSize: Type.Integer(),
-  url: Type.String({ description: 'GET it with the same bearer token' }),
-});
+const AttachmentSchema = named(
+  'Attachment',
+  Type.Object({
+    id: Uuid,
+    format: ImageFormat,
+    byteSize: Type.Integer(),
+    url: Type.String({ description: 'GET it with the same bearer token' }),
+  }),
+);
 
-export const Message = Type.Object({
-  id: Uuid,
-  role: Type.Union([Type.Literal('user'), Type.Literal('assistant')]),
-  text: Type.String({ description: 'For a reply: exactly the text streamed to the client' }),
-  status: Type.Union([Type.Literal('complete'), Type.Literal('streaming'), Type.Literal('interrupted'), Type.Literal('failed')]),
-  clientMessageId: Type.Union([Uuid, Type.Null()]),
-  finishReason: Type.Union([Type.String(), Type.Null()]),
-  usage: Type.Union([Type.Object({ inputTokens: Type.Integer(), outputTokens: Type.Integer() }), Type.Null()]),
-  error: Type.Union([Type.Object({ code: Type.String(), retryable: Type.Boolean() }), Type.Null()]),
-  attachments: Type.Array(Attachment),
-  createdAt: IsoDateTime,
-  completedAt: Type.Union([IsoDateTime, Type.Null()]),
-});
-export type MessageDto = Static<typeof Message>;
+const MessageSchema = named(
+  'Message',
+  Type.Object({
+    id: Uuid,
+    role: Type.Union([Type.Literal('user'), Type.Literal('assistant')]),
+    text: Type.String({ description: 'For a reply: exactly the text streamed to the client' }),
+    status: Type.Union([Type.Literal('complete'), Type.Literal('streaming'), Type.Literal('interrupted'), Type.Literal('failed')]),
+    clientMessageId: Type.Union([Uuid, Type.Null()]),
+    finishReason: Type.Union([Type.String(), Type.Null()]),
+    usage: Type.Union([Type.Object({ inputTokens: Type.Integer(), outputTokens: Type.Integer() }), Type.Null()]),
+    error: Type.Union([Type.Object({ code: Type.String(), retryable: Type.Boolean() }), Type.Null()]),
+    attachments: Type.Array(ref(AttachmentSchema)),
+    createdAt: IsoDateTime,
+    completedAt: Type.Union([IsoDateTime, Type.Null()]),
+  }),
+);
+export const Message = ref(MessageSchema);
+export type MessageDto = Static<typeof MessageSchema>;
 
-export const ConversationWithMessages = Type.Object({
-  ...listItemFields,
-  messages: Type.Array(Message, { description: 'One page, oldest first (newest last); the first page holds the latest messages' }),
-  nextCursor: Type.Union([Type.String(), Type.Null()], { description: 'Cursor of the page of older messages; null at the beginning' }),
-});
-export type ConversationWithMessagesDto = Static<typeof ConversationWithMessages>;
+const ConversationWithMessagesSchema = named(
+  'ConversationWithMessages',
+  Type.Object({
+    ...listItemFields,
+    messages: Type.Array(Message, { description: 'One page, oldest first (newest last); the first page holds the latest messages' }),
+    nextCursor: Type.Union([Type.String(), Type.Null()], { description: 'Cursor of the page of older messages; null at the beginning' }),
+  }),
+);
+export const ConversationWithMessages = ref(ConversationWithMessagesSchema);
+export type ConversationWithMessagesDto = Static<typeof ConversationWithMessagesSchema>;
 
+/** The service collapses whitespace and takes 1 to 200 characters (service.ts); a longer string is refused up front. */
+const TITLE_MAX = 200;
 export const RenameBody = Type.Object(
-  { title: Type.String({ minLength: 1, maxLength: 500, description: 'Whitespace collapsed; 1 to 200 characters' }) },
+  { title: Type.String({ minLength: 1, maxLength: TITLE_MAX, description: `Whitespace collapsed; 1 to ${TITLE_MAX} characters` }) },
   { additionalProperties: false },
 );
 
+/* The `data:` of each stream frame (DESIGN §7, §11, §13), one named schema per `event:`. */
+
+const StreamStartFrameSchema = named(
+  'StreamStartFrame',
+  Type.Object(
+    {
+      conversationId: Uuid,
+      userMessageId: Uuid,
+      assistantMessageId: Uuid,
+      provider: ProviderSchema,
+      model: Type.String(),
+      billing: Type.Object({
+        source: Type.Union([Type.Literal('allowance'), Type.Literal('credits'), Type.Literal('free')]),
+        credits: Type.Integer({ description: 'Credits reserved for this turn; returned if it produces no text' }),
+      }),
+    },
+    { description: '`event: start`, the first frame' },
+  ),
+);
+
+const StreamDeltaFrameSchema = named(
+  'StreamDeltaFrame',
+  Type.Object(
+    { text: Type.String({ description: 'The next piece of the reply; the reply is their concatenation' }) },
+    { description: '`event: delta`' },
+  ),
+);
+
+const StreamToolCallFrameSchema = named(
+  'StreamToolCallFrame',
+  Type.Object(
+    {
+      id: Type.String(),
+      name: Type.String({ description: 'get_quote, get_price_history, get_market_status, search_symbols or list_my_accounts' }),
+      arguments: Type.Object({}, { additionalProperties: true }),
+    },
+    { description: '`event: tool_call`: a tool call of the model, once its arguments are complete' },
+  ),
+);
+
+const StreamToolResultFrameSchema = named(
+  'StreamToolResultFrame',
+  Type.Union(
+    [
+      Type.Object({ id: Type.String(), name: Type.String(), ok: Type.Literal(true), result: Type.Object({}, { additionalProperties: true }) }),
+      Type.Object({
+        id: Type.String(),
+        name: Type.String(),
+        ok: Type.Literal(false),
+        error: Type.Object({ code: Type.String({ description: 'TOOL_INVALID_ARGUMENTS, UNKNOWN_SYMBOL, MARKET_DATA_…' }), message: Type.String() }),
+      }),
+    ],
+    { description: '`event: tool_result`: the outcome of the tool call with the same id' },
+  ),
+);
+
+const NullableCount = Type.Union([Type.Integer(), Type.Null()], { description: 'null when the provider does not report it' });
+const StreamDoneFrameSchema = named(
+  'StreamDoneFrame',
+  Type.Object(
+    {
+      finishReason: Type.Union([
+        Type.Literal('stop'),
+        Type.Literal('length'),
+        Type.Literal('content_filter'),
+        Type.Literal('stopped'),
+        Type.Literal('aborted'),
+      ]),
+      usage: Type.Object({
+        inputTokens: Type.Integer(),
+        outputTokens: Type.Integer(),
+        cachedInputTokens: Type.Optional(NullableCount),
+        reasoningTokens: Type.Optional(NullableCount),
+        estimatedCostUsd: Type.Optional(Type.Union([Type.Number(), Type.Null()], { description: 'On the user’s own provider key; null when unknown' })),
+      }),
+      toolCalls: Type.Optional(Type.Integer({ description: 'Tool calls made during the turn' })),
+    },
+    { description: '`event: done`: the turn ended; the last frame' },
+  ),
+);
+
+const StreamErrorFrameSchema = named(
+  'StreamErrorFrame',
+  Type.Object(
+    {
+      code: Type.String({
+        description: 'PROVIDER_AUTH_FAILED, PROVIDER_RATE_LIMITED, PROVIDER_UNAVAILABLE, PROVIDER_ERROR, UPSTREAM_TIMEOUT, SHUTTING_DOWN or INTERNAL',
+      }),
+      message: Type.String(),
+      retryable: Type.Boolean(),
+    },
+    { description: '`event: error`: the turn failed; the last frame' },
+  ),
+);
+
+const FRAMES = {
+  start: StreamStartFrameSchema,
+  delta: StreamDeltaFrameSchema,
+  tool_call: StreamToolCallFrameSchema,
+  tool_result: StreamToolResultFrameSchema,
+  done: StreamDoneFrameSchema,
+  error: StreamErrorFrameSchema,
+};
+
 export const EVENT_STREAM_DOC =
-  'text/event-stream. Frames, each with an increasing `id:`: `start` {conversationId, userMessageId, assistantMessageId, provider, model, ' +
-  'billing: {source, credits}}, `delta` {text}, then exactly one of `done` {finishReason, usage: {inputTokens, outputTokens}} or ' +
-  '`error` {code, message, retryable}. A `: ping` comment keeps the connection alive.';
-export const EventStream = Type.String({ description: EVENT_STREAM_DOC });
+  'text/event-stream. Frames, each with an increasing `id:`, an `event:` and a JSON `data:` (the schema named in `x-sse-events`): ' +
+  '`start`, then `delta`s, with `tool_call` / `tool_result` pairs between them when the advisor uses a tool, then exactly one of ' +
+  '`done` or `error`. A `: ping` comment keeps the connection alive.';
+/** OpenAPI 3.1 has no schema for the items of a stream: each event's `data:` is named in `x-sse-events`. */
+export const EventStream = Type.String({
+  description: EVENT_STREAM_DOC,
+  'x-sse-events': Object.fromEntries(Object.entries(FRAMES).map(([event, schema]) => [event, ref(schema)])),
+});
+
+/** Registered as shared schemas (app.ts): `components.schemas` of the OpenAPI document. */
+export const components: NamedSchema[] = [
+  ConversationListItemSchema,
+  ConversationListSchema,
+  AttachmentSchema,
+  MessageSchema,
+  ConversationWithMessagesSchema,
+  ...Object.values(FRAMES),
+];
