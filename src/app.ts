@@ -91,6 +91,12 @@ export async function buildApp(deps: Deps) {
     },
   });
   await app.register(swaggerUi, { routePrefix: '/docs' });
+  // Client generators name their methods after operationIds: a documented operation without one
+  // fails the start, not a generated client.
+  app.addHook('onRoute', (route) => {
+    if (route.schema?.hide === true || route.method === 'HEAD') return;
+    if (typeof route.schema?.operationId !== 'string') throw new Error(`${String(route.method)} ${route.url} has no schema.operationId`);
+  });
 
   await app.register(opsRoutes, { deps });
   await app.register(

@@ -12,13 +12,13 @@ export async function opsRoutes(parent: FastifyInstance, { deps }: { deps: Deps 
   const app = parent.withTypeProvider<TypeBoxTypeProvider>();
   const ops = { tags: ['operations'], security: [] };
 
-  app.get('/healthz', { schema: { ...ops, summary: 'Process is up', response: responses({ 200: Status }) } }, async () => ({
+  app.get('/healthz', { schema: { ...ops, operationId: 'getHealth', summary: 'Process is up', response: responses({ 200: Status }) } }, async () => ({
     status: 'ok',
   }));
 
   app.get(
     '/readyz',
-    { schema: { ...ops, summary: 'Database reachable and not draining', response: responses({ 200: Status }) } },
+    { schema: { ...ops, operationId: 'getReadiness', summary: 'Database reachable and not draining', response: responses({ 200: Status }) } },
     async () => {
       if (deps.lifecycle.draining) throw new AppError('SERVICE_UNAVAILABLE', 'draining', { headers: { 'Retry-After': '5' } });
       try {
@@ -30,7 +30,7 @@ export async function opsRoutes(parent: FastifyInstance, { deps }: { deps: Deps 
     },
   );
 
-  app.get('/metrics', { schema: { ...ops, summary: 'Prometheus metrics', produces: ['text/plain'] } }, async (_req, reply) => {
+  app.get('/metrics', { schema: { ...ops, operationId: 'getMetrics', summary: 'Prometheus metrics', produces: ['text/plain'] } }, async (_req, reply) => {
     const body = await deps.metrics.registry.metrics();
     return reply.type(deps.metrics.registry.contentType).send(body);
   });

@@ -31,7 +31,7 @@ export async function conversationsRoutes(parent: FastifyInstance, { deps }: { d
       errorHandler: refuseAfterVerdict,
       schema: {
         tags,
-        summary: 'Start a conversation and stream the reply (spec 4.3)',
+        operationId: 'streamNewConversationMessage', summary: 'Start a conversation and stream the reply (spec 4.3)',
         description: `Provider and model come from the active provider key. ${TURN_CHECKS_DOC}`,
         body: StreamMessageBody,
         response: streamResponses,
@@ -46,7 +46,7 @@ export async function conversationsRoutes(parent: FastifyInstance, { deps }: { d
       errorHandler: refuseAfterVerdict,
       schema: {
         tags,
-        summary: 'Send a message in a conversation and stream the reply',
+        operationId: 'streamConversationMessage', summary: 'Send a message in a conversation and stream the reply',
         description: `The conversation keeps its provider and model; earlier turns go along as context. ${TURN_CHECKS_DOC}`,
         params: IdParams,
         body: StreamMessageBody,
@@ -61,7 +61,7 @@ export async function conversationsRoutes(parent: FastifyInstance, { deps }: { d
     {
       schema: {
         tags,
-        summary: "List the caller's conversations (spec 4.5)",
+        operationId: 'listConversations', summary: "List the caller's conversations (spec 4.5)",
         description: 'Newest first by updatedAt; a malformed or foreign cursor, or a limit outside 1–100, is 400 VALIDATION_ERROR.',
         querystring: PageQuery,
         response: responses({ 200: ConversationList }),
@@ -79,7 +79,7 @@ export async function conversationsRoutes(parent: FastifyInstance, { deps }: { d
     {
       schema: {
         tags,
-        summary: 'A conversation with one page of its messages',
+        operationId: 'getConversation', summary: 'A conversation with one page of its messages',
         description: 'The first page holds the latest `limit` messages, oldest first; `nextCursor` fetches the page before it.',
         params: IdParams,
         querystring: PageQuery,
@@ -91,13 +91,13 @@ export async function conversationsRoutes(parent: FastifyInstance, { deps }: { d
   app.patch(
     '/advisor/conversations/:id',
     {
-      schema: { tags, summary: 'Rename a conversation', params: IdParams, body: RenameBody, response: responses({ 200: ConversationListItem }) },
+      schema: { tags, operationId: 'renameConversation', summary: 'Rename a conversation', params: IdParams, body: RenameBody, response: responses({ 200: ConversationListItem }) },
     },
     async (req) => service.renameConversation(deps, req.user.id, req.params.id, req.body.title),
   );
   app.delete(
     '/advisor/conversations/:id',
-    { schema: { tags, summary: 'Delete a conversation with its messages and images', params: IdParams, response: responses({ 204: NoContent }) } },
+    { schema: { tags, operationId: 'deleteConversation', summary: 'Delete a conversation with its messages and images', params: IdParams, response: responses({ 204: NoContent }) } },
     async (req, reply) => {
       await service.deleteConversation(deps, req.user.id, req.params.id);
       return reply.code(204).send(null);
@@ -108,7 +108,7 @@ export async function conversationsRoutes(parent: FastifyInstance, { deps }: { d
     {
       schema: {
         tags,
-        summary: 'The bytes of an image sent with a message (owner only)',
+        operationId: 'getAttachment', summary: 'The bytes of an image sent with a message (owner only)',
         params: IdParams,
         response: responses({
           200: {
