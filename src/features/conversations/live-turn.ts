@@ -162,16 +162,16 @@ export class LiveTurn implements TurnIds {
     const { heartbeat, renewal } = tickersOf(deps);
     heartbeat.delete(this);
     renewal.delete(this);
-    try {
-      await persist(() => repo.finishTurn(deps.db, end));
-    } catch (err) {
-      this.log.error({ err, assistantMessageId: this.assistantMessageId }, 'storing the reply failed');
-    }
-    try {
-      await persist(() => deps.billing.settle(this.charge, produced));
-    } catch (err) {
-      this.log.error({ err, turnId: this.charge.turnId }, 'settling the turn failed');
-    }
+    // The reply and the charge are independent writes, made at once; the lease goes back after both,
+    // so the user's next turn reads this reply in its history.
+    await Promise.all([
+      persist(() => repo.finishTurn(deps.db, end)).catch((err: unknown) =>
+        this.log.error({ err, assistantMessageId: this.assistantMessageId }, 'storing the reply failed'),
+      ),
+      persist(() => deps.billing.settle(this.charge, produced)).catch((err: unknown) =>
+        this.log.error({ err, turnId: this.charge.turnId }, 'settling the turn failed'),
+      ),
+    ]);
     try {
       await deps.leases.release(this.userId, this.#leaseToken);
     } catch (err) {
