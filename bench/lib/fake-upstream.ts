@@ -1,7 +1,22 @@
 // Process entry: the project's OpenAI fake (test/fakes) on loopback, scripted over IPC by the bench.
 //   parent → { id, script }   child → { id }  once every later stream request plays `script`
+import { subscribe } from 'node:diagnostics_channel';
+import { Server } from 'node:http';
 import type { StreamScript } from '../../test/fakes/index.ts';
 import { startOpenAiCompatibleFake } from '../../test/fakes/index.ts';
+
+/**
+ * The fake's server would close a connection after Node's default 5 s idle, without saying so (its
+ * stream responses set their own Connection header, so Node sends no Keep-Alive hint), while the
+ * service keeps an idle upstream connection 30 s and the bare proxy 60 s: a stream request sent on
+ * one as the fake closes it fails with ECONNRESET. A provider's edge keeps idle connections far
+ * longer than a bench's pauses; so does the fake here.
+ */
+const IDLE_KEEP_MS = 10 * 60_000;
+subscribe('http.server.request.start', (message) => {
+  const server = typeof message === 'object' && message !== null && 'server' in message ? message.server : undefined;
+  if (server instanceof Server && server.keepAliveTimeout !== IDLE_KEEP_MS) server.keepAliveTimeout = IDLE_KEEP_MS;
+});
 
 export interface ScriptMessage {
   readonly id: number;
