@@ -1,5 +1,5 @@
 // The benchmark suite: `npm run bench` (all rows, writes docs/PERFORMANCE.md).
-//   npm run bench -- --only relay,ttfd   some rows (ids: relay, ttfd, memory, list, json, keysave)
+//   npm run bench -- --only relay,ttfd   some rows (ids: relay, ttfd, turns, memory, list, json, keysave)
 //   npm run bench -- --quick             smaller sizes, for development
 //   --no-write / --write                 skip / force the docs update (partial and quick runs skip it)
 //   --profile                            service processes run with --cpu-prof (.bench/<run>/profiles)
@@ -23,6 +23,7 @@ import { startStores } from './lib/stores.ts';
 import type { Harness } from './lib/harness.ts';
 import { relay } from './scenarios/relay.ts';
 import { ttfd } from './scenarios/ttfd.ts';
+import { turns } from './scenarios/turns.ts';
 import { memory } from './scenarios/memory.ts';
 import { list } from './scenarios/list.ts';
 import { json } from './scenarios/json.ts';
@@ -31,6 +32,7 @@ import { keySave } from './scenarios/key-save-row.ts';
 const SCENARIOS: Record<string, { title: string; run: (h: Harness) => Promise<Row> }> = {
   relay: { title: 'Stream relay throughput', run: relay },
   ttfd: { title: 'Added time to first delta', run: ttfd },
+  turns: { title: 'Relay of realistic replies', run: turns },
   memory: { title: 'Memory per open stream', run: memory },
   list: { title: 'Conversation list', run: list },
   json: { title: 'JSON endpoint throughput', run: json },

@@ -5,16 +5,18 @@ import http from 'node:http';
 import { performance } from 'node:perf_hooks';
 
 export interface Markers {
+  /** Occurs in the first frame of the body (the one that opens a stream). */
+  readonly start: Buffer;
   /** Occurs once in every delta frame and nowhere else. */
   readonly delta: Buffer;
   /** Occurs once, in the frame that ends a complete stream. */
   readonly end: Buffer;
 }
 
-/** The service's frames (`event: delta`, `event: done`). */
-export const SERVICE_MARKERS: Markers = { delta: Buffer.from('event: delta\n'), end: Buffer.from('event: done\n') };
-/** Raw OpenAI chunks as the bare proxy passes them: content deltas (not the role chunk), `[DONE]`. */
-export const OPENAI_MARKERS: Markers = { delta: Buffer.from('"delta":{"content":'), end: Buffer.from('data: [DONE]') };
+/** The service's frames (`event: start`, `event: delta`, `event: done`). */
+export const SERVICE_MARKERS: Markers = { start: Buffer.from('event: start\n'), delta: Buffer.from('event: delta\n'), end: Buffer.from('event: done\n') };
+/** Raw OpenAI chunks as the bare proxy passes them: the role chunk, content deltas (not the role chunk), `[DONE]`. */
+export const OPENAI_MARKERS: Markers = { start: Buffer.from('"delta":{"role":"assistant"'), delta: Buffer.from('"delta":{"content":'), end: Buffer.from('data: [DONE]') };
 
 export interface StreamResult {
   readonly status: number;
@@ -24,6 +26,8 @@ export interface StreamResult {
   readonly firstDeltaAt: number | undefined;
   readonly endedAt: number;
   readonly deltas: number;
+  /** The body's first frame held the start marker. */
+  readonly opened: boolean;
   /** The last bytes of the body (the frame that ended an incomplete stream says why). */
   readonly tail: string;
   /** The end marker arrived and the response ended. */
@@ -42,6 +46,26 @@ export interface OpenStream {
 }
 
 const TAIL_BYTES = 300;
+/** A first frame longer than this is not looked for further (opened stays false). */
+const HEAD_BYTES = 4096;
+const FRAME_END = Buffer.from('\n\n');
+
+/**
+ * The body's first frame, gathered from the chunks until it is complete: only the first chunk or two
+ * of a stream are looked at, so it costs the client nothing per delta.
+ */
+class FirstFrame {
+  #head: Buffer | undefined = Buffer.alloc(0);
+  frame: Buffer | undefined;
+
+  push(chunk: Buffer): void {
+    if (this.#head === undefined) return;
+    const head = this.#head.length === 0 ? chunk : Buffer.concat([this.#head, chunk]);
+    const end = head.indexOf(FRAME_END);
+    if (end >= 0) this.frame = Buffer.from(head.subarray(0, end));
+    this.#head = end < 0 && head.length < HEAD_BYTES ? head : undefined;
+  }
+}
 
 class MarkerCounter {
   readonly #marker: Buffer;
@@ -89,6 +113,7 @@ export function openStream(req: StreamRequest): OpenStream {
   const deltas = new MarkerCounter(req.markers.delta);
   let tail = Buffer.alloc(0);
   const ends = new MarkerCounter(req.markers.end);
+  const first = new FirstFrame();
   let status = 0;
   let firstDeltaAt: number | undefined;
   let error: string | undefined;
@@ -102,7 +127,8 @@ export function openStream(req: StreamRequest): OpenStream {
   const finish = (complete: boolean): void => {
     if (final !== undefined) return;
     clearTimeout(timer);
-    final = { status, startedAt, firstDeltaAt, endedAt: performance.now(), deltas: deltas.count, tail: tail.toString('utf8'), complete, error };
+    const opened = first.frame?.includes(req.markers.start) ?? false;
+    final = { status, startedAt, firstDeltaAt, endedAt: performance.now(), deltas: deltas.count, opened, tail: tail.toString('utf8'), complete, error };
     resolveFirst();
     resolveResult(final);
   };
@@ -132,6 +158,7 @@ export function openStream(req: StreamRequest): OpenStream {
         return;
       }
       res.on('data', (chunk: Buffer) => {
+        first.push(chunk);
         if (deltas.push(chunk) > 0 && firstDeltaAt === undefined) {
           firstDeltaAt = performance.now();
           resolveFirst();

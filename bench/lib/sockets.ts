@@ -1,0 +1,34 @@
+// Round trips a process makes to a store, counted by the kernel: the data segments it has sent on its
+// established TCP connections to a port (`ss -tinp`, Linux). A request written in one write(2) (a pg
+// query with its Sync, a Redis command or a pipeline of them) is one segment on loopback, so the
+// difference between two readings is the requests sent in between. A connection closed in between
+// takes its count with it (the service's pools keep theirs open).
+import { execFileSync } from 'node:child_process';
+
+/** Data segments `pid` has sent so far on its established connections to each port; undefined without `ss`. */
+export function segmentsSent(pid: number, ports: readonly number[]): Map<number, number> | undefined {
+  let out: string;
+  try {
+    const filter = ports.flatMap((p, i) => [...(i > 0 ? ['or'] : []), 'dport', '=', `:${p}`]);
+    out = execFileSync('ss', ['-tinpH', 'state', 'established', '(', ...filter, ')'], { encoding: 'utf8', maxBuffer: 16 * 2 ** 20 });
+  } catch {
+    return undefined;
+  }
+  const sent = new Map<number, number>(ports.map((p) => [p, 0]));
+  // Each socket is a line `recv-q send-q local peer users:(("node",pid=…,fd=…))` and, indented under
+  // it, its tcp_info (`… data_segs_out:N …`).
+  let port: number | undefined;
+  for (const line of out.split('\n')) {
+    if (!/^\s/.test(line)) {
+      const fields = line.trim().split(/\s+/);
+      const peerPort = Number(/:(\d+)$/.exec(fields[3] ?? '')?.[1]);
+      port = line.includes(`pid=${pid},`) && sent.has(peerPort) ? peerPort : undefined;
+      continue;
+    }
+    if (port === undefined) continue;
+    const segs = Number(/\bdata_segs_out:(\d+)/.exec(line)?.[1] ?? 0);
+    sent.set(port, (sent.get(port) ?? 0) + segs);
+    port = undefined;
+  }
+  return sent;
+}
