@@ -24,6 +24,8 @@ export interface StreamResult {
   readonly startedAt: number;
   /** performance.now() when the first chunk holding a delta arrived. */
   readonly firstDeltaAt: number | undefined;
+  /** performance.now() when the last chunk holding a delta arrived. */
+  readonly lastDeltaAt: number | undefined;
   readonly endedAt: number;
   readonly deltas: number;
   /** The body's first frame held the start marker. */
@@ -116,6 +118,7 @@ export function openStream(req: StreamRequest): OpenStream {
   const first = new FirstFrame();
   let status = 0;
   let firstDeltaAt: number | undefined;
+  let lastDeltaAt: number | undefined;
   let error: string | undefined;
   let final: StreamResult | undefined;
   let resolveFirst: () => void = () => undefined;
@@ -128,7 +131,7 @@ export function openStream(req: StreamRequest): OpenStream {
     if (final !== undefined) return;
     clearTimeout(timer);
     const opened = first.frame?.includes(req.markers.start) ?? false;
-    final = { status, startedAt, firstDeltaAt, endedAt: performance.now(), deltas: deltas.count, opened, tail: tail.toString('utf8'), complete, error };
+    final = { status, startedAt, firstDeltaAt, lastDeltaAt, endedAt: performance.now(), deltas: deltas.count, opened, tail: tail.toString('utf8'), complete, error };
     resolveFirst();
     resolveResult(final);
   };
@@ -159,9 +162,12 @@ export function openStream(req: StreamRequest): OpenStream {
       }
       res.on('data', (chunk: Buffer) => {
         first.push(chunk);
-        if (deltas.push(chunk) > 0 && firstDeltaAt === undefined) {
-          firstDeltaAt = performance.now();
-          resolveFirst();
+        if (deltas.push(chunk) > 0) {
+          lastDeltaAt = performance.now();
+          if (firstDeltaAt === undefined) {
+            firstDeltaAt = lastDeltaAt;
+            resolveFirst();
+          }
         }
         ends.push(chunk);
         tail = Buffer.concat([tail, chunk]).subarray(-TAIL_BYTES);

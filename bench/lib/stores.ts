@@ -8,6 +8,8 @@ import type { Procs } from './procs.ts';
 export interface Stores {
   readonly databaseUrl: string;
   readonly redisUrl: string;
+  /** The redis-server process (to read its CPU time). */
+  readonly redisPid: number;
   readonly pool: pg.Pool;
   readonly postgresVersion: string;
   close(): Promise<void>;
@@ -45,12 +47,12 @@ export async function startStores(procs: Procs, adminUrl: string): Promise<Store
   };
   try {
     const port = await unusedPort();
-    await procs.startBinary('redis', 'redis-server', {
+    const redis = await procs.startBinary('redis', 'redis-server', {
       env: { PATH: process.env.PATH ?? '' },
       args: ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--maxclients', '10000'],
       ready: /(Ready to accept connections)/,
     });
-    return { databaseUrl, redisUrl: `redis://127.0.0.1:${port}`, pool, postgresVersion, close };
+    return { databaseUrl, redisUrl: `redis://127.0.0.1:${port}`, redisPid: redis.pid, pool, postgresVersion, close };
   } catch (err) {
     await close();
     throw err;

@@ -29,8 +29,13 @@ const WORDS =
 interface Round {
   readonly turnsPerSecond: number;
   readonly cpuUsPerTurn: number;
+  /** CPU per turn of the other processes on the path (PostgreSQL backends, Redis, the fake, the load generator). */
+  readonly pathUsPerTurn: ReadonlyMap<string, number>;
   readonly results: readonly StreamResult[];
 }
+
+/** Other processes whose CPU a round reads, by name. */
+type PathPids = ReadonlyMap<string, readonly number[]>;
 
 /** Store requests of the service over one round, per turn. */
 interface Trips {
@@ -63,8 +68,19 @@ export async function turns(h: Harness): Promise<Row> {
     const viaProxy = (): Promise<StreamResult> => proxyStream(proxy.ready, proxyAgent).result;
     const ports = [Number(new URL(h.stores.databaseUrl).port || 5432), Number(new URL(h.stores.redisUrl).port)];
 
-    await round(service, warmup, viaService);
-    await round(proxy, warmup, viaProxy);
+    const none: PathPids = new Map();
+    await round(service, warmup, viaService, none);
+    await round(proxy, warmup, viaProxy, none);
+    // The service's pool has all its connections by now (it keeps them 5 minutes unused).
+    const backends = await h.stores.pool.query<{ pid: number }>(
+      `select pid from pg_stat_activity where datname = current_database() and backend_type = 'client backend' and pid <> pg_backend_pid()`,
+    );
+    const servicePath: PathPids = new Map([
+      ['PostgreSQL backends', backends.rows.map((r) => r.pid)],
+      ['Redis', [h.stores.redisPid]],
+      ['fake upstream', [h.fake.pid]],
+    ]);
+    const proxyPath: PathPids = new Map([['fake upstream', [h.fake.pid]]]);
     const s: Round[] = [];
     const p: Round[] = [];
     const ratios: number[] = [];
@@ -72,11 +88,11 @@ export async function turns(h: Harness): Promise<Row> {
     for (let i = 0; i < rounds; i++) {
       const segments0 = segmentsSent(service.pid, ports);
       const commands0 = await commandCalls(redis);
-      const a = await round(service, perRound, viaService);
+      const a = await round(service, perRound, viaService, servicePath);
       const segments1 = segmentsSent(service.pid, ports);
       const commands1 = await commandCalls(redis);
       trips.push(tripsPerTurn(ports, segments0, segments1, commands0, commands1, perRound));
-      const b = await round(proxy, perRound, viaProxy);
+      const b = await round(proxy, perRound, viaProxy, proxyPath);
       s.push(a);
       p.push(b);
       ratios.push(a.turnsPerSecond / b.turnsPerSecond);
@@ -100,9 +116,20 @@ export async function turns(h: Harness): Promise<Row> {
       const all = rs.flatMap((r) => r.results);
       const whole = distribution(all.map((r) => r.endedAt - r.startedAt));
       const first = distribution(all.map((r) => (r.firstDeltaAt ?? NaN) - r.startedAt));
-      return `turn p50 ${ms(whole.p50)} ms, p99 ${ms(whole.p99)} ms, first delta p50 ${ms(first.p50)} ms, p99 ${ms(first.p99)} ms`;
+      const last = distribution(all.map((r) => r.endedAt - (r.lastDeltaAt ?? NaN)));
+      return (
+        `turn p50 ${ms(whole.p50)} ms, p99 ${ms(whole.p99)} ms; first delta p50 ${ms(first.p50)} ms, p99 ${ms(first.p99)} ms; ` +
+        `last delta to the end p50 ${ms(last.p50)} ms, p99 ${ms(last.p99)} ms`
+      );
     };
     const perTurn = (x: number | undefined): string => (x === undefined ? 'n/a' : x.toFixed(2));
+    // CPU of the whole path per turn, each process's median over the rounds, in ms.
+    const path = (server: string, rs: readonly Round[], cpu: number): string => {
+      const parts: [string, number][] = [[server, cpu / 1000]];
+      for (const name of rs[0]?.pathUsPerTurn.keys() ?? []) parts.push([name, median(rs.map((r) => r.pathUsPerTurn.get(name) ?? NaN)) / 1000]);
+      const sum = parts.reduce((a, [, x]) => a + x, 0);
+      return `${parts.map(([name, x]) => `${name} ${ms(x)}`).join(' + ')} = ${ms(sum)}`;
+    };
     const trip = {
       postgres: median(trips.map((t) => t.postgres ?? NaN)),
       redis: median(trips.map((t) => t.redis ?? NaN)),
@@ -122,22 +149,27 @@ export async function turns(h: Harness): Promise<Row> {
       goal: 'rate ≥ 0.8× the bare proxy',
       met: ratio >= 0.8,
       how:
-        `${CLIENTS} clients in a closed loop (each starts its next turn when its stream has ended), every turn a new conversation ` +
-        `(POST /api/advisor/conversations/new/messages/stream) whose reply is ${DELTAS} deltas of a word or two, sent by the fake ` +
-        'upstream process without delay; the same through the bare proxy of the relay row. A warm-up of ' +
+        `${CLIENTS} clients in a closed loop (each starts its next turn when its stream has ended), every turn a new ` +
+        `conversation (POST /api/advisor/conversations/new/messages/stream) whose reply is ${DELTAS} deltas of a word or two, ` +
+        'sent by the fake upstream process without delay; the same through the bare proxy of the relay row. A warm-up of ' +
         `${warmup} turns on each side, then ${rounds} pairs of rounds of ${perRound} turns (service, then proxy). Rate = turns / ` +
         "wall time from the round's first request to its last stream's end; every stream checked complete (status 200, a start " +
         `frame first, all ${DELTAS} deltas, the end frame), any other answer fails the row. The result is the median of the ` +
         'per-pair ratios, the rates shown are medians. CPU per turn = user + system time of the server process (from ' +
-        `/proc/<pid>/stat) over the round / turns. ${users} users (pro tier, each saved its key through the API) take turns ` +
-        `from a queue, so none has two streams at once and none sends more than ${TURNS_PER_USER} in the whole run (the limit ` +
-        'is 30 per rolling 60 s); every turn is paid from the pro tier\'s monthly allowance (1,000 turns; the default model, ' +
-        'gpt-4o-mini, is an allowance model of the built-in catalogue), checked in turn_charges after the run. Store round ' +
-        "trips per turn: TCP data segments the service process sent to PostgreSQL and to Redis over a round (`ss`), and Redis's " +
-        'own count of commands (INFO commandstats).',
+        "/proc/<pid>/stat) over the round / turns; the details add the CPU per turn of the other processes on each side's path " +
+        "(the database's client backends, redis-server, the fake upstream, the load generator), which share the same cores. " +
+        `${users} users (pro tier, each saved its key through the API) take turns from a queue, so none has two streams at ` +
+        `once and none sends more than ${TURNS_PER_USER} in the whole run (the limit is 30 per rolling 60 s); every turn is ` +
+        "paid from the pro tier's monthly allowance (1,000 turns; the default model, gpt-4o-mini, is an allowance model of the " +
+        'built-in catalogue), checked in turn_charges after the run. Store round trips per turn: TCP data segments the service ' +
+        "process sent to PostgreSQL and to Redis over a round (`ss`), and Redis's own count of commands (INFO commandstats). " +
+        'The details also give times at the client over the measured rounds: a whole turn, its first delta, and its last ' +
+        'delta to the end of the response (the service stores the reply, settles the charge and releases the lease before its ' +
+        'end frame).',
       notes: [
         `rounds, turns/s: service ${s.map((r) => r.turnsPerSecond.toFixed(0)).join(', ')}; bare proxy ${p.map((r) => r.turnsPerSecond.toFixed(0)).join(', ')}`,
         `service ${latency(s)}; bare proxy ${latency(p)}`,
+        `CPU per turn on the whole path, ms: ${path('service', s, sCpu)}; ${path('bare proxy', p, pCpu)}`,
         `per turn, round trips (requests sent) to PostgreSQL ${perTurn(trip.postgres)}, to Redis ${perTurn(trip.redis)}; Redis commands, ` +
           `with those its scripts run: ${commands || 'n/a'}; turns paid: ${paid}`,
       ],
@@ -175,9 +207,11 @@ class UserPool {
 }
 
 /** `turns` turns by CLIENTS clients in a closed loop; throws unless every one was a complete 200 stream. */
-async function round(target: Proc, turns: number, turn: () => Promise<StreamResult>): Promise<Round> {
+async function round(target: Proc, turns: number, turn: () => Promise<StreamResult>, path: PathPids): Promise<Round> {
   const results: StreamResult[] = [];
   let started = 0;
+  const path0 = new Map([...path].map(([name, pids]) => [name, pidsCpuMs(pids)]));
+  const client0 = process.cpuUsage();
   const cpu0 = cpuMs(target.pid);
   const t0 = performance.now();
   await Promise.all(
@@ -190,6 +224,9 @@ async function round(target: Proc, turns: number, turn: () => Promise<StreamResu
   );
   const wall = performance.now() - t0;
   const cpu = cpuMs(target.pid) - cpu0;
+  const client = process.cpuUsage(client0);
+  const pathUsPerTurn = new Map([...path].map(([name, pids]) => [name, ((pidsCpuMs(pids) - (path0.get(name) ?? 0)) * 1000) / turns]));
+  pathUsPerTurn.set('load generator', (client.user + client.system) / turns);
   const refused = results.filter((r) => r.status !== 200);
   if (refused.length > 0) {
     const byStatus = new Map<number, number>();
@@ -205,7 +242,20 @@ async function round(target: Proc, turns: number, turn: () => Promise<StreamResu
         `${r?.deltas} deltas, ${r?.error ?? (r?.complete ? 'ended' : 'no end marker')}; body ended ${JSON.stringify(r?.tail.slice(-160) ?? '')})`,
     );
   }
-  return { turnsPerSecond: (turns * 1000) / wall, cpuUsPerTurn: (cpu * 1000) / turns, results };
+  return { turnsPerSecond: (turns * 1000) / wall, cpuUsPerTurn: (cpu * 1000) / turns, pathUsPerTurn, results };
+}
+
+/** CPU time of processes so far (one that has gone counts nothing). */
+function pidsCpuMs(pids: readonly number[]): number {
+  let sum = 0;
+  for (const pid of pids) {
+    try {
+      sum += cpuMs(pid);
+    } catch {
+      // ended (a backend the pool replaced)
+    }
+  }
+  return sum;
 }
 
 /** Calls so far of each Redis command (INFO commandstats). */
