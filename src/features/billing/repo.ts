@@ -128,6 +128,17 @@ export function findTurnCharge(db: Db | Trx, turnId: string): Promise<TurnCharge
   return db.selectFrom('turn_charges').selectAll().where('turn_id', '=', turnId).executeTakeFirst();
 }
 
+/** Marks a reserved turn charged when read, as a query to embed (TurnBilling.settle); no row when it was not reserved any more. */
+export function chargeQuery(turnId: string, now: Date): RawBuilder<{ credits: number }> {
+  return sql<{ credits: number }>`update turn_charges set status = 'charged', settled_at = ${now}
+    where turn_id = ${turnId} and status = 'reserved' returning credits`;
+}
+
+/** The settlement part of a turn that produced nothing: it writes nothing (the return follows on its own). */
+export function noSettlement(): RawBuilder<{ credits: number }> {
+  return sql<{ credits: number }>`select 0::bigint as credits where false`;
+}
+
 /** Moves a reserved turn to its final status; undefined when it was not reserved any more. */
 export function finishTurnCharge(
   db: Db | Trx,

@@ -38,7 +38,7 @@ describe('billing through the advisor stream (DESIGN §7, §8)', () => {
         await beforeStore?.();
         return store(db, reservation);
       }),
-    settle: (charge, produced) => (billingOverride ?? real).settle(charge, produced),
+    settle: (charge, produced, store) => (billingOverride ?? real).settle(charge, produced, store),
   });
   before(async () => {
     openai = await startOpenAiCompatibleFake({ flavor: 'openai', models: ['cheap-1', 'big-1', 'mystery-1'] });

@@ -8,7 +8,7 @@ import { buildTestApp, STORES, type TestApp } from '../../../test/helpers/app.ts
 import { ManualClock } from '../../../test/helpers/manual-clock.ts';
 import type { Db } from '../../db/types.ts';
 import { createTurnBilling, sweepStaleReservations, type ReservationQuery, type ReservedRow, type TurnBilling, type TurnCharge } from './turn-billing.ts';
-import { assertLedgerInvariant, ensureTestUser, giveCredits, ledgerCount, reservationOnly, turnStatus, writeTestCatalogue } from './testing.ts';
+import { assertLedgerInvariant, ensureTestUser, giveCredits, ledgerCount, reservationOnly, settlementOnly, turnStatus, writeTestCatalogue } from './testing.ts';
 
 type Wallet = { credits: number; tier: string; allowance: { used: number; remaining: number }; images: { used: number; remaining: number; resetsAt: string } };
 
@@ -169,9 +169,9 @@ describe('turn billing (DESIGN §8)', () => {
       const paid = await reserve(u, 'big-1', 1);
       const free = await reserve(u, 'cheap-1', 2);
       assert.equal((await walletOf(u)).credits, 15);
-      await Promise.all(Array.from({ length: 10 }, () => t.deps.billing.settle(paid, false)));
-      await t.deps.billing.settle(free, false);
-      await t.deps.billing.settle(free, true);
+      await Promise.all(Array.from({ length: 10 }, () => t.deps.billing.settle(paid, false, settlementOnly)));
+      await t.deps.billing.settle(free, false, settlementOnly);
+      await t.deps.billing.settle(free, true, settlementOnly);
       const w = await walletOf(u);
       assert.deepEqual([w.credits, w.allowance.used, w.images.used], [20, 0, 0]);
       assert.deepEqual([await turnStatus(t, paid.turnId), await turnStatus(t, free.turnId)], ['returned', 'returned']);
@@ -183,8 +183,8 @@ describe('turn billing (DESIGN §8)', () => {
     test('produced → charged; a later settlement changes nothing', async () => {
       const u = await user(10);
       const c = await reserve(u, 'big-1');
-      await t.deps.billing.settle(c, true);
-      await t.deps.billing.settle(c, false);
+      await t.deps.billing.settle(c, true, settlementOnly);
+      await t.deps.billing.settle(c, false, settlementOnly);
       assert.equal(await turnStatus(t, c.turnId), 'charged');
       assert.equal(await assertLedgerInvariant(t, u), 5);
     });
@@ -195,7 +195,7 @@ describe('turn billing (DESIGN §8)', () => {
       const c = await reserve(u, 'cheap-1', 1);
       clock.set(new Date('2030-05-01T00:01:00Z'));
       await reserve(u, 'cheap-1');
-      await t.deps.billing.settle(c, false);
+      await t.deps.billing.settle(c, false, settlementOnly);
       const w = await walletOf(u);
       assert.deepEqual([w.allowance.used, w.images.used], [1, 0]);
       const april = await t.deps.db.selectFrom('monthly_usage').selectAll().where('user_id', '=', u).where('month', '=', '2030-04').executeTakeFirstOrThrow();
@@ -211,9 +211,9 @@ describe('turn billing (DESIGN §8)', () => {
       await sweepStaleReservations(t.deps, 2 * 60_000);
       assert.deepEqual([await turnStatus(t, old.turnId), await turnStatus(t, fresh.turnId)], ['returned', 'reserved']);
       assert.equal(await assertLedgerInvariant(t, u), 5);
-      await t.deps.billing.settle(old, true);
+      await t.deps.billing.settle(old, true, settlementOnly);
       assert.equal(await turnStatus(t, old.turnId), 'returned');
-      await t.deps.billing.settle(fresh, true);
+      await t.deps.billing.settle(fresh, true, settlementOnly);
       assert.equal(await assertLedgerInvariant(t, u), 5);
       clock.set(new Date('2030-01-15T12:00:00Z'));
     });
@@ -349,7 +349,7 @@ describe('turn billing (DESIGN §8)', () => {
           assert.equal(await assertLedgerInvariant(t, u), 0);
           const charged = await t.deps.db.selectFrom('turn_charges').select('turn_id').where('user_id', '=', u).where('source', '=', 'credits').execute();
           assert.equal(charged.length, k);
-          await Promise.all(ok.map((r, i) => (i % 2 === 0 ? t.deps.billing : second.billing).settle(r.value, false)));
+          await Promise.all(ok.map((r, i) => (i % 2 === 0 ? t.deps.billing : second.billing).settle(r.value, false, settlementOnly)));
           assert.equal(await assertLedgerInvariant(t, u), 5 * k);
         } finally {
           await second.close();
@@ -375,7 +375,7 @@ describe('turn billing (DESIGN §8)', () => {
         assert.equal(ok.length, 7);
         assert.deepEqual([...codes], ['INSUFFICIENT_CREDITS']);
         assert.equal(await assertLedgerInvariant(t, u), 0);
-        await Promise.all(ok.map((r) => t.deps.billing.settle(r.value, false)));
+        await Promise.all(ok.map((r) => t.deps.billing.settle(r.value, false, settlementOnly)));
         assert.equal(await assertLedgerInvariant(t, u), 35);
       } finally {
         await second.close();

@@ -31,6 +31,16 @@ export interface TurnRequest {
 export type StoreReservedTurn = (db: Db, reservation: ReservationQuery) => Promise<ReservedRow>;
 
 /**
+ * What settling a turn writes in the caller's statement: a one-row-or-none query `(credits)` that
+ * marks a produced turn's reservation charged when it is read (none when it was settled already);
+ * for a turn that produced nothing, a query that writes nothing.
+ */
+export type SettlementQuery = RawBuilder<{ credits: number }>;
+
+/** Runs the statement that stores a turn's end on `db`, with `settlement` as one of its parts; returns the settlement's row. */
+export type StoreSettledTurn = (db: Db, settlement: SettlementQuery) => Promise<{ credits: number } | undefined>;
+
+/**
  * The seam between the advisor stream and billing (DESIGN §8).
  * `reserve` decides and reserves atomically before the provider is called, in one statement with the
  * caller's own rows for the turn (one round trip, one commit; both are stored or neither): `store`
@@ -38,12 +48,14 @@ export type StoreReservedTurn = (db: Db, reservation: ReservationQuery) => Promi
  * `(source, credits)` that decides and reserves when it is read) exactly once, as a materialised
  * CTE. Refusals are thrown as AppErrors (402 billing codes, 429 TIER_LIMIT_IMAGES), an unreachable
  * store as 402 BILLING_NOT_AVAILABLE; an error of the caller's own part reaches the caller unchanged
- * and reserves nothing. `settle` runs exactly once when the turn ends: `produced` false (no delta
- * reached the client) returns the credits, allowance turn and images.
+ * and reserves nothing. `settle` runs once when the turn ends, with the caller's own write of the
+ * turn's end (`store`): a produced turn is charged in that same statement (one round trip, one
+ * commit); `produced` false (no delta reached the client) stores the end, then returns the credits,
+ * allowance turn and images. Both are idempotent.
  */
 export interface TurnBilling {
   reserve(req: TurnRequest, store: StoreReservedTurn): Promise<TurnCharge>;
-  settle(charge: TurnCharge, produced: boolean): Promise<void>;
+  settle(charge: TurnCharge, produced: boolean, store: StoreSettledTurn): Promise<void>;
 }
 
 /** What a reservation query yields: how the turn is paid and the credits it took. */
@@ -62,9 +74,13 @@ export function createTurnBilling(deps: BillingDeps): TurnBilling {
   const tiers = tiersJson(deps.config.catalogue.tiers);
   return {
     reserve: (req, store) => reserveTurn(deps, tiers, req, store),
-    async settle(charge, produced) {
-      if (produced) await chargeTurn(deps, charge.turnId);
-      else await returnTurn(deps, charge.turnId);
+    async settle(charge, produced, store) {
+      if (produced) {
+        await chargeTurn(deps, charge.turnId, store);
+      } else {
+        await store(deps.db, repo.noSettlement());
+        await returnTurn(deps, charge.turnId);
+      }
     },
   };
 }
@@ -169,8 +185,8 @@ function failedInReservation(err: unknown): boolean {
   return where.includes('reserve_turn(');
 }
 
-async function chargeTurn(deps: BillingDeps, turnId: string): Promise<void> {
-  const row = await repo.finishTurnCharge(deps.db, turnId, 'charged', deps.clock.now());
+async function chargeTurn(deps: BillingDeps, turnId: string, store: StoreSettledTurn): Promise<void> {
+  const row = await store(deps.db, repo.chargeQuery(turnId, deps.clock.now()));
   if (row) {
     if (row.credits > 0) deps.metrics.creditsSpent.inc(row.credits);
     return;

@@ -126,8 +126,8 @@ export class LiveTurn implements TurnIds {
   }
 
   /**
-   * Stores the reply, settles the charge and releases the lease, each attempted whatever the others
-   * do; exactly once (a second call gets the first one's promise). Leaves the tickers first: nothing
+   * Stores the reply and settles the charge (one statement), then releases the lease, whatever the
+   * settlement did; exactly once (a second call gets the first one's promise). Leaves the tickers first: nothing
    * runs on the turn's behalf any more.
    */
   settle(end: repo.TurnEnd, produced: boolean): Promise<void> {
@@ -162,16 +162,13 @@ export class LiveTurn implements TurnIds {
     const { heartbeat, renewal } = tickersOf(deps);
     heartbeat.delete(this);
     renewal.delete(this);
-    // The reply and the charge are independent writes, made at once; the lease goes back after both,
-    // so the user's next turn reads this reply in its history.
-    await Promise.all([
-      persist(() => repo.finishTurn(deps.db, end)).catch((err: unknown) =>
-        this.log.error({ err, assistantMessageId: this.assistantMessageId }, 'storing the reply failed'),
-      ),
-      persist(() => deps.billing.settle(this.charge, produced)).catch((err: unknown) =>
-        this.log.error({ err, turnId: this.charge.turnId }, 'settling the turn failed'),
-      ),
-    ]);
+    // The reply's end and its charge are one statement (billing's part embedded); the lease goes back
+    // after it, so the user's next turn reads this reply in its history.
+    try {
+      await persist(() => deps.billing.settle(this.charge, produced, (db, settlement) => repo.finishTurn(db, end, settlement)));
+    } catch (err) {
+      this.log.error({ err, assistantMessageId: this.assistantMessageId, turnId: this.charge.turnId }, 'storing and settling the turn failed');
+    }
     try {
       await deps.leases.release(this.userId, this.#leaseToken);
     } catch (err) {
@@ -183,7 +180,7 @@ export class LiveTurn implements TurnIds {
 /**
  * A write that lost its connection (a terminated backend, a failover) is tried again on a fresh one:
  * the client is told the turn ended only after this, so what it saw must be what is stored and
- * charged. Both writes are idempotent (an update by id; a settlement of a still-reserved charge).
+ * charged. The settlement is idempotent (an update by id; a charge or return of a still-reserved turn).
  */
 async function persist(op: () => Promise<void>): Promise<void> {
   for (let attempt = 1; ; attempt++) {

@@ -232,15 +232,22 @@ export interface TurnEnd {
   readonly error: { code: string; retryable: boolean } | undefined;
 }
 
-/** Stores the reply as it ended and touches its conversation, in one statement. */
-export async function finishTurn(db: Db, e: TurnEnd): Promise<void> {
-  await sql`with reply as (
+/**
+ * Stores the reply as it ended, touches its conversation and reads `settlement` (billing's part: the
+ * charge of a produced turn), in one statement; returns the settlement's row.
+ */
+export async function finishTurn(db: Db, e: TurnEnd, settlement: RawBuilder<{ credits: number }>): Promise<{ credits: number } | undefined> {
+  const { rows } = await sql<{ credits: number }>`with settlement as (${settlement}),
+    reply as (
       update messages set content = ${e.content}, status = ${e.status}, finish_reason = ${e.finishReason},
         input_tokens = ${e.usage?.input ?? null}, output_tokens = ${e.usage?.output ?? null},
         error_code = ${e.error?.code ?? null}, error_retryable = ${e.error?.retryable ?? null}, completed_at = ${e.now}
       where id = ${e.replyId}
-      returning conversation_id)
-    update conversations set updated_at = ${e.now}, last_message_at = ${e.now} where id in (select conversation_id from reply)`.execute(db);
+      returning conversation_id),
+    conversation as (
+      update conversations set updated_at = ${e.now}, last_message_at = ${e.now} where id in (select conversation_id from reply))
+    select credits from settlement`.execute(db);
+  return rows[0];
 }
 
 /** Closes replies of this user left 'streaming' by a crashed instance (caller holds the lease). */

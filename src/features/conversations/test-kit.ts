@@ -99,9 +99,9 @@ export function billingSpy(): BillingSpy {
         spy.reserves.push(req);
         return real.reserve(req, store);
       },
-      async settle(charge, produced) {
+      async settle(charge, produced, store) {
         spy.settles.push({ charge, produced });
-        return real.settle(charge, produced);
+        return real.settle(charge, produced, store);
       },
     }),
   };
