@@ -49,6 +49,8 @@ export interface Config {
     readonly jwksUrl: string | undefined;
     readonly issuer: string | undefined;
     readonly audience: string | undefined;
+    /** Token claim whose value sets the user's tier (when it names a catalogue tier); undefined = none. */
+    readonly tierClaim: string | undefined;
   };
   readonly providerBaseUrls: Readonly<Record<Provider, string>>;
   readonly marketData: { readonly provider: MarketDataProvider; readonly baseUrl: string };
@@ -133,9 +135,7 @@ export function loadConfig(env: Env = process.env): Config {
     problems.push(`LOG_LEVEL must be a pino level (got "${logLevel}")`);
   }
 
-  const jwksUrl = url('AUTH_JWKS_URL', undefined);
-  const jwtSecret = str('AUTH_JWT_SECRET');
-  if (jwtSecret !== undefined && Buffer.byteLength(jwtSecret) < 32) problems.push('AUTH_JWT_SECRET must be at least 32 bytes');
+  const auth = authSettings(str, problems);
 
   const maxBodyBytes = int('MAX_BODY_BYTES', 20 * 1024 * 1024, 1);
   if (maxBodyBytes < BODY_CAP_FLOOR) {
@@ -151,7 +151,7 @@ export function loadConfig(env: Env = process.env): Config {
     databasePoolSize: int('DATABASE_POOL_SIZE', 20, 1, 10_000),
     databasePoolIdleMs: int('DATABASE_POOL_IDLE_MS', 300_000, 0, 24 * 3_600_000),
     encryptionKeys: str('ENCRYPTION_KEYS'),
-    auth: { jwtSecret, jwksUrl, issuer: str('AUTH_ISSUER'), audience: str('AUTH_AUDIENCE') },
+    auth,
     providerBaseUrls,
     marketData: {
       provider: marketDataProvider,
@@ -179,6 +179,49 @@ export function loadConfig(env: Env = process.env): Config {
   };
   if (problems.length > 0) throw new ConfigError(problems);
   return deepFreeze(config);
+}
+
+const LOOPBACK_HOSTS = /^(localhost|127(\.\d{1,3}){3}|\[::1\])$/i;
+const NO_TIER_CLAIM = 'none';
+
+/**
+ * DESIGN §2. An identity provider's JWKS signs tokens for other applications too, so its tokens are
+ * accepted only for this issuer and audience, and the keys are fetched over TLS (plain http only on
+ * loopback). A tier claim is honoured only where the operator names it: `tier` for the service's own
+ * HS256 tokens (npm run token), none for an identity provider's unless AUTH_TIER_CLAIM names one.
+ */
+function authSettings(str: (name: string) => string | undefined, problems: string[]): Config['auth'] {
+  const jwtSecret = str('AUTH_JWT_SECRET');
+  if (jwtSecret !== undefined && Buffer.byteLength(jwtSecret) < 32) problems.push('AUTH_JWT_SECRET must be at least 32 bytes');
+  const rawJwks = str('AUTH_JWKS_URL');
+  let jwksUrl: string | undefined;
+  if (rawJwks !== undefined) {
+    let parsed: URL | undefined;
+    try {
+      parsed = new URL(rawJwks);
+    } catch {
+      problems.push(`AUTH_JWKS_URL must be a URL (got "${rawJwks}")`);
+    }
+    if (parsed && parsed.protocol !== 'https:' && !(parsed.protocol === 'http:' && LOOPBACK_HOSTS.test(parsed.hostname))) {
+      problems.push(`AUTH_JWKS_URL must be an https: URL (http: only for a loopback host) (got "${rawJwks}")`);
+    } else if (parsed) {
+      jwksUrl = rawJwks;
+    }
+  }
+  const issuer = str('AUTH_ISSUER');
+  const audience = str('AUTH_AUDIENCE');
+  if (rawJwks !== undefined) {
+    const missing = [issuer === undefined ? 'AUTH_ISSUER' : undefined, audience === undefined ? 'AUTH_AUDIENCE' : undefined].filter(Boolean);
+    if (missing.length > 0) {
+      problems.push(`${missing.join(' and ')} must be set with AUTH_JWKS_URL (an identity provider signs tokens for other applications too)`);
+    }
+  }
+  const rawClaim = str('AUTH_TIER_CLAIM');
+  if (rawClaim !== undefined && (/\s/.test(rawClaim) || rawClaim.length > 200)) {
+    problems.push(`AUTH_TIER_CLAIM must be a claim name (no spaces, at most 200 characters) or "${NO_TIER_CLAIM}" (got "${rawClaim}")`);
+  }
+  const tierClaim = rawClaim === NO_TIER_CLAIM ? undefined : (rawClaim ?? (rawJwks === undefined ? 'tier' : undefined));
+  return { jwtSecret, jwksUrl, issuer, audience, tierClaim };
 }
 
 function loadCatalogue(file: string | undefined, packsJson: string | undefined, problems: string[]): Catalogue {
