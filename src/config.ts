@@ -142,6 +142,13 @@ export function loadConfig(env: Env = process.env): Config {
     problems.push(`MAX_BODY_BYTES must be at least ${BODY_CAP_FLOOR} (4 maximal images and 50,000 characters)`);
   }
 
+  const stripeSecretKey = str('STRIPE_SECRET_KEY');
+  const stripeWebhookSecret = str('STRIPE_WEBHOOK_SECRET');
+  // DESIGN §10: a service that sells packs but cannot verify the webhook that grants them loses every credit.
+  if (stripeSecretKey !== undefined && stripeWebhookSecret === undefined) {
+    problems.push('STRIPE_WEBHOOK_SECRET must be set with STRIPE_SECRET_KEY (without it no purchase could ever be credited)');
+  }
+
   const config: Config = {
     port: int('PORT', 3000, 0, 65535),
     host: str('HOST') ?? '127.0.0.1',
@@ -158,8 +165,8 @@ export function loadConfig(env: Env = process.env): Config {
       baseUrl: url('MARKET_DATA_BASE_URL', MARKET_DATA_PUBLIC_BASE_URLS[marketDataProvider]) ?? MARKET_DATA_PUBLIC_BASE_URLS[marketDataProvider],
     },
     stripe: {
-      secretKey: str('STRIPE_SECRET_KEY'),
-      webhookSecret: str('STRIPE_WEBHOOK_SECRET'),
+      secretKey: stripeSecretKey,
+      webhookSecret: stripeWebhookSecret,
       apiBase: url('STRIPE_API_BASE', undefined),
     },
     checkoutSuccessUrl: url('CHECKOUT_SUCCESS_URL', 'http://localhost:5173/billing/success?session_id={CHECKOUT_SESSION_ID}') ?? '',

@@ -5,6 +5,7 @@ import Stripe from 'stripe';
 import { buildTestApp, codeOf, STORES, type TestApp } from '../../../test/helpers/app.ts';
 import { ManualClock } from '../../../test/helpers/manual-clock.ts';
 import { makeStripeEvent, signStripePayload, startStripeFake, type StripeFake, type StripeSession } from '../../../test/fakes/index.ts';
+import { ConfigError } from '../../config.ts';
 import { AppError } from '../../http/errors.ts';
 import { assertLedgerInvariant, ensureTestUser, ledgerCount, writeTestCatalogue } from './testing.ts';
 
@@ -242,7 +243,11 @@ describe('billing: Stripe webhook (DESIGN §8)', () => {
 });
 
 describe('billing: webhook without STRIPE_WEBHOOK_SECRET', () => {
-  test('→ 402 BILLING_NOT_AVAILABLE, nothing written', async () => {
+  test('DESIGN §10: STRIPE_SECRET_KEY without STRIPE_WEBHOOK_SECRET stops the start naming it; with no Stripe at all the webhook → 402 BILLING_NOT_AVAILABLE, nothing written', async () => {
+    await assert.rejects(
+      buildTestApp({ env: { CONFIG_FILE: writeTestCatalogue(), STRIPE_SECRET_KEY: 'sk_test_0123456789' } }),
+      (err: unknown) => err instanceof ConfigError && err.problems.some((p) => p.startsWith('STRIPE_WEBHOOK_SECRET must be set')),
+    );
     const t = await buildTestApp({ env: { CONFIG_FILE: writeTestCatalogue() } });
     try {
       const payload = JSON.stringify(makeStripeEvent('checkout.session.completed', { id: 'cs_1', object: 'checkout.session', payment_status: 'paid', metadata: { userId: 'u', credits: '5' } }));
