@@ -1,0 +1,87 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { startOpenAiCompatibleFake, type OpenAiCompatibleFake } from './fakes/index.ts';
+import { buildTestApp, codeOf, type TestApp } from './helpers/app.ts';
+
+/** Rules every route obeys at the edge, before any feature code runs (DESIGN §3, §10). */
+describe('http edge rules', () => {
+  let t: TestApp;
+  let fake: OpenAiCompatibleFake;
+  before(async () => {
+    fake = await startOpenAiCompatibleFake({ flavor: 'openai' });
+    t = await buildTestApp({ env: { OPENAI_BASE_URL: fake.url } });
+  });
+  after(async () => {
+    await t.close();
+    await fake.close();
+  });
+
+  const newUser = () => `u-${randomUUID()}`;
+  const account = (name: string) => ({ name, currency: 'USD', timezone: 'UTC', startingBalance: '100' });
+
+  describe('DESIGN §10: text PostgreSQL cannot store', () => {
+    const refused = (res: { statusCode: number; body: string; json<T>(): T }, code = 'VALIDATION_ERROR') => {
+      assert.equal(res.statusCode, 400, res.body);
+      assert.equal(codeOf(res), code);
+    };
+
+    test('DESIGN §10: \\u0000 in an account name (create and update) → 400 VALIDATION_ERROR, nothing stored', async () => {
+      const u = newUser();
+      refused(await t.call('POST', '/api/accounts', { user: u, body: account('Main\u0000') }));
+      const created = await t.call('POST', '/api/accounts', { user: u, body: account('Main') });
+      assert.equal(created.statusCode, 201, created.body);
+      const id = created.json<{ id: string }>().id;
+      refused(await t.call('PUT', `/api/accounts/${id}`, { user: u, body: { name: '\u0000' } }));
+      refused(await t.call('PUT', `/api/accounts/${id}`, { user: u, body: { timezone: 'UTC\u0000' } }));
+      const list = (await t.call('GET', '/api/accounts', { user: u })).json<{ items: { name: string; timezone: string }[] }>().items;
+      assert.deepEqual(list.map((a) => [a.name, a.timezone]), [['Main', 'Etc/UTC']]);
+    });
+
+    test('DESIGN §10: \\u0000 or an unpaired surrogate in a brokerage name → 400 VALIDATION_ERROR', async () => {
+      const u = newUser();
+      refused(await t.call('POST', '/api/brokerages', { user: u, body: { name: 'IBKR\u0000' } }));
+      refused(await t.call('POST', '/api/brokerages', { user: u, body: '{"name":"IBKR \\ud800"}', headers: { 'content-type': 'application/json' } }));
+      assert.deepEqual((await t.call('GET', '/api/brokerages', { user: u })).json(), { items: [] });
+    });
+
+    test('DESIGN §10: \\u0000 in a conversation title (PATCH) → 400 VALIDATION_ERROR', async () => {
+      const u = newUser();
+      const res = await t.call('PATCH', `/api/advisor/conversations/${randomUUID()}`, { user: u, body: { title: 'Plan\u0000' } });
+      refused(res);
+      assert.deepEqual(res.json<{ error: { details: unknown } }>().error.details, [{ path: '/title', message: 'body must not contain \\u0000 or an unpaired surrogate' }]);
+    });
+
+    test('DESIGN §10: \\u0000 in the stream text → 400 VALIDATION_ERROR; nothing stored, no provider called', async () => {
+      const u = newUser();
+      const saved = await t.call('PUT', '/api/advisor/provider-keys/openai', { user: u, body: { apiKey: fake.validKey } });
+      assert.equal(saved.statusCode, 200, saved.body);
+      const calls = fake.requests.length;
+      const res = await t.call('POST', '/api/advisor/conversations/new/messages/stream', {
+        user: u,
+        body: { text: 'Was my entry\u0000 too early?', clientMessageId: randomUUID() },
+      });
+      refused(res);
+      assert.equal(fake.requests.length, calls);
+      assert.deepEqual((await t.call('GET', '/api/advisor/conversations', { user: u })).json(), { items: [], nextCursor: null });
+    });
+
+    test('DESIGN §10 with spec 4.2: \\u0000 in defaultModel on a key save → 400 with the route’s own code PROVIDER_KEY_INVALID; nothing stored, no probe', async () => {
+      const u = newUser();
+      const calls = fake.requests.length;
+      const res = await t.call('PUT', '/api/advisor/provider-keys/openai', { user: u, body: { apiKey: fake.validKey, defaultModel: 'gpt-4o\u0000' } });
+      refused(res, 'PROVIDER_KEY_INVALID');
+      assert.equal(fake.requests.length, calls);
+      assert.deepEqual((await t.call('GET', '/api/advisor/provider-keys', { user: u })).json(), { items: [] });
+      // PATCH names no key of its own: its body failures are VALIDATION_ERROR.
+      refused(await t.call('PATCH', '/api/advisor/provider-keys/openai', { user: u, body: { defaultModel: 'x\u0000' } }));
+    });
+
+    test('DESIGN §10: \\u0000 in a query string or path parameter → 400 VALIDATION_ERROR', async () => {
+      const u = newUser();
+      refused(await t.call('GET', '/api/advisor/conversations?cursor=abc%00def', { user: u }));
+      refused(await t.call('GET', '/api/billing/ledger?cursor=%00', { user: u }));
+      refused(await t.call('GET', '/api/accounts/%00', { user: u }));
+    });
+  });
+});
