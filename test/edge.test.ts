@@ -84,4 +84,19 @@ describe('http edge rules', () => {
       refused(await t.call('GET', '/api/accounts/%00', { user: u }));
     });
   });
+
+  describe('DESIGN §3: query strings', () => {
+    test('DESIGN §3: limit=0x10 (or 1e1, " 16", +16, 16.0) on a paginated list → 400 VALIDATION_ERROR; limit=16 → 200', async () => {
+      const u = newUser();
+      for (const list of ['/api/advisor/conversations', `/api/advisor/conversations/${randomUUID()}`, '/api/billing/ledger']) {
+        for (const limit of ['0x10', '1e1', '%2016', '%2B16', '16.0', '0b10', '']) {
+          const res = await t.call('GET', `${list}?limit=${limit}`, { user: u });
+          assert.equal(res.statusCode, 400, `${list}?limit=${limit}: ${res.body}`);
+          assert.equal(codeOf(res), 'VALIDATION_ERROR');
+        }
+      }
+      assert.equal((await t.call('GET', '/api/advisor/conversations?limit=16', { user: u })).statusCode, 200);
+      assert.equal((await t.call('GET', '/api/billing/ledger?limit=16', { user: u })).statusCode, 200);
+    });
+  });
 });
