@@ -1,12 +1,12 @@
-import Fastify, { LogController, type FastifyError, type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, { LogController, type FastifyError, type FastifyRequest } from 'fastify';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Deps } from './deps.ts';
-import { AppError, envelope, type ErrorCode, type ErrorDetail } from './http/errors.ts';
+import { AppError, type ErrorCode, type ErrorDetail } from './http/errors.ts';
 import { authPlugin } from './http/auth-plugin.ts';
 import { opsRoutes } from './http/ops-routes.ts';
-import { randomToken } from './platform/ids.ts';
+import { MAX_HEADER_BYTES, createClientErrorHandler, frameworkError, refuseOversizedHeaders, requestIdOf, sendError } from './http/edge.ts';
 import { createValidatorCompiler } from './http/validation.ts';
 import { isDatabaseUnavailable } from './db/create-db.ts';
 import { accountsRoutes } from './features/accounts/routes.ts';
@@ -24,8 +24,6 @@ declare module 'fastify' {
   }
 }
 
-const REQUEST_ID = /^[A-Za-z0-9._:-]{8,128}$/;
-
 export type App = Awaited<ReturnType<typeof buildApp>>;
 
 /** Builds the HTTP app from its dependencies; never reads process.env. */
@@ -37,16 +35,18 @@ export async function buildApp(deps: Deps) {
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: deps.config.maxBodyBytes,
     requestIdHeader: false,
-    genReqId: (req) => {
-      const incoming = req.headers['x-request-id'];
-      return typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : `req_${randomToken()}`;
-    },
+    genReqId: requestIdOf,
     return503OnClosing: true,
+    http: { maxHeaderSize: MAX_HEADER_BYTES },
+    // What the server refuses before a route runs is answered in the envelope too (DESIGN §3).
+    clientErrorHandler: createClientErrorHandler(deps.logger),
+    frameworkErrors: (err, req, reply) => void sendError(frameworkError(err), req, reply),
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   app.setValidatorCompiler(createValidatorCompiler());
   app.addHook('onRequest', async (req, reply) => {
     reply.header('x-request-id', req.id);
+    refuseOversizedHeaders(req);
   });
   app.addHook('onResponse', async (req, reply) => {
     const route = req.routeOptions.url ?? 'unmatched';
@@ -115,9 +115,4 @@ function toAppError(err: FastifyError | AppError, req: FastifyRequest): AppError
     return new AppError('SERVICE_UNAVAILABLE', 'a dependency is unavailable; retry shortly', { headers: { 'Retry-After': '5' } });
   }
   return new AppError('INTERNAL', 'internal error');
-}
-
-function sendError(err: AppError, req: FastifyRequest, reply: FastifyReply): FastifyReply {
-  for (const [k, v] of Object.entries(err.headers)) reply.header(k, v);
-  return reply.code(err.status).type('application/json; charset=utf-8').send(envelope(err, req.id));
 }

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { startOpenAiCompatibleFake, type OpenAiCompatibleFake } from './fakes/index.ts';
 import { buildTestApp, codeOf, type TestApp } from './helpers/app.ts';
+import { rawExchange } from './helpers/net.ts';
 
 /** Rules every route obeys at the edge, before any feature code runs (DESIGN §3, §10). */
 describe('http edge rules', () => {
@@ -97,6 +98,64 @@ describe('http edge rules', () => {
       }
       assert.equal((await t.call('GET', '/api/advisor/conversations?limit=16', { user: u })).statusCode, 200);
       assert.equal((await t.call('GET', '/api/billing/ledger?limit=16', { user: u })).statusCode, 200);
+    });
+  });
+
+  describe('DESIGN §3: what the server refuses before a route runs is answered in the envelope', () => {
+    let port: number;
+    let base: string;
+    before(async () => {
+      base = await t.app.listen({ port: 0, host: '127.0.0.1' });
+      port = Number(new URL(base).port);
+    });
+
+    type Envelope = { error: { code: string; requestId: string; message: string } };
+    const envelopeOf = (body: string): Envelope => JSON.parse(body) as Envelope;
+
+    test('DESIGN §3: a 20 KB bearer token → 431 HEADERS_TOO_LARGE in the envelope, with its request id', async () => {
+      const res = await fetch(`${base}/api/accounts`, { headers: { authorization: `Bearer ${'a'.repeat(20_000)}.b.c` } });
+      assert.equal(res.status, 431);
+      const body = envelopeOf(await res.text());
+      assert.equal(body.error.code, 'HEADERS_TOO_LARGE');
+      assert.equal(body.error.requestId, res.headers.get('x-request-id'));
+    });
+
+    test('DESIGN §3: an X-Request-Id of 200 characters is replaced, and the answer is the envelope', async () => {
+      const res = await fetch(`${base}/api/accounts`, { headers: { 'x-request-id': 'r'.repeat(200) } });
+      assert.equal(res.status, 401);
+      const body = envelopeOf(await res.text());
+      assert.equal(body.error.code, 'UNAUTHENTICATED');
+      assert.match(String(res.headers.get('x-request-id')), /^req_/);
+      assert.equal(body.error.requestId, res.headers.get('x-request-id'));
+    });
+
+    test('DESIGN §3: request headers beyond what the server parses → 431 HEADERS_TOO_LARGE in the envelope, and the client reads it (no reset)', async () => {
+      for (const big of [{ 'x-padding': 'p'.repeat(40_000) }, { authorization: `Bearer ${'a'.repeat(40_000)}` }]) {
+        const [name, value] = Object.entries(big)[0] ?? [];
+        const head = `GET /api/accounts HTTP/1.1\r\nhost: 127.0.0.1\r\n${name}: ${value}\r\n\r\n`;
+        // More bytes follow the head, as a client streaming a request would send them.
+        const res = await rawExchange(port, [head, 'x'.repeat(64 * 1024)]);
+        assert.equal(res.error, undefined, `connection reset before the answer was read: ${res.raw.slice(0, 200)}`);
+        assert.equal(res.status, 431, res.raw.slice(0, 300));
+        assert.match(res.headers['content-type'] ?? '', /^application\/json/);
+        const body = envelopeOf(res.body);
+        assert.equal(body.error.code, 'HEADERS_TOO_LARGE');
+        assert.equal(body.error.requestId, res.headers['x-request-id']);
+      }
+    });
+
+    test('DESIGN §3: bytes that are not HTTP → 400 VALIDATION_ERROR in the envelope', async () => {
+      const res = await rawExchange(port, ['GET /healthz HTTP/1.1\r\nhost: x\r\nbad header line\r\n\r\n']);
+      assert.equal(res.status, 400, res.raw);
+      assert.equal(envelopeOf(res.body).error.code, 'VALIDATION_ERROR');
+    });
+
+    test('DESIGN §3: a path parameter longer than any id → 414 URI_TOO_LONG in the envelope', async () => {
+      const u = newUser();
+      const res = await t.call('GET', `/api/accounts/${'a'.repeat(300)}`, { user: u });
+      assert.equal(res.statusCode, 414, res.body);
+      assert.equal(codeOf(res), 'URI_TOO_LONG');
+      assert.equal(res.json<Envelope>().error.requestId, res.headers['x-request-id']);
     });
   });
 });

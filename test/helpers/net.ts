@@ -47,3 +47,51 @@ export class TcpProxy {
   }
 }
 
+
+export interface RawAnswer {
+  /** Everything the server sent before it closed the connection. */
+  readonly raw: string;
+  readonly status: number | undefined;
+  readonly headers: Record<string, string>;
+  readonly body: string;
+  /** The socket error the client saw, if the connection was reset rather than closed. */
+  readonly error: string | undefined;
+  /** When the server closed the connection, in ms after the first byte was sent. */
+  readonly closedAfterMs: number;
+}
+
+/**
+ * Sends bytes over a plain TCP connection (what a fetch client would never send: oversized or
+ * malformed heads, bodies trickled in slowly) and collects the answer until the server closes.
+ * `parts` are written in order, `pauseMs` apart.
+ */
+export async function rawExchange(port: number, parts: (string | Buffer)[], pauseMs = 0): Promise<RawAnswer> {
+  const socket = connect(port, '127.0.0.1');
+  await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+  const started = Date.now();
+  const chunks: Buffer[] = [];
+  let error: string | undefined;
+  const closed = new Promise<void>((resolve) => {
+    socket.on('data', (c: Buffer) => chunks.push(c));
+    socket.on('error', (err: NodeJS.ErrnoException) => (error = err.code ?? err.message));
+    socket.on('close', () => resolve());
+  });
+  let open = true;
+  void closed.then(() => (open = false));
+  for (const [i, part] of parts.entries()) {
+    if (!open) break;
+    if (i > 0 && pauseMs > 0) await new Promise((resolve) => setTimeout(resolve, pauseMs));
+    if (open) socket.write(part);
+  }
+  await closed;
+  const closedAfterMs = Date.now() - started;
+  const raw = Buffer.concat(chunks).toString('utf8');
+  const split = raw.indexOf('\r\n\r\n');
+  const head = split < 0 ? raw : raw.slice(0, split);
+  const [statusLine = '', ...lines] = head.split('\r\n');
+  const status = /^HTTP\/1\.1 (\d{3})/.exec(statusLine)?.[1];
+  const headers = Object.fromEntries(
+    lines.map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()] as const),
+  );
+  return { raw, status: status ? Number(status) : undefined, headers, body: split < 0 ? '' : raw.slice(split + 4), error, closedAfterMs };
+}
