@@ -6,7 +6,8 @@ import type { Deps } from './deps.ts';
 import { AppError, type ErrorCode, type ErrorDetail } from './http/errors.ts';
 import { authPlugin } from './http/auth-plugin.ts';
 import { opsRoutes } from './http/ops-routes.ts';
-import { MAX_HEADER_BYTES, createClientErrorHandler, frameworkError, refuseOversizedHeaders, requestIdOf, sendError } from './http/edge.ts';
+import { SMALL_BODY_BYTES, createClientErrorHandler, frameworkError, refuseOversizedHeaders, requestIdOf, sendError, serverLimits } from './http/edge.ts';
+import { StreamMessageBody } from './features/conversations/schemas.ts';
 import { createValidatorCompiler } from './http/validation.ts';
 import { isDatabaseUnavailable } from './db/create-db.ts';
 import { accountsRoutes } from './features/accounts/routes.ts';
@@ -33,17 +34,23 @@ export async function buildApp(deps: Deps) {
     // One line per request (below) instead of Fastify's two: request logging was half the CPU of a
     // small JSON request. It names the route pattern, never the raw URL, which may hold anything.
     logController: new LogController({ disableRequestLogging: true }),
-    bodyLimit: deps.config.maxBodyBytes,
+    // Small JSON routes; the stream routes raise it to MAX_BODY_BYTES (onRoute below), the webhook sets its own.
+    bodyLimit: SMALL_BODY_BYTES,
     requestIdHeader: false,
     genReqId: requestIdOf,
     return503OnClosing: true,
-    http: { maxHeaderSize: MAX_HEADER_BYTES },
+    ...serverLimits(deps.config.requestTimeoutMs),
     // What the server refuses before a route runs is answered in the envelope too (DESIGN §3).
     clientErrorHandler: createClientErrorHandler(deps.logger),
     frameworkErrors: (err, req, reply) => void sendError(frameworkError(err), req, reply),
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   app.setValidatorCompiler(createValidatorCompiler());
+  // Only a message with images needs a large body; every other route keeps the small cap, so a client
+  // cannot make the service read and parse megabytes of JSON where a few hundred bytes are expected.
+  app.addHook('onRoute', (route) => {
+    if (route.bodyLimit === undefined && route.schema?.body === StreamMessageBody) route.bodyLimit = deps.config.maxBodyBytes;
+  });
   app.addHook('onRequest', async (req, reply) => {
     reply.header('x-request-id', req.id);
     refuseOversizedHeaders(req);

@@ -70,6 +70,8 @@ export interface Config {
   readonly shutdownDrainMs: number;
   readonly maxImageBytes: number;
   readonly maxBodyBytes: number;
+  /** Headers and body of a request must arrive within this, else 408 and the connection is closed. */
+  readonly requestTimeoutMs: number;
   /** Characters of earlier conversation sent to the provider as context. */
   readonly contextBudgetChars: number;
   /** Age after which a turn reservation still open is settled as not produced (its instance crashed). */
@@ -180,6 +182,7 @@ export function loadConfig(env: Env = process.env): Config {
     shutdownDrainMs: int('SHUTDOWN_DRAIN_MS', 25_000, 0, 3_600_000),
     maxImageBytes: int('MAX_IMAGE_BYTES', 3 * 1024 * 1024, 1, 3_375_000),
     maxBodyBytes,
+    requestTimeoutMs: int('REQUEST_TIMEOUT_MS', 60_000, 100, 3_600_000),
     contextBudgetChars: int('CONTEXT_BUDGET_CHARS', 60_000, 1000),
     reservationSweepAfterMs: int('RESERVATION_SWEEP_AFTER_MS', 10 * 60_000, 1000, 7 * 24 * 3_600_000),
     reservationSweepIntervalMs: int('RESERVATION_SWEEP_INTERVAL_MS', 30_000, 100, 3_600_000),

@@ -158,4 +158,91 @@ describe('http edge rules', () => {
       assert.equal(res.json<Envelope>().error.requestId, res.headers['x-request-id']);
     });
   });
+
+  describe('DESIGN §10 and issue 14 item 9: bounded requests', () => {
+    const TIMEOUT_MS = 600;
+    let slow: TestApp;
+    let port: number;
+    before(async () => {
+      slow = await buildTestApp({ shareWith: t, env: { OPENAI_BASE_URL: fake.url, REQUEST_TIMEOUT_MS: String(TIMEOUT_MS), STRIPE_WEBHOOK_SECRET: 'whsec_edge_test' } });
+      port = Number(new URL(await slow.app.listen({ port: 0, host: '127.0.0.1' })).port);
+    });
+    after(async () => slow.close());
+
+    const trickle = (n: number) => Array.from({ length: n }, () => 'x');
+    const assertTimedOut = (res: Awaited<ReturnType<typeof rawExchange>>) => {
+      assert.equal(res.status, 408, res.raw);
+      const body = JSON.parse(res.body) as { error: { code: string; requestId: string } };
+      assert.equal(body.error.code, 'REQUEST_TIMEOUT');
+      assert.equal(body.error.requestId, res.headers['x-request-id']);
+      assert.ok(res.closedAfterMs < TIMEOUT_MS + 1500, `closed after ${res.closedAfterMs} ms`);
+      assert.ok(res.closedAfterMs >= TIMEOUT_MS - 50, `closed after ${res.closedAfterMs} ms`);
+    };
+
+    test('DESIGN §10: REQUEST_TIMEOUT_MS defaults to 60 s', () => {
+      assert.equal(t.deps.config.requestTimeoutMs, 60_000);
+    });
+
+    test('DESIGN §10: a body trickled into the public webhook is cut after REQUEST_TIMEOUT_MS: 408 REQUEST_TIMEOUT in the envelope, socket closed, nothing written', async () => {
+      const before = (await slow.deps.db.selectFrom('ledger_entries').select('seq').execute()).length;
+      const head = 'POST /api/billing/webhooks/stripe HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\nstripe-signature: t=1,v1=00\r\ncontent-length: 1000\r\n\r\n{';
+      assertTimedOut(await rawExchange(port, [head, ...trickle(40)], 100));
+      assert.equal((await slow.deps.db.selectFrom('ledger_entries').select('seq').execute()).length, before);
+    });
+
+    test('DESIGN §10: a body trickled into an authenticated route is cut the same way and never reaches the route', async () => {
+      const u = newUser();
+      const token = await slow.token(u);
+      const body = JSON.stringify(account('Slow'));
+      const head = `POST /api/accounts HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer ${token}\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n`;
+      assertTimedOut(await rawExchange(port, [head, ...body.slice(0, -1).split('').slice(0, 30)], 100));
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      assert.deepEqual((await slow.call('GET', '/api/accounts', { user: u })).json(), { items: [] });
+    });
+
+    test('DESIGN §10: headers trickled in slower than REQUEST_TIMEOUT_MS → 408 REQUEST_TIMEOUT in the envelope, socket closed', async () => {
+      const res = await rawExchange(port, ['GET /healthz HTTP/1.1\r\nhost: 127.0.0.1\r\nx-slow: ', ...trickle(40)], 100);
+      assertTimedOut(res);
+    });
+
+    test('DESIGN §10: REQUEST_TIMEOUT_MS bounds receiving a request, not answering it: a stream that outlasts it is not cut', async () => {
+      const u = newUser();
+      assert.equal((await slow.call('PUT', '/api/advisor/provider-keys/openai', { user: u, body: { apiKey: fake.validKey } })).statusCode, 200);
+      fake.enqueueStream({ chunks: ['a', 'b', 'c', 'd', 'e'], delayMs: 300 });
+      const res = await fetch(`http://127.0.0.1:${port}/api/advisor/conversations/new/messages/stream`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${await slow.token(u)}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ text: 'Take your time', clientMessageId: randomUUID() }),
+      });
+      assert.equal(res.status, 200);
+      const body = await res.text();
+      assert.match(body, /event: done/);
+      assert.equal([...body.matchAll(/event: delta\ndata: (\{.*\})/g)].map((m) => (JSON.parse(m[1] ?? '{}') as { text: string }).text).join(''), 'abcde');
+    });
+
+    test('issue 14 item 9: a body over 16 KiB on a small JSON route → 413 PAYLOAD_TOO_LARGE at once, unread', async () => {
+      const u = newUser();
+      const res = await slow.call('POST', '/api/accounts', { user: u, body: { ...account('Big'), pad: 'x'.repeat(17 * 1024) } });
+      assert.equal(res.statusCode, 413, res.body);
+      assert.equal(codeOf(res), 'PAYLOAD_TOO_LARGE');
+      // Announced as 18 MB and never sent: the answer comes from the Content-Length alone.
+      const token = await slow.token(u);
+      const head = `POST /api/brokerages HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer ${token}\r\ncontent-type: application/json\r\ncontent-length: 18000000\r\nconnection: close\r\n\r\n{"name":"`;
+      const raw = await rawExchange(port, [head]);
+      assert.equal(raw.status, 413, raw.raw);
+      assert.equal((JSON.parse(raw.body) as { error: { code: string } }).error.code, 'PAYLOAD_TOO_LARGE');
+      assert.ok(raw.closedAfterMs < TIMEOUT_MS, `answered after ${raw.closedAfterMs} ms`);
+    });
+
+    test('issue 14 item 9: the stream routes keep the MAX_BODY_BYTES cap (a 100 KB message streams)', async () => {
+      const u = newUser();
+      assert.equal((await slow.call('PUT', '/api/advisor/provider-keys/openai', { user: u, body: { apiKey: fake.validKey } })).statusCode, 200);
+      const res = await slow.call('POST', '/api/advisor/conversations/new/messages/stream', {
+        user: u,
+        body: { text: '📈'.repeat(25_000), clientMessageId: randomUUID() },
+      });
+      assert.equal(res.statusCode, 200, res.body.slice(0, 300));
+      assert.match(String(res.headers['content-type']), /^text\/event-stream/);
+    });
+  });
 });

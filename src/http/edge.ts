@@ -14,8 +14,27 @@ import { AppError, envelope } from './errors.ts';
 export const MAX_HEADER_BYTES = 32 * 1024;
 /** One Authorization header: a JWT with a generous set of claims fits many times over. */
 export const MAX_AUTHORIZATION_BYTES = 8 * 1024;
+/** Body cap of every JSON route but the stream routes (MAX_BODY_BYTES) and the webhook (1 MiB). */
+export const SMALL_BODY_BYTES = 16 * 1024;
 /** How long a refused connection is kept reading (and dropping) what the client still sends. */
 const LINGER_MS = 1000;
+
+/**
+ * Options of Node's HTTP server. Fastify turns Node's request timeout off by default; here headers and
+ * body must both arrive within REQUEST_TIMEOUT_MS (DESIGN §10), checked often enough that a slow
+ * client is cut within a fraction of it rather than up to Node's 30 s checking interval later.
+ */
+export function serverLimits(requestTimeoutMs: number) {
+  return {
+    requestTimeout: requestTimeoutMs,
+    http: {
+      maxHeaderSize: MAX_HEADER_BYTES,
+      requestTimeout: requestTimeoutMs,
+      headersTimeout: requestTimeoutMs,
+      connectionsCheckingInterval: Math.min(1000, Math.max(25, Math.floor(requestTimeoutMs / 4))),
+    },
+  };
+}
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{8,128}$/;
 const requestIds = new WeakMap<IncomingMessage, string>();
