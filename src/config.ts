@@ -42,6 +42,10 @@ export interface Config {
   readonly databasePoolSize: number;
   /** How long a pooled PostgreSQL connection may sit unused before it is closed; 0 = never. */
   readonly databasePoolIdleMs: number;
+  /** How long opening a PostgreSQL connection (or waiting for a free one) may take. */
+  readonly databaseConnectTimeoutMs: number;
+  /** How long one PostgreSQL statement may run; migrations are exempt. */
+  readonly databaseStatementTimeoutMs: number;
   /** Raw keyring spec; undefined = generate/load DATA_DIR/encryption-keys. */
   readonly encryptionKeys: string | undefined;
   readonly auth: {
@@ -159,6 +163,8 @@ export function loadConfig(env: Env = process.env): Config {
     redisUrl: url('REDIS_URL', undefined),
     databasePoolSize: int('DATABASE_POOL_SIZE', 20, 1, 10_000),
     databasePoolIdleMs: int('DATABASE_POOL_IDLE_MS', 300_000, 0, 24 * 3_600_000),
+    databaseConnectTimeoutMs: int('DATABASE_CONNECT_TIMEOUT_MS', 5000, 100, 600_000),
+    databaseStatementTimeoutMs: int('DATABASE_STATEMENT_TIMEOUT_MS', 10_000, 100, 3_600_000),
     encryptionKeys: str('ENCRYPTION_KEYS'),
     auth,
     providerBaseUrls,

@@ -1,4 +1,5 @@
 import { Migrator, sql, type Migration, type MigrationProvider } from 'kysely';
+import { openUnbounded } from './create-db.ts';
 import type { Db } from './types.ts';
 import * as m0001 from './migrations/0001-foundation.ts';
 import * as m0002 from './migrations/0002-platform.ts';
@@ -25,8 +26,21 @@ class StaticProvider implements MigrationProvider {
   }
 }
 
-/** Applies pending migrations; safe to run from several instances at once (Kysely takes a lock). */
+/**
+ * Applies pending migrations; safe to run from several instances at once (Kysely takes a lock). They
+ * run on a connection without the statement deadlines: a migration, or waiting for another
+ * instance's, may take longer than any request's statement should.
+ */
 export async function migrateToLatest(db: Db): Promise<void> {
+  const own = openUnbounded(db);
+  try {
+    await migrate(own ?? db);
+  } finally {
+    await own?.destroy();
+  }
+}
+
+async function migrate(db: Db): Promise<void> {
   // Kysely looks its bookkeeping tables up across all schemas: name ours, or another schema's
   // tables (a second deployment or test run in the same database) would be taken for them.
   const { rows } = await sql<{ schema: string }>`select current_schema() as schema`.execute(db);

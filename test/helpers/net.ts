@@ -16,6 +16,8 @@ export class TcpProxy {
   readonly #port: number;
   #server: Server | undefined;
   readonly #sockets = new Set<Socket>();
+  readonly #pairs = new Set<[Socket, Socket]>();
+  #frozen = false;
 
   constructor(host: string, port: number) {
     this.#host = host;
@@ -30,13 +32,32 @@ export class TcpProxy {
         s.on('close', () => this.#sockets.delete(s));
         s.on('error', () => (s === client ? upstream : client).destroy());
       }
-      client.pipe(upstream).pipe(client);
+      const pair: [Socket, Socket] = [client, upstream];
+      this.#pairs.add(pair);
+      client.on('close', () => this.#pairs.delete(pair));
+      if (!this.#frozen) flow(pair);
     });
     await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
     this.#server = server;
     const address = server.address();
     if (!address || typeof address === 'string') throw new Error('no port');
     return address.port;
+  }
+
+  /** Stops forwarding in both directions, connections left open: a dependency that hangs (SIGSTOP, a black hole). */
+  freeze(): void {
+    this.#frozen = true;
+    for (const [client, upstream] of this.#pairs) {
+      client.unpipe(upstream);
+      upstream.unpipe(client);
+      client.pause();
+      upstream.pause();
+    }
+  }
+
+  thaw(): void {
+    this.#frozen = false;
+    for (const pair of this.#pairs) flow(pair);
   }
 
   async stop(): Promise<void> {
@@ -47,6 +68,11 @@ export class TcpProxy {
   }
 }
 
+
+function flow([client, upstream]: [Socket, Socket]): void {
+  client.pipe(upstream);
+  upstream.pipe(client);
+}
 
 export interface RawAnswer {
   /** Everything the server sent before it closed the connection. */
