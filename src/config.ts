@@ -67,6 +67,8 @@ export interface Config {
   readonly checkoutCancelUrl: string;
   readonly catalogue: Catalogue;
   readonly logLevel: string;
+  /** Bearer token /metrics requires when set; unset = /metrics answers loopback clients only. */
+  readonly metricsToken: string | undefined;
   readonly providerProbeTimeoutMs: number;
   readonly marketDataProbeTimeoutMs: number;
   readonly streamHeartbeatMs: number;
@@ -155,6 +157,11 @@ export function loadConfig(env: Env = process.env): Config {
     problems.push('STRIPE_WEBHOOK_SECRET must be set with STRIPE_SECRET_KEY (without it no purchase could ever be credited)');
   }
 
+  const metricsToken = str('METRICS_TOKEN');
+  if (metricsToken !== undefined && !/^[\x21-\x7e]{16,512}$/.test(metricsToken)) {
+    problems.push('METRICS_TOKEN must be 16 to 512 printable ASCII characters without spaces');
+  }
+
   const config: Config = {
     port: int('PORT', 3000, 0, 65535),
     host: str('HOST') ?? '127.0.0.1',
@@ -181,6 +188,7 @@ export function loadConfig(env: Env = process.env): Config {
     checkoutCancelUrl: url('CHECKOUT_CANCEL_URL', 'http://localhost:5173/billing/cancel') ?? '',
     catalogue,
     logLevel,
+    metricsToken,
     providerProbeTimeoutMs: int('PROVIDER_PROBE_TIMEOUT_MS', 5000, 1, 120_000),
     marketDataProbeTimeoutMs: int('MARKET_DATA_PROBE_TIMEOUT_MS', 5000, 1, 120_000),
     streamHeartbeatMs: int('STREAM_HEARTBEAT_MS', 15_000, 10, 3_600_000),

@@ -101,3 +101,9 @@ export function bearerToken(header: string | undefined): string | undefined {
   const match = /^Bearer ([A-Za-z0-9\-_]+\.[A-Za-z0-9\-_]+\.[A-Za-z0-9\-_]*)$/.exec(header.trim());
   return match?.[1];
 }
+
+/** The credential of an `Authorization: Bearer <secret>` header, whatever its format (an opaque token). */
+export function bearerSecret(header: string | undefined): string | undefined {
+  const match = /^Bearer ([\x21-\x7e]+)$/.exec(header?.trim() ?? '');
+  return match?.[1];
+}
