@@ -8,6 +8,7 @@ import * as m0004 from './migrations/0004-conversations.ts';
 import * as m0005 from './migrations/0005-billing.ts';
 import * as m0006 from './migrations/0006-turn-reservation.ts';
 import * as m0007 from './migrations/0007-reserve-turn-locks.ts';
+import * as m0009 from './migrations/0009-account-name-key.ts';
 
 /** Every migration, in order. A feature adds its file here; names never change once shipped. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -18,6 +19,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0005-billing': m0005,
   '0006-turn-reservation': m0006,
   '0007-reserve-turn-locks': m0007,
+  '0009-account-name-key': m0009,
 };
 
 class StaticProvider implements MigrationProvider {
@@ -40,13 +42,18 @@ export async function migrateToLatest(db: Db): Promise<void> {
   }
 }
 
-async function migrate(db: Db): Promise<void> {
+/** Applies pending migrations up to and including `name` (tests of a migration's backfill). */
+export async function migrateUpTo(db: Db, name: string): Promise<void> {
+  await migrate(db, name);
+}
+
+async function migrate(db: Db, upTo?: string): Promise<void> {
   // Kysely looks its bookkeeping tables up across all schemas: name ours, or another schema's
   // tables (a second deployment or test run in the same database) would be taken for them.
   const { rows } = await sql<{ schema: string }>`select current_schema() as schema`.execute(db);
   const schema = rows[0]?.schema;
   const migrator = new Migrator({ db, provider: new StaticProvider(), ...(schema ? { migrationTableSchema: schema } : {}) });
-  const { error, results } = await migrator.migrateToLatest();
+  const { error, results } = upTo === undefined ? await migrator.migrateToLatest() : await migrator.migrateTo(upTo);
   const failed = results?.find((r) => r.status === 'Error');
   if (error || failed) {
     throw new Error(`migration ${failed?.migrationName ?? ''} failed: ${String(error)}`);

@@ -1,7 +1,13 @@
 import { Type, type Static } from 'typebox';
 import { IsoDateTime, Uuid } from '../../http/schemas.ts';
 
-const Name = Type.String({ minLength: 1, maxLength: 200, description: 'Trimmed; 1 to 100 characters; unique per user (case-insensitive)' });
+const Name = Type.String({
+  minLength: 1,
+  maxLength: 200,
+  description:
+    'Trimmed; 1 to 100 characters; unique per user by what a reader sees: case, width, accent encoding, invisible ' +
+    'characters, runs of spaces and Cyrillic/Greek look-alikes of Latin letters do not make a name distinct (409 ACCOUNT_NAME_TAKEN)',
+});
 const Currency = Type.String({ pattern: '^[A-Za-z]{3}$', description: 'ISO 4217 code; normalised to upper case' });
 const Timezone = Type.String({ minLength: 1, maxLength: 64, description: 'IANA zone or link name; stored canonical' });
 const StartingBalance = Type.String({ pattern: '^[0-9]{1,15}(\\.[0-9]{1,8})?$', description: 'Non-negative decimal string' });
