@@ -150,12 +150,15 @@ describe('http edge rules', () => {
       assert.equal(envelopeOf(res.body).error.code, 'VALIDATION_ERROR');
     });
 
-    test('DESIGN §3: a path parameter longer than any id → 414 URI_TOO_LONG in the envelope', async () => {
+    test('DESIGN §3: a path parameter longer than any id → 414 URI_TOO_LONG, a malformed one → 400 VALIDATION_ERROR, in the envelope', async () => {
       const u = newUser();
       const res = await t.call('GET', `/api/accounts/${'a'.repeat(300)}`, { user: u });
       assert.equal(res.statusCode, 414, res.body);
       assert.equal(codeOf(res), 'URI_TOO_LONG');
       assert.equal(res.json<Envelope>().error.requestId, res.headers['x-request-id']);
+      const malformed = await t.call('GET', '/api/accounts/%E0%A4%A', { user: u });
+      assert.equal(malformed.statusCode, 400, malformed.body);
+      assert.equal(codeOf(malformed), 'VALIDATION_ERROR');
     });
   });
 
