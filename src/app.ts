@@ -1,12 +1,13 @@
-import Fastify, { LogController, type FastifyError, type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, { LogController, type FastifyError, type FastifyRequest } from 'fastify';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Deps } from './deps.ts';
-import { AppError, envelope, type ErrorCode, type ErrorDetail } from './http/errors.ts';
+import { AppError, type ErrorCode, type ErrorDetail } from './http/errors.ts';
 import { authPlugin } from './http/auth-plugin.ts';
 import { opsRoutes } from './http/ops-routes.ts';
-import { randomToken } from './platform/ids.ts';
+import { SMALL_BODY_BYTES, createClientErrorHandler, frameworkError, refuseOversizedHeaders, requestIdOf, sendError, serverLimits } from './http/edge.ts';
+import { StreamMessageBody } from './features/conversations/schemas.ts';
 import { createValidatorCompiler } from './http/validation.ts';
 import { isDatabaseUnavailable } from './db/create-db.ts';
 import { accountsRoutes } from './features/accounts/routes.ts';
@@ -29,8 +30,6 @@ declare module 'fastify' {
   }
 }
 
-const REQUEST_ID = /^[A-Za-z0-9._:-]{8,128}$/;
-
 export type App = Awaited<ReturnType<typeof buildApp>>;
 
 /** Builds the HTTP app from its dependencies; never reads process.env. */
@@ -40,18 +39,26 @@ export async function buildApp(deps: Deps) {
     // One line per request (below) instead of Fastify's two: request logging was half the CPU of a
     // small JSON request. It names the route pattern, never the raw URL, which may hold anything.
     logController: new LogController({ disableRequestLogging: true }),
-    bodyLimit: deps.config.maxBodyBytes,
+    // Small JSON routes; the stream routes raise it to MAX_BODY_BYTES (onRoute below), the webhook sets its own.
+    bodyLimit: SMALL_BODY_BYTES,
     requestIdHeader: false,
-    genReqId: (req) => {
-      const incoming = req.headers['x-request-id'];
-      return typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : `req_${randomToken()}`;
-    },
+    genReqId: requestIdOf,
     return503OnClosing: true,
+    ...serverLimits(deps.config.requestTimeoutMs),
+    // What the server refuses before a route runs is answered in the envelope too (DESIGN §3).
+    clientErrorHandler: createClientErrorHandler(deps.logger),
+    frameworkErrors: (err, req, reply) => void sendError(frameworkError(err), req, reply),
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   app.setValidatorCompiler(createValidatorCompiler());
+  // Only a message with images needs a large body; every other route keeps the small cap, so a client
+  // cannot make the service read and parse megabytes of JSON where a few hundred bytes are expected.
+  app.addHook('onRoute', (route) => {
+    if (route.bodyLimit === undefined && route.schema?.body === StreamMessageBody) route.bodyLimit = deps.config.maxBodyBytes;
+  });
   app.addHook('onRequest', async (req, reply) => {
     reply.header('x-request-id', req.id);
+    refuseOversizedHeaders(req);
   });
   app.addHook('onResponse', async (req, reply) => {
     const route = req.routeOptions.url ?? 'unmatched';
@@ -136,9 +143,4 @@ function toAppError(err: FastifyError | AppError, req: FastifyRequest): AppError
     return new AppError('SERVICE_UNAVAILABLE', 'a dependency is unavailable; retry shortly', { headers: { 'Retry-After': '5' } });
   }
   return new AppError('INTERNAL', 'internal error');
-}
-
-function sendError(err: AppError, req: FastifyRequest, reply: FastifyReply): FastifyReply {
-  for (const [k, v] of Object.entries(err.headers)) reply.header(k, v);
-  return reply.code(err.status).type('application/json; charset=utf-8').send(envelope(err, req.id));
 }

@@ -42,6 +42,10 @@ export interface Config {
   readonly databasePoolSize: number;
   /** How long a pooled PostgreSQL connection may sit unused before it is closed; 0 = never. */
   readonly databasePoolIdleMs: number;
+  /** How long opening a PostgreSQL connection (or waiting for a free one) may take. */
+  readonly databaseConnectTimeoutMs: number;
+  /** How long one PostgreSQL statement may run; migrations are exempt. */
+  readonly databaseStatementTimeoutMs: number;
   /** Raw keyring spec; undefined = generate/load DATA_DIR/encryption-keys. */
   readonly encryptionKeys: string | undefined;
   readonly auth: {
@@ -49,6 +53,8 @@ export interface Config {
     readonly jwksUrl: string | undefined;
     readonly issuer: string | undefined;
     readonly audience: string | undefined;
+    /** Token claim whose value sets the user's tier (when it names a catalogue tier); undefined = none. */
+    readonly tierClaim: string | undefined;
   };
   readonly providerBaseUrls: Readonly<Record<Provider, string>>;
   readonly marketData: { readonly provider: MarketDataProvider; readonly baseUrl: string };
@@ -61,6 +67,8 @@ export interface Config {
   readonly checkoutCancelUrl: string;
   readonly catalogue: Catalogue;
   readonly logLevel: string;
+  /** Bearer token /metrics requires when set; unset = /metrics answers loopback clients only. */
+  readonly metricsToken: string | undefined;
   readonly providerProbeTimeoutMs: number;
   readonly marketDataProbeTimeoutMs: number;
   readonly streamHeartbeatMs: number;
@@ -68,6 +76,8 @@ export interface Config {
   readonly shutdownDrainMs: number;
   readonly maxImageBytes: number;
   readonly maxBodyBytes: number;
+  /** Headers and body of a request must arrive within this, else 408 and the connection is closed. */
+  readonly requestTimeoutMs: number;
   /** Characters of earlier conversation sent to the provider as context. */
   readonly contextBudgetChars: number;
   /** Age after which a turn reservation still open is settled as not produced (its instance crashed). */
@@ -133,13 +143,23 @@ export function loadConfig(env: Env = process.env): Config {
     problems.push(`LOG_LEVEL must be a pino level (got "${logLevel}")`);
   }
 
-  const jwksUrl = url('AUTH_JWKS_URL', undefined);
-  const jwtSecret = str('AUTH_JWT_SECRET');
-  if (jwtSecret !== undefined && Buffer.byteLength(jwtSecret) < 32) problems.push('AUTH_JWT_SECRET must be at least 32 bytes');
+  const auth = authSettings(str, problems);
 
   const maxBodyBytes = int('MAX_BODY_BYTES', 20 * 1024 * 1024, 1);
   if (maxBodyBytes < BODY_CAP_FLOOR) {
     problems.push(`MAX_BODY_BYTES must be at least ${BODY_CAP_FLOOR} (4 maximal images and 50,000 characters)`);
+  }
+
+  const stripeSecretKey = str('STRIPE_SECRET_KEY');
+  const stripeWebhookSecret = str('STRIPE_WEBHOOK_SECRET');
+  // DESIGN §10: a service that sells packs but cannot verify the webhook that grants them loses every credit.
+  if (stripeSecretKey !== undefined && stripeWebhookSecret === undefined) {
+    problems.push('STRIPE_WEBHOOK_SECRET must be set with STRIPE_SECRET_KEY (without it no purchase could ever be credited)');
+  }
+
+  const metricsToken = str('METRICS_TOKEN');
+  if (metricsToken !== undefined && !/^[\x21-\x7e]{16,512}$/.test(metricsToken)) {
+    problems.push('METRICS_TOKEN must be 16 to 512 printable ASCII characters without spaces');
   }
 
   const config: Config = {
@@ -150,22 +170,25 @@ export function loadConfig(env: Env = process.env): Config {
     redisUrl: url('REDIS_URL', undefined),
     databasePoolSize: int('DATABASE_POOL_SIZE', 20, 1, 10_000),
     databasePoolIdleMs: int('DATABASE_POOL_IDLE_MS', 300_000, 0, 24 * 3_600_000),
+    databaseConnectTimeoutMs: int('DATABASE_CONNECT_TIMEOUT_MS', 5000, 100, 600_000),
+    databaseStatementTimeoutMs: int('DATABASE_STATEMENT_TIMEOUT_MS', 10_000, 100, 3_600_000),
     encryptionKeys: str('ENCRYPTION_KEYS'),
-    auth: { jwtSecret, jwksUrl, issuer: str('AUTH_ISSUER'), audience: str('AUTH_AUDIENCE') },
+    auth,
     providerBaseUrls,
     marketData: {
       provider: marketDataProvider,
       baseUrl: url('MARKET_DATA_BASE_URL', MARKET_DATA_PUBLIC_BASE_URLS[marketDataProvider]) ?? MARKET_DATA_PUBLIC_BASE_URLS[marketDataProvider],
     },
     stripe: {
-      secretKey: str('STRIPE_SECRET_KEY'),
-      webhookSecret: str('STRIPE_WEBHOOK_SECRET'),
+      secretKey: stripeSecretKey,
+      webhookSecret: stripeWebhookSecret,
       apiBase: url('STRIPE_API_BASE', undefined),
     },
     checkoutSuccessUrl: url('CHECKOUT_SUCCESS_URL', 'http://localhost:5173/billing/success?session_id={CHECKOUT_SESSION_ID}') ?? '',
     checkoutCancelUrl: url('CHECKOUT_CANCEL_URL', 'http://localhost:5173/billing/cancel') ?? '',
     catalogue,
     logLevel,
+    metricsToken,
     providerProbeTimeoutMs: int('PROVIDER_PROBE_TIMEOUT_MS', 5000, 1, 120_000),
     marketDataProbeTimeoutMs: int('MARKET_DATA_PROBE_TIMEOUT_MS', 5000, 1, 120_000),
     streamHeartbeatMs: int('STREAM_HEARTBEAT_MS', 15_000, 10, 3_600_000),
@@ -173,12 +196,56 @@ export function loadConfig(env: Env = process.env): Config {
     shutdownDrainMs: int('SHUTDOWN_DRAIN_MS', 25_000, 0, 3_600_000),
     maxImageBytes: int('MAX_IMAGE_BYTES', 3 * 1024 * 1024, 1, 3_375_000),
     maxBodyBytes,
+    requestTimeoutMs: int('REQUEST_TIMEOUT_MS', 60_000, 100, 3_600_000),
     contextBudgetChars: int('CONTEXT_BUDGET_CHARS', 60_000, 1000),
     reservationSweepAfterMs: int('RESERVATION_SWEEP_AFTER_MS', 10 * 60_000, 1000, 7 * 24 * 3_600_000),
     reservationSweepIntervalMs: int('RESERVATION_SWEEP_INTERVAL_MS', 30_000, 100, 3_600_000),
   };
   if (problems.length > 0) throw new ConfigError(problems);
   return deepFreeze(config);
+}
+
+const LOOPBACK_HOSTS = /^(localhost|127(\.\d{1,3}){3}|\[::1\])$/i;
+const NO_TIER_CLAIM = 'none';
+
+/**
+ * DESIGN §2. An identity provider's JWKS signs tokens for other applications too, so its tokens are
+ * accepted only for this issuer and audience, and the keys are fetched over TLS (plain http only on
+ * loopback). A tier claim is honoured only where the operator names it: `tier` for the service's own
+ * HS256 tokens (npm run token), none for an identity provider's unless AUTH_TIER_CLAIM names one.
+ */
+function authSettings(str: (name: string) => string | undefined, problems: string[]): Config['auth'] {
+  const jwtSecret = str('AUTH_JWT_SECRET');
+  if (jwtSecret !== undefined && Buffer.byteLength(jwtSecret) < 32) problems.push('AUTH_JWT_SECRET must be at least 32 bytes');
+  const rawJwks = str('AUTH_JWKS_URL');
+  let jwksUrl: string | undefined;
+  if (rawJwks !== undefined) {
+    let parsed: URL | undefined;
+    try {
+      parsed = new URL(rawJwks);
+    } catch {
+      problems.push(`AUTH_JWKS_URL must be a URL (got "${rawJwks}")`);
+    }
+    if (parsed && parsed.protocol !== 'https:' && !(parsed.protocol === 'http:' && LOOPBACK_HOSTS.test(parsed.hostname))) {
+      problems.push(`AUTH_JWKS_URL must be an https: URL (http: only for a loopback host) (got "${rawJwks}")`);
+    } else if (parsed) {
+      jwksUrl = rawJwks;
+    }
+  }
+  const issuer = str('AUTH_ISSUER');
+  const audience = str('AUTH_AUDIENCE');
+  if (rawJwks !== undefined) {
+    const missing = [issuer === undefined ? 'AUTH_ISSUER' : undefined, audience === undefined ? 'AUTH_AUDIENCE' : undefined].filter(Boolean);
+    if (missing.length > 0) {
+      problems.push(`${missing.join(' and ')} must be set with AUTH_JWKS_URL (an identity provider signs tokens for other applications too)`);
+    }
+  }
+  const rawClaim = str('AUTH_TIER_CLAIM');
+  if (rawClaim !== undefined && (/\s/.test(rawClaim) || rawClaim.length > 200)) {
+    problems.push(`AUTH_TIER_CLAIM must be a claim name (no spaces, at most 200 characters) or "${NO_TIER_CLAIM}" (got "${rawClaim}")`);
+  }
+  const tierClaim = rawClaim === NO_TIER_CLAIM ? undefined : (rawClaim ?? (rawJwks === undefined ? 'tier' : undefined));
+  return { jwtSecret, jwksUrl, issuer, audience, tierClaim };
 }
 
 function loadCatalogue(file: string | undefined, packsJson: string | undefined, problems: string[]): Catalogue {

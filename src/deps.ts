@@ -85,6 +85,8 @@ export async function createDeps(config: Config, opts: DepsOptions = {}): Promis
         databaseUrl: config.databaseUrl,
         poolSize: config.databasePoolSize,
         poolIdleMs: config.databasePoolIdleMs,
+        connectTimeoutMs: config.databaseConnectTimeoutMs,
+        statementTimeoutMs: config.databaseStatementTimeoutMs,
         pgliteDir: opts.pgliteDir ?? path.join(config.dataDir, 'pgdata'),
         ...(opts.dbSchema ? { schema: opts.dbSchema } : {}),
         onPoolError: (err) => logger.warn({ err: err.message }, 'database connection lost; it will be replaced'),

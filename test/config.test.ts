@@ -36,4 +36,18 @@ describe('configuration', () => {
         err.problems.some((p) => p.startsWith('DATABASE_POOL_IDLE_MS must be an integer between 0 and')),
     );
   });
+
+  test('DESIGN §10: PostgreSQL connect timeout 5 s and statement timeout 10 s by default; bad values stop the start naming them', () => {
+    const config = loadConfig({});
+    assert.deepEqual([config.databaseConnectTimeoutMs, config.databaseStatementTimeoutMs], [5000, 10_000]);
+    const tuned = loadConfig({ DATABASE_CONNECT_TIMEOUT_MS: '2000', DATABASE_STATEMENT_TIMEOUT_MS: '30000' });
+    assert.deepEqual([tuned.databaseConnectTimeoutMs, tuned.databaseStatementTimeoutMs], [2000, 30_000]);
+    assert.throws(
+      () => loadConfig({ DATABASE_CONNECT_TIMEOUT_MS: '5s', DATABASE_STATEMENT_TIMEOUT_MS: '0' }),
+      (err: unknown) =>
+        err instanceof ConfigError &&
+        err.problems.some((p) => p.startsWith('DATABASE_CONNECT_TIMEOUT_MS must be an integer')) &&
+        err.problems.some((p) => p.startsWith('DATABASE_STATEMENT_TIMEOUT_MS must be an integer')),
+    );
+  });
 });

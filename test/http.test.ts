@@ -124,6 +124,44 @@ describe('http foundation', () => {
       assert.match(metrics.body, /http_requests_total/);
     });
 
+    test('DESIGN §10: without METRICS_TOKEN, /metrics answers loopback clients only (another address, or a relayed request → 404 NOT_FOUND)', async () => {
+      const get = (remoteAddress: string, headers: Record<string, string> = {}) => t.app.inject({ method: 'GET', url: '/metrics', remoteAddress, headers });
+      for (const address of ['127.0.0.1', '::1', '::ffff:127.0.0.1']) assert.equal((await get(address)).statusCode, 200, address);
+      for (const [address, headers] of [
+        ['203.0.113.7', {}],
+        ['10.0.0.2', { authorization: 'Bearer anything-at-all-0123456789' }],
+        ['127.0.0.1', { 'x-forwarded-for': '203.0.113.7' }],
+        ['127.0.0.1', { forwarded: 'for=203.0.113.7' }],
+      ] as const) {
+        const res = await get(address, headers);
+        assert.equal(res.statusCode, 404, `${address} ${JSON.stringify(headers)}`);
+        assert.equal(JSON.parse(res.body).error.code, 'NOT_FOUND');
+        assert.doesNotMatch(res.body, /credits|http_requests_total/);
+      }
+    });
+
+    test('DESIGN §10: with METRICS_TOKEN, /metrics answers only that bearer token, from any address (else 401 UNAUTHENTICATED)', async () => {
+      const token = 'metrics-token-0123456789abcdef';
+      const other = await buildTestApp({ shareWith: t, env: { METRICS_TOKEN: token } });
+      try {
+        const get = (remoteAddress: string, authorization?: string) =>
+          other.app.inject({ method: 'GET', url: '/metrics', remoteAddress, headers: authorization ? { authorization } : {} });
+        for (const address of ['203.0.113.7', '127.0.0.1']) {
+          const ok = await get(address, `Bearer ${token}`);
+          assert.equal(ok.statusCode, 200, address);
+          assert.match(ok.body, /http_requests_total/);
+          for (const authorization of [undefined, `Bearer ${token}x`, `Basic ${token}`, 'Bearer ']) {
+            const res = await get(address, authorization);
+            assert.equal(res.statusCode, 401, `${address} ${String(authorization)}`);
+            assert.equal(JSON.parse(res.body).error.code, 'UNAUTHENTICATED');
+          }
+        }
+      } finally {
+        await other.close();
+      }
+      await assert.rejects(buildTestApp({ env: { METRICS_TOKEN: 'short' } }), /METRICS_TOKEN/);
+    });
+
     test('DESIGN §10: /openapi.json is OpenAPI 3.1 and every operation documents its error envelope', async () => {
       const doc = (await t.call('GET', '/openapi.json')).json<OpenApi & { openapi: string }>();
       assert.match(doc.openapi, /^3\.1/);

@@ -31,7 +31,29 @@ export interface CreateDbOptions {
    * list requests a second that churn stalled requests for up to 180 ms (docs/PERFORMANCE.md).
    */
   readonly poolIdleMs?: number;
+  /** How long opening a connection, or waiting for a free one of a full pool, may take (default 5 s). */
+  readonly connectTimeoutMs?: number;
+  /**
+   * How long one statement may run (default 10 s): PostgreSQL cancels it (`statement_timeout`), and a
+   * server that stopped answering altogether is given up on a second later (pg's `query_timeout`),
+   * its connection discarded. Migrations run without it (`openUnbounded`).
+   */
+  readonly statementTimeoutMs?: number;
   readonly onPoolError?: (err: Error) => void;
+}
+
+/** Client-side grace after the server-side statement timeout, for a server too frozen to enforce it. */
+const UNANSWERED_GRACE_MS = 1000;
+
+const unbounded = new WeakMap<Db, () => Db>();
+
+/**
+ * The same PostgreSQL database on a connection of its own without the statement deadlines, for work
+ * that may rightly outlast a request's statement: migrations, and waiting for another instance's.
+ * Undefined for PGlite (no deadlines there). The caller destroys it.
+ */
+export function openUnbounded(db: Db): Db | undefined {
+  return unbounded.get(db)?.();
 }
 
 export async function createDb(opts: CreateDbOptions): Promise<DbHandle> {
@@ -47,12 +69,21 @@ export async function createDb(opts: CreateDbOptions): Promise<DbHandle> {
       await admin.query(`create schema if not exists "${opts.schema}"`);
       await admin.end();
     }
-    const pool = new pg.Pool({
-      connectionString: opts.databaseUrl,
-      max: opts.poolSize ?? 20,
-      idleTimeoutMillis: opts.poolIdleMs ?? 300_000,
+    const databaseUrl = opts.databaseUrl;
+    const connectTimeoutMs = opts.connectTimeoutMs ?? 5000;
+    const statementTimeoutMs = opts.statementTimeoutMs ?? 10_000;
+    const session = {
+      connectionString: databaseUrl,
+      connectionTimeoutMillis: connectTimeoutMs,
       types,
       ...(opts.schema ? { options: `-c search_path="${opts.schema}"` } : {}),
+    };
+    const pool = new pg.Pool({
+      ...session,
+      max: opts.poolSize ?? 20,
+      idleTimeoutMillis: opts.poolIdleMs ?? 300_000,
+      statement_timeout: statementTimeoutMs,
+      query_timeout: statementTimeoutMs + UNANSWERED_GRACE_MS,
     });
     // An idle client whose backend is terminated emits 'error' on the pool; unhandled, it would
     // crash the process. The pool drops that client and the next query gets a fresh one.
@@ -63,6 +94,7 @@ export async function createDb(opts: CreateDbOptions): Promise<DbHandle> {
     // is refused, and the pool discards the client on release; so this listener only has to exist.
     pool.on('connect', (client) => client.on('error', () => undefined));
     const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool: preparedStatementPool(pool) }) });
+    unbounded.set(db, () => new Kysely<DB>({ dialect: new PostgresDialect({ pool: new pg.Pool({ ...session, max: 1 }) }) }));
     return { db, kind: 'postgres', close: () => db.destroy() };
   }
   const dir = opts.pgliteDir ?? 'memory://';
@@ -91,9 +123,10 @@ const CONNECTION_ERRNOS = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'E
 export function isDatabaseUnavailable(err: unknown): boolean {
   const code = pgErrorCode(err);
   if (code !== undefined) {
-    if (code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03') return true;
+    // 57014: a statement cancelled, by statement_timeout (a database too slow to answer in time) or an operator.
+    if (code.startsWith('08') || code === '57014' || code === '57P01' || code === '57P02' || code === '57P03') return true;
     if (CONNECTION_ERRNOS.has(code)) return true;
   }
   const message = err instanceof Error ? err.message : '';
-  return /Connection terminated|connection timeout|timeout exceeded when trying to connect|Client has encountered a connection error/i.test(message);
+  return /Connection terminated|connection timeout|timeout exceeded when trying to connect|Client has encountered a connection error|Query read timeout/i.test(message);
 }

@@ -1,4 +1,5 @@
 import { Migrator, sql, type Migration, type MigrationProvider } from 'kysely';
+import { openUnbounded } from './create-db.ts';
 import type { Db } from './types.ts';
 import * as m0001 from './migrations/0001-foundation.ts';
 import * as m0002 from './migrations/0002-platform.ts';
@@ -7,6 +8,7 @@ import * as m0004 from './migrations/0004-conversations.ts';
 import * as m0005 from './migrations/0005-billing.ts';
 import * as m0006 from './migrations/0006-turn-reservation.ts';
 import * as m0007 from './migrations/0007-reserve-turn-locks.ts';
+import * as m0009 from './migrations/0009-account-name-key.ts';
 import * as m0010 from './migrations/0010-billing-rules-once.ts';
 
 /** Every migration, in order. A feature adds its file here; names never change once shipped. */
@@ -18,6 +20,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0005-billing': m0005,
   '0006-turn-reservation': m0006,
   '0007-reserve-turn-locks': m0007,
+  '0009-account-name-key': m0009,
   '0010-billing-rules-once': m0010,
 };
 
@@ -27,14 +30,38 @@ class StaticProvider implements MigrationProvider {
   }
 }
 
-/** Applies pending migrations; safe to run from several instances at once (Kysely takes a lock). */
+/**
+ * Applies pending migrations; safe to run from several instances at once (Kysely takes a lock). They
+ * run on a connection without the statement deadlines: a migration, or waiting for another
+ * instance's, may take longer than any request's statement should.
+ */
 export async function migrateToLatest(db: Db): Promise<void> {
-  // Kysely looks its bookkeeping tables up across all schemas: name ours, or another schema's
-  // tables (a second deployment or test run in the same database) would be taken for them.
+  // Asked through the requests' own pool, so a start whose pool cannot connect as configured (a
+  // pooler refusing the statement_timeout startup parameter) fails here, not on the first request.
+  const schema = await currentSchema(db);
+  const own = openUnbounded(db);
+  try {
+    await migrate(own ?? db, schema);
+  } finally {
+    await own?.destroy();
+  }
+}
+
+/** Applies pending migrations up to and including `name` (tests of a migration's backfill). */
+export async function migrateUpTo(db: Db, name: string): Promise<void> {
+  await migrate(db, await currentSchema(db), name);
+}
+
+// Kysely looks its bookkeeping tables up across all schemas: name ours, or another schema's tables
+// (a second deployment or test run in the same database) would be taken for them.
+async function currentSchema(db: Db): Promise<string | undefined> {
   const { rows } = await sql<{ schema: string }>`select current_schema() as schema`.execute(db);
-  const schema = rows[0]?.schema;
+  return rows[0]?.schema;
+}
+
+async function migrate(db: Db, schema: string | undefined, upTo?: string): Promise<void> {
   const migrator = new Migrator({ db, provider: new StaticProvider(), ...(schema ? { migrationTableSchema: schema } : {}) });
-  const { error, results } = await migrator.migrateToLatest();
+  const { error, results } = upTo === undefined ? await migrator.migrateToLatest() : await migrator.migrateTo(upTo);
   const failed = results?.find((r) => r.status === 'Error');
   if (error || failed) {
     throw new Error(`migration ${failed?.migrationName ?? ''} failed: ${String(error)}`);

@@ -53,7 +53,18 @@ export function preparedStatementPool(pool: pg.Pool): PostgresPool {
 function wrap(client: pg.PoolClient, nameOf: (text: string) => string | undefined): PostgresPoolClient {
   let inTransaction = false;
   let stale = false;
+  let unanswered = false;
   const query = async <R>(text: string, values: readonly unknown[]): Promise<PostgresQueryResult<R>> => {
+    try {
+      return await run<R>(text, values);
+    } catch (err) {
+      // The server never answered within query_timeout: the query may still be in flight on this
+      // connection, and anything sent after it would queue behind it.
+      if (err instanceof Error && err.message === 'Query read timeout') unanswered = true;
+      throw err;
+    }
+  };
+  const run = async <R>(text: string, values: readonly unknown[]): Promise<PostgresQueryResult<R>> => {
     // Kysely's streaming queries pass a cursor object; this service does not stream rows.
     if (typeof text !== 'string') throw new Error('cursor queries are not supported by this pool');
     const verb = /^\s*(begin|start|commit|rollback|end)\b/i.exec(text)?.[1]?.toLowerCase();
@@ -71,7 +82,7 @@ function wrap(client: pg.PoolClient, nameOf: (text: string) => string | undefine
   };
   return {
     query: query as PostgresPoolClient['query'],
-    // A connection holding a stale statement is closed rather than returned to the pool.
-    release: () => client.release(stale ? true : undefined),
+    // A connection holding a stale statement, or an unanswered query, is closed rather than returned to the pool.
+    release: () => client.release(stale || unanswered ? true : undefined),
   };
 }

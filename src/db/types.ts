@@ -20,6 +20,8 @@ export interface AccountsTable {
   id: string;
   user_id: string;
   name: string;
+  /** The name's comparison form, unique per user (features/accounts/name-key.ts; migration 0009). */
+  name_key: string;
   currency: string;
   timezone: string;
   brokerage_id: string | null;

@@ -18,6 +18,8 @@ export interface AuthSettings {
   readonly jwksUrl?: string | undefined;
   readonly issuer?: string | undefined;
   readonly audience?: string | undefined;
+  /** The claim that may carry a tier (DESIGN §2); undefined = tokens never set the tier. */
+  readonly tierClaim?: string | undefined;
 }
 
 const SUB_MAX = 128;
@@ -58,16 +60,23 @@ export function createAuthenticator(settings: AuthSettings, clock: Clock): Authe
         throw new AppError('UNAUTHENTICATED', reason);
       }
       const sub = payload.sub;
-      if (typeof sub !== 'string' || sub.length < 1 || sub.length > SUB_MAX) {
-        throw new AppError('UNAUTHENTICATED', 'token subject must be 1 to 128 characters');
-      }
-      const tier = typeof payload['tier'] === 'string' ? payload['tier'] : undefined;
+      if (!storableSubject(sub)) throw new AppError('UNAUTHENTICATED', 'token subject must be 1 to 128 characters of text');
+      const claimed = settings.tierClaim === undefined ? undefined : payload[settings.tierClaim];
+      const tier = typeof claimed === 'string' ? claimed : undefined;
       const user: AuthUser = { id: sub, tierClaim: tier };
       if (verified.size >= VERIFIED_MAX) verified.clear();
       verified.set(token, { user, untilMs: Math.min((payload.exp ?? 0) * 1000, nowMs + VERIFIED_TTL_MS) });
       return user;
     },
   };
+}
+
+/**
+ * The subject becomes the user id, a text column: 1–128 characters that PostgreSQL can store as they
+ * are (no NUL; no lone surrogate, which UTF-8 would turn into U+FFFD and so merge distinct subjects).
+ */
+function storableSubject(sub: unknown): sub is string {
+  return typeof sub === 'string' && sub.length >= 1 && sub.length <= SUB_MAX && !sub.includes('\u0000') && sub.isWellFormed();
 }
 
 /** Mints an HS256 token (local use and tests). */
@@ -90,5 +99,11 @@ export async function mintToken(
 export function bearerToken(header: string | undefined): string | undefined {
   if (!header) return undefined;
   const match = /^Bearer ([A-Za-z0-9\-_]+\.[A-Za-z0-9\-_]+\.[A-Za-z0-9\-_]*)$/.exec(header.trim());
+  return match?.[1];
+}
+
+/** The credential of an `Authorization: Bearer <secret>` header, whatever its format (an opaque token). */
+export function bearerSecret(header: string | undefined): string | undefined {
+  const match = /^Bearer ([\x21-\x7e]+)$/.exec(header?.trim() ?? '');
   return match?.[1];
 }

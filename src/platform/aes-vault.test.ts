@@ -110,6 +110,19 @@ describe('DESIGN §5: AES-256-GCM vault', () => {
     assertRefused(fresh, slot, vault); // the old keyring cannot read the new key's ciphertexts
   });
 
+  test('derived keys (HKDF): deterministic per key id and purpose, distinct from the sealing key and from each other', () => {
+    const again = createVault(ring(['a', keyA]));
+    const raw = (v: typeof vault, purpose: string, id?: string) => v.derivedKey(purpose, id)?.key.export();
+    assert.deepEqual(raw(vault, 'page-cursor/1'), raw(again, 'page-cursor/1'));
+    assert.equal(vault.derivedKey('page-cursor/1')?.keyId, 'a');
+    assert.notDeepEqual(raw(vault, 'page-cursor/1'), keyA);
+    assert.notDeepEqual(raw(vault, 'page-cursor/1'), raw(vault, 'something-else'));
+    const rotated = createVault(ring(['b', keyB], ['a', keyA]));
+    assert.equal(rotated.derivedKey('page-cursor/1')?.keyId, 'b');
+    assert.deepEqual(raw(rotated, 'page-cursor/1', 'a'), raw(vault, 'page-cursor/1'));
+    assert.equal(vault.derivedKey('page-cursor/1', 'b'), undefined);
+  });
+
   test('a plaintext that is not well-formed Unicode is refused rather than silently altered', () => {
     assert.throws(() => vault.seal('sk-\ud800', slot), VaultError);
   });

@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, createSecretKey, randomBytes, type KeyObject } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createSecretKey, hkdfSync, randomBytes, type KeyObject } from 'node:crypto';
 import { chmodSync, linkSync, mkdirSync, readFileSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { VaultError, type SealedSecret, type SecretSlot, type Vault } from './vault.ts';
@@ -38,6 +38,7 @@ export function createVault(keyring: Keyring): Vault {
   }
   const primaryKey = keys.get(primary.id);
   if (!primaryKey) throw new Error('keyring is empty');
+  const derived = new Map<string, KeyObject>();
 
   return {
     primaryKeyId: primary.id,
@@ -69,8 +70,25 @@ export function createVault(keyring: Keyring): Vault {
         throw new VaultError('ciphertext failed authentication (wrong slot, key or tampered data)');
       }
     },
+
+    derivedKey(purpose, keyId = primary.id) {
+      const key = keys.get(keyId);
+      if (!key) return undefined;
+      const name = JSON.stringify([keyId, purpose]);
+      let made = derived.get(name);
+      if (made === undefined) {
+        made = createSecretKey(Buffer.from(hkdfSync('sha256', key, DERIVE_SALT, `${DERIVE_INFO}${purpose}`, KEY_BYTES)));
+        derived.set(name, made);
+      }
+      return { keyId, key: made };
+    },
   };
 }
+
+// HKDF's salt and info prefix name this service's derivations, so a derived key matches no other use
+// of the same keyring key.
+const DERIVE_SALT = 'advisor-vault/derive/1';
+const DERIVE_INFO = 'advisor-vault/purpose:';
 
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 

@@ -11,4 +11,4 @@ export { startGeminiFake } from './gemini.ts';
 export type { MarketDataFake } from './market-data.ts';
 export { startFmpFake, startPolygonFake } from './market-data.ts';
 export type { CheckoutRecord, StripeFake, StripeFakeOptions, StripeSession } from './stripe.ts';
-export { makeStripeEvent, parseStripeForm, signStripePayload, startStripeFake } from './stripe.ts';
+export { makeStripeDispute, makeStripeEvent, makeStripeThinEvent, parseStripeForm, signStripePayload, startStripeFake } from './stripe.ts';

@@ -239,3 +239,47 @@ export function makeStripeEvent(type: string, object: Record<string, unknown>, i
     type,
   };
 }
+
+/**
+ * A Dispute object as Stripe puts it in `charge.dispute.*` events for a completed session's payment:
+ * `charge` and `payment_intent` unexpanded (ids), `amount` the disputed amount in minor units.
+ */
+export function makeStripeDispute(
+  session: StripeSession,
+  o: { id?: string; amount?: number; status?: string; reason?: string } = {},
+): Record<string, unknown> {
+  const paymentIntent = session['payment_intent'];
+  if (typeof paymentIntent !== 'string') throw new Error('stripe fake: a dispute needs a completed session (payment_intent)');
+  const created = Math.floor(Date.now() / 1000);
+  return {
+    id: o.id ?? randomId('du_', 12),
+    object: 'dispute',
+    amount: o.amount ?? session['amount_total'],
+    balance_transactions: [],
+    charge: `ch_${paymentIntent.slice(3)}`,
+    created,
+    currency: session['currency'],
+    enhanced_eligibility_types: [],
+    evidence: { customer_email_address: null, customer_name: null, product_description: null, refund_policy: null, uncategorized_text: null },
+    evidence_details: { due_by: created + 7 * 86_400, has_evidence: false, past_due: false, submission_count: 0 },
+    is_charge_refundable: false,
+    livemode: false,
+    metadata: {},
+    payment_intent: paymentIntent,
+    reason: o.reason ?? 'fraudulent',
+    status: o.status ?? 'needs_response',
+  };
+}
+
+/** A thin (v2) event notification, as Stripe sends to an event destination: no `data.object`. */
+export function makeStripeThinEvent(type = 'v1.billing.meter.error_report_triggered'): Record<string, unknown> {
+  const meter = randomId('mtr_test_', 12);
+  return {
+    id: randomId('evt_test_', 12),
+    object: 'v2.core.event',
+    type,
+    livemode: false,
+    created: new Date().toISOString(),
+    related_object: { id: meter, type: 'billing.meter', url: `/v1/billing/meters/${meter}` },
+  };
+}

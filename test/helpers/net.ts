@@ -16,6 +16,8 @@ export class TcpProxy {
   readonly #port: number;
   #server: Server | undefined;
   readonly #sockets = new Set<Socket>();
+  readonly #pairs = new Set<[Socket, Socket]>();
+  #frozen = false;
 
   constructor(host: string, port: number) {
     this.#host = host;
@@ -30,13 +32,32 @@ export class TcpProxy {
         s.on('close', () => this.#sockets.delete(s));
         s.on('error', () => (s === client ? upstream : client).destroy());
       }
-      client.pipe(upstream).pipe(client);
+      const pair: [Socket, Socket] = [client, upstream];
+      this.#pairs.add(pair);
+      client.on('close', () => this.#pairs.delete(pair));
+      if (!this.#frozen) flow(pair);
     });
     await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
     this.#server = server;
     const address = server.address();
     if (!address || typeof address === 'string') throw new Error('no port');
     return address.port;
+  }
+
+  /** Stops forwarding in both directions, connections left open: a dependency that hangs (SIGSTOP, a black hole). */
+  freeze(): void {
+    this.#frozen = true;
+    for (const [client, upstream] of this.#pairs) {
+      client.unpipe(upstream);
+      upstream.unpipe(client);
+      client.pause();
+      upstream.pause();
+    }
+  }
+
+  thaw(): void {
+    this.#frozen = false;
+    for (const pair of this.#pairs) flow(pair);
   }
 
   async stop(): Promise<void> {
@@ -47,3 +68,56 @@ export class TcpProxy {
   }
 }
 
+
+function flow([client, upstream]: [Socket, Socket]): void {
+  client.pipe(upstream);
+  upstream.pipe(client);
+}
+
+export interface RawAnswer {
+  /** Everything the server sent before it closed the connection. */
+  readonly raw: string;
+  readonly status: number | undefined;
+  readonly headers: Record<string, string>;
+  readonly body: string;
+  /** The socket error the client saw, if the connection was reset rather than closed. */
+  readonly error: string | undefined;
+  /** When the server closed the connection, in ms after the first byte was sent. */
+  readonly closedAfterMs: number;
+}
+
+/**
+ * Sends bytes over a plain TCP connection (what a fetch client would never send: oversized or
+ * malformed heads, bodies trickled in slowly) and collects the answer until the server closes.
+ * `parts` are written in order, `pauseMs` apart.
+ */
+export async function rawExchange(port: number, parts: (string | Buffer)[], pauseMs = 0): Promise<RawAnswer> {
+  const socket = connect(port, '127.0.0.1');
+  await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+  const started = Date.now();
+  const chunks: Buffer[] = [];
+  let error: string | undefined;
+  const closed = new Promise<void>((resolve) => {
+    socket.on('data', (c: Buffer) => chunks.push(c));
+    socket.on('error', (err: NodeJS.ErrnoException) => (error = err.code ?? err.message));
+    socket.on('close', () => resolve());
+  });
+  let open = true;
+  void closed.then(() => (open = false));
+  for (const [i, part] of parts.entries()) {
+    if (!open) break;
+    if (i > 0 && pauseMs > 0) await new Promise((resolve) => setTimeout(resolve, pauseMs));
+    if (open) socket.write(part);
+  }
+  await closed;
+  const closedAfterMs = Date.now() - started;
+  const raw = Buffer.concat(chunks).toString('utf8');
+  const split = raw.indexOf('\r\n\r\n');
+  const head = split < 0 ? raw : raw.slice(0, split);
+  const [statusLine = '', ...lines] = head.split('\r\n');
+  const status = /^HTTP\/1\.1 (\d{3})/.exec(statusLine)?.[1];
+  const headers = Object.fromEntries(
+    lines.map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()] as const),
+  );
+  return { raw, status: status ? Number(status) : undefined, headers, body: split < 0 ? '' : raw.slice(split + 4), error, closedAfterMs };
+}

@@ -176,6 +176,55 @@ describe('accounts', () => {
       assert.equal(names.filter((n) => n === 'The One').length, 1);
     });
 
+    test('issue 14 item 10: look-alike names (Cyrillic а, NFC/NFD, full-width, zero-width, soft hyphen, case, spaces) → 409 ACCOUNT_NAME_TAKEN on create and rename', async () => {
+      const u = `u-look-${randomUUID()}`;
+      const main = await create(u, { name: 'Main' });
+      const cafe = await create(u, { name: 'Caf\u00e9' });
+      const lookAlikes = ['M\u0430in', 'MAIN', '\uff2d\uff41\uff49\uff4e', 'Ma\u200bin', 'M\u00adain', 'Ma\u200din\ufeff', ' main ', 'Μ\u0430\u0456n'];
+      for (const name of [...lookAlikes, 'Cafe\u0301', 'CAF\u00c9']) {
+        const res = await t.call('POST', '/api/accounts', { user: u, body: { ...base, name } });
+        assert.equal(res.statusCode, 409, `create ${JSON.stringify(name)}: ${res.body}`);
+        assert.equal(codeOf(res), 'ACCOUNT_NAME_TAKEN');
+      }
+      for (const name of lookAlikes) {
+        const res = await t.call('PUT', `/api/accounts/${cafe.id}`, { user: u, body: { name } });
+        assert.equal(res.statusCode, 409, `rename ${JSON.stringify(name)}: ${res.body}`);
+        assert.equal(codeOf(res), 'ACCOUNT_NAME_TAKEN');
+      }
+      // Distinct to a reader: accepted, and shown as typed.
+      for (const name of ['Cafe', 'Main 2', 'Mainz']) assert.equal((await create(u, { name })).name, name);
+      const renamed = await t.call('PUT', `/api/accounts/${main.id}`, { user: u, body: { name: 'M\u0430IN' } });
+      assert.equal(renamed.statusCode, 200, 'an account may take a look-alike of its own name');
+      assert.equal(renamed.json<Account>().name, 'M\u0430IN');
+      assert.equal((await create(`u-other-${randomUUID()}`, { name: 'Main' })).name, 'Main', 'per user');
+    });
+
+    test('issue 14 item 10: a name with no visible character (only zero-width or format characters) → 400 VALIDATION_ERROR', async () => {
+      for (const name of ['\u200b', '\u200d\u00ad', ' \u2060 ']) {
+        const res = await t.call('POST', '/api/accounts', { user: 'u-invisible', body: { ...base, name } });
+        assert.equal(res.statusCode, 400, JSON.stringify(name));
+        assert.equal(codeOf(res), 'VALIDATION_ERROR');
+      }
+    });
+
+    test('issue 14 item 10: 20 concurrent renames to look-alike spellings of one name, and 20 concurrent creates → exactly one wins each, the rest 409 ACCOUNT_NAME_TAKEN', async () => {
+      const u = `u-look-race-${randomUUID()}`;
+      const spellings = ['Joint', 'J\u043eint', 'JOINT', 'Jo\u200bint', '\uff2a\uff4f\uff49\uff4e\uff54', 'J\u03bfint', 'joint ', 'Jo\u00adint', 'J\u043e\u0456nt', 'jOiNt'];
+      const accounts = await Promise.all(Array.from({ length: 20 }, () => create(u)));
+      const renames = await Promise.all(
+        accounts.map((a, i) => t.call('PUT', `/api/accounts/${a.id}`, { user: u, body: { name: spellings[i % spellings.length] } })),
+      );
+      assert.deepEqual(renames.map((r) => r.statusCode).sort(), [200, ...Array<number>(19).fill(409)]);
+      assert.ok(renames.filter((r) => r.statusCode === 409).every((r) => codeOf(r) === 'ACCOUNT_NAME_TAKEN'));
+      const creates = await Promise.all(
+        spellings.concat(spellings).map((name) => t.call('POST', '/api/accounts', { user: u, body: { ...base, name: `${name} 2` } })),
+      );
+      assert.deepEqual(creates.map((r) => r.statusCode).sort(), [201, ...Array<number>(19).fill(409)]);
+      const names = (await t.call('GET', '/api/accounts', { user: u })).json<{ items: Account[] }>().items.map((a) => a.name);
+      assert.equal(names.length, 21);
+      assert.equal(names.filter((n) => !n.startsWith('acct-')).length, 2);
+    });
+
     test('spec 4.4: startingBalance, or any unknown field, in an update → 400 VALIDATION_ERROR and nothing changes', async () => {
       const a = await create('u-e6');
       for (const body of [{ startingBalance: '5' }, { name: 'New', startingBalance: '5' }, { nickname: 'x' }, { id: randomUUID() }]) {

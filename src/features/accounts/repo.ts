@@ -23,7 +23,7 @@ export function insertAccount(trx: Trx, row: AccountRow): Promise<AccountRow> {
 export function updateAccount(
   trx: Trx,
   id: string,
-  patch: Partial<Pick<AccountRow, 'name' | 'currency' | 'timezone' | 'brokerage_id' | 'updated_at'>>,
+  patch: Partial<Pick<AccountRow, 'name' | 'name_key' | 'currency' | 'timezone' | 'brokerage_id' | 'updated_at'>>,
 ): Promise<AccountRow> {
   return trx.updateTable('accounts').set(patch).where('id', '=', id).returningAll().executeTakeFirstOrThrow();
 }

@@ -6,7 +6,9 @@ const NAME_MAX = 100;
 const Name = Type.String({
   minLength: 1,
   maxLength: NAME_MAX,
-  description: `Trimmed; 1 to ${NAME_MAX} characters; unique per user (case-insensitive)`,
+  description:
+    `Trimmed; 1 to ${NAME_MAX} characters; unique per user by what a reader sees: case, width, accent encoding, invisible ` +
+    'characters, runs of spaces and Cyrillic/Greek look-alikes of Latin letters do not make a name distinct (409 ACCOUNT_NAME_TAKEN)',
 });
 const BrokerageName = Type.String({ minLength: 1, maxLength: NAME_MAX, description: `Trimmed; 1 to ${NAME_MAX} characters` });
 const Currency = Type.String({ pattern: '^[A-Za-z]{3}$', description: 'ISO 4217 code; normalised to upper case' });

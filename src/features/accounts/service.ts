@@ -4,6 +4,7 @@ import type { Trx } from '../../db/types.ts';
 import { AppError } from '../../http/errors.ts';
 import * as repo from './repo.ts';
 import type { AccountDto, BrokerageDto, CreateAccountInput, UpdateAccountInput } from './schemas.ts';
+import { accountNameKey } from './name-key.ts';
 import { calendarDate, canonicalTimezone } from './timezones.ts';
 
 type AccountDeps = Pick<Deps, 'db' | 'clock' | 'ids'>;
@@ -31,10 +32,13 @@ function invalid(path: string, message: string): AppError {
   return new AppError('VALIDATION_ERROR', `${path}: ${message}`, { details: [{ path, message }] });
 }
 
-function normaliseName(name: string): string {
+/** The display name (trimmed) and the key it is unique by among the user's accounts (name-key.ts). */
+function normaliseName(name: string): { name: string; key: string } {
   const trimmed = name.trim();
   if (trimmed.length < 1 || trimmed.length > 100) throw invalid('/name', 'must be 1 to 100 characters after trimming');
-  return trimmed;
+  const key = accountNameKey(trimmed);
+  if (key === '') throw invalid('/name', 'must contain a visible character');
+  return { name: trimmed, key };
 }
 
 function normaliseCurrency(currency: string): string {
@@ -76,7 +80,7 @@ export async function getAccount(deps: AccountDeps, userId: string, id: string):
 }
 
 export async function createAccount(deps: AccountDeps, userId: string, input: CreateAccountInput): Promise<AccountDto> {
-  const name = normaliseName(input.name);
+  const { name, key } = normaliseName(input.name);
   const currency = normaliseCurrency(input.currency);
   const timezone = normaliseTimezone(input.timezone);
   const now = deps.clock.now();
@@ -87,6 +91,7 @@ export async function createAccount(deps: AccountDeps, userId: string, input: Cr
         id: deps.ids.uuid(),
         user_id: userId,
         name,
+        name_key: key,
         currency,
         timezone,
         brokerage_id: input.brokerageId ?? null,
@@ -113,7 +118,7 @@ export async function updateAccount(deps: AccountDeps, userId: string, id: strin
       if (input.brokerageId) await checkBrokerage(trx, userId, input.brokerageId);
       const now = deps.clock.now();
       const patch = {
-        ...(name !== undefined ? { name } : {}),
+        ...(name !== undefined ? { name: name.name, name_key: name.key } : {}),
         ...(currency !== undefined ? { currency } : {}),
         ...(timezone !== undefined ? { timezone } : {}),
         ...(input.brokerageId !== undefined ? { brokerage_id: input.brokerageId } : {}),

@@ -17,7 +17,7 @@ describe('billing: checkout, packs, wallet, ledger', () => {
     fake = await startStripeFake();
     t = await buildTestApp({
       clock,
-      env: { CONFIG_FILE: catalogue, STRIPE_SECRET_KEY: fake.validKey, STRIPE_API_BASE: fake.url, CHECKOUT_SUCCESS_URL: 'https://app.example/ok', CHECKOUT_CANCEL_URL: 'https://app.example/no' },
+      env: { CONFIG_FILE: catalogue, STRIPE_SECRET_KEY: fake.validKey, STRIPE_WEBHOOK_SECRET: 'whsec_checkout_test', STRIPE_API_BASE: fake.url, CHECKOUT_SUCCESS_URL: 'https://app.example/ok', CHECKOUT_CANCEL_URL: 'https://app.example/no' },
     });
   });
   after(async () => {
@@ -194,7 +194,7 @@ describe('billing: checkout without a payment processor', () => {
   test('a key the processor rejects → 502 PAYMENT_PROVIDER_ERROR and the key appears in no response or log line', async () => {
     const fake = await startStripeFake();
     const secret = 'sk_test_wrong_key_0123456789';
-    const t = await buildTestApp({ env: { CONFIG_FILE: writeTestCatalogue(), STRIPE_SECRET_KEY: secret, STRIPE_API_BASE: fake.url } });
+    const t = await buildTestApp({ env: { CONFIG_FILE: writeTestCatalogue(), STRIPE_SECRET_KEY: secret, STRIPE_WEBHOOK_SECRET: 'whsec_checkout_test', STRIPE_API_BASE: fake.url } });
     try {
       const res = await t.call('POST', '/api/billing/checkout', { user: 'u-wrong-key', body: { packId: 'p100' } });
       assert.equal(res.statusCode, 502);

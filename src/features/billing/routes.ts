@@ -4,7 +4,7 @@ import type { Deps } from '../../deps.ts';
 import { AppError } from '../../http/errors.ts';
 import { enforceRateLimit } from '../../http/rate-limit.ts';
 import { responses } from '../../http/schemas.ts';
-import { verifyStripeEvent, WebhookSignatureError, type PaymentEvent } from '../../providers/payments/stripe.ts';
+import { verifyStripeEvent, WebhookSignatureError, type VerifiedWebhook } from '../../providers/payments/stripe.ts';
 import { CHECKOUT_RULE, startCheckout } from './checkout-service.ts';
 import { CheckoutBody, CheckoutResult, documentStripeWebhook, LedgerPage, LedgerQuery, PackList, Wallet, WebhookAck } from './schemas.ts';
 import { ledgerPage, listPacks, wallet } from './wallet-service.ts';
@@ -88,8 +88,10 @@ async function stripeWebhookRoutes(parent: FastifyInstance, { deps }: { deps: De
         summary: 'Stripe webhook (no bearer token; Stripe-Signature over the raw body)',
         description:
           'Grants credits once per checkout session (checkout.session.completed with payment_status paid, or ' +
-          'checkout.session.async_payment_succeeded); charge.refunded takes back the refunded share. ' +
-          'Bad or stale (> 300 s) signature → 400 INVALID_SIGNATURE. Other event types → 200, ignored.',
+          'checkout.session.async_payment_succeeded); charge.refunded takes back the refunded share; charge.dispute.created ' +
+          'takes back the disputed share and charge.dispute.closed with status won gives it back. ' +
+          'Bad or stale (> 300 s) signature → 400 INVALID_SIGNATURE. Other event types, and signed bodies that are not ' +
+          'snapshot events (thin v2 events) → 200, nothing written.',
         security: [],
         response: responses({ 200: WebhookAck }),
       },
@@ -102,14 +104,19 @@ async function stripeWebhookRoutes(parent: FastifyInstance, { deps }: { deps: De
       }
       const raw = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
       const header = req.headers['stripe-signature'];
-      let event: PaymentEvent;
+      let verified: VerifiedWebhook;
       try {
-        event = verifyStripeEvent(raw, typeof header === 'string' ? header : undefined, secret, deps.clock.now().getTime());
+        verified = verifyStripeEvent(raw, typeof header === 'string' ? header : undefined, secret, deps.clock.now().getTime());
       } catch (err) {
         if (!(err instanceof WebhookSignatureError)) throw err;
         req.log.warn({ reason: err.message }, 'stripe webhook refused');
         throw new AppError('INVALID_SIGNATURE', 'the Stripe-Signature header does not verify this body');
       }
+      if (verified.kind === 'unreadable') {
+        req.log.warn({ eventId: verified.id, type: verified.type, reason: verified.reason }, 'signed stripe webhook not readable; acknowledged, nothing written');
+        return { received: true };
+      }
+      const event = verified.event;
       const outcome = await applyStripeEvent(deps, event);
       req.log.info({ eventId: event.id, type: event.type, outcome }, 'stripe event processed');
       return { received: true };

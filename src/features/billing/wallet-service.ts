@@ -1,5 +1,6 @@
 import type { Deps } from '../../deps.ts';
-import { AppError } from '../../http/errors.ts';
+import { invalidCursor, makeCursor, readCursor } from '../../http/cursor.ts';
+import type { Vault } from '../../platform/vault.ts';
 import { ensureUser, userTier } from '../users/service.ts';
 import { appendEntry, monthKey, nextMonthStart } from './ledger.ts';
 import * as repo from './repo.ts';
@@ -34,32 +35,21 @@ export async function wallet(deps: WalletDeps, userId: string) {
   };
 }
 
-const CURSOR = /^l1:([1-9][0-9]{0,15})$/;
-
-function encodeCursor(seq: number): string {
-  return Buffer.from(`l1:${seq}`).toString('base64url');
-}
-
-/** Only cursors this service produced are accepted; anything else is a 400. */
-function decodeCursor(cursor: string): number {
-  const m = CURSOR.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
-  const seq = m ? Number(m[1]) : NaN;
-  if (!Number.isSafeInteger(seq) || encodeCursor(seq) !== cursor) {
-    throw new AppError('VALIDATION_ERROR', '/cursor: is not a cursor from this service', {
-      details: [{ path: '/cursor', message: 'is not a cursor from this service' }],
-    });
-  }
+/** Only cursors this service made for this user's ledger are accepted; anything else is a 400. */
+function ledgerSeqOf(vault: Vault, userId: string, cursor: string): number {
+  const [seq, ...rest] = readCursor(vault, userId, 'ledger', cursor);
+  if (rest.length > 0 || typeof seq !== 'number' || !Number.isSafeInteger(seq) || seq < 1) throw invalidCursor();
   return seq;
 }
 
-export async function ledgerPage(deps: Pick<Deps, 'db'>, userId: string, cursor: string | undefined, limit: number) {
-  const before = cursor === undefined ? undefined : decodeCursor(cursor);
+export async function ledgerPage(deps: Pick<Deps, 'db' | 'vault'>, userId: string, cursor: string | undefined, limit: number) {
+  const before = cursor === undefined ? undefined : ledgerSeqOf(deps.vault, userId, cursor);
   const rows = await repo.listLedger(deps.db, userId, before, limit + 1);
   const page = rows.slice(0, limit);
   const last = page[page.length - 1];
   return {
     items: page.map((r) => ({ id: r.id, amount: r.amount, kind: r.kind, reference: r.reference, createdAt: r.created_at.toISOString() })),
-    nextCursor: rows.length > limit && last ? encodeCursor(last.seq) : null,
+    nextCursor: rows.length > limit && last ? makeCursor(deps.vault, userId, 'ledger', [last.seq]) : null,
   };
 }
 

@@ -6,7 +6,18 @@ import * as repo from './repo.ts';
 
 type WebhookDeps = Pick<Deps, 'db' | 'clock' | 'config' | 'ids' | 'logger' | 'metrics' | 'seenUsers'>;
 
-export type WebhookOutcome = 'credited' | 'already-credited' | 'refunded' | 'already-refunded' | 'ignored';
+export type WebhookOutcome =
+  | 'credited'
+  | 'already-credited'
+  | 'refunded'
+  | 'already-refunded'
+  | 'dispute-taken'
+  | 'dispute-given-back'
+  | 'dispute-unchanged'
+  | 'ignored';
+
+/** Dispute statuses after which the buyer's money is the seller's again: the credits go back. */
+const DISPUTE_RESOLVED_FOR_SELLER = new Set(['won', 'warning_closed']);
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -34,6 +45,10 @@ export async function applyStripeEvent(deps: WebhookDeps, event: PaymentEvent): 
       return creditSession(deps, event);
     case 'charge.refunded':
       return refundCharge(deps, event);
+    case 'charge.dispute.created':
+      return settleDispute(deps, event, false);
+    case 'charge.dispute.closed':
+      return settleDispute(deps, event, DISPUTE_RESOLVED_FOR_SELLER.has(str(event.object['status']) ?? ''));
     default:
       return 'ignored';
   }
@@ -71,6 +86,32 @@ async function creditSession(deps: WebhookDeps, event: PaymentEvent): Promise<We
   return 'credited';
 }
 
+/** Round-half-up of credits × part / whole, capped at the credits: the share of a purchase a refund or dispute concerns. */
+function shareOf(credits: number, part: number, whole: number): number {
+  return Math.min(credits, Math.floor((2 * credits * Math.min(part, whole) + whole) / (2 * whole)));
+}
+
+interface ChargeOwner {
+  readonly userId: string;
+  readonly credits: number;
+  /** What the buyer paid, in minor units; undefined when only the charge's metadata names the purchase. */
+  readonly amount: number | undefined;
+}
+
+/**
+ * Whose purchase a charge paid for: the purchase recorded with its payment intent (stored when the
+ * session completed), else the one its metadata names (set by this service on the payment intent),
+ * else the user and credits that metadata carries.
+ */
+async function chargeOwner(deps: WebhookDeps, paymentIntent: string | undefined, metadata: Record<string, unknown>): Promise<ChargeOwner | undefined> {
+  const purchaseId = str(metadata['purchaseId']);
+  let purchase = paymentIntent ? await repo.findPurchaseByPaymentIntent(deps.db, paymentIntent) : undefined;
+  if (!purchase && purchaseId && UUID.test(purchaseId)) purchase = await repo.findPurchaseById(deps.db, purchaseId);
+  const userId = purchase?.user_id ?? str(metadata['userId']);
+  const credits = purchase?.credits ?? positiveInt(metadata['credits']);
+  return userId && credits ? { userId, credits, amount: purchase?.amount } : undefined;
+}
+
 /**
  * Takes back the refunded share of a purchase: round-half-up of credits × amount_refunded / amount,
  * cumulative over the charge's refunds, so each refund event writes only the difference.
@@ -81,18 +122,13 @@ async function refundCharge(deps: WebhookDeps, event: PaymentEvent): Promise<Web
   const amount = positiveInt(charge['amount']);
   const refunded = nonNegativeInt(charge['amount_refunded']);
   if (!chargeId || !amount || refunded === undefined) return ignore(deps, event, 'charge lacks id, amount or amount_refunded');
-  const metadata = record(charge['metadata']);
-  const paymentIntent = idOf(charge['payment_intent']);
-  const purchaseId = str(metadata['purchaseId']);
-  let purchase = paymentIntent ? await repo.findPurchaseByPaymentIntent(deps.db, paymentIntent) : undefined;
-  if (!purchase && purchaseId && UUID.test(purchaseId)) purchase = await repo.findPurchaseById(deps.db, purchaseId);
-  const userId = purchase?.user_id ?? str(metadata['userId']);
-  const credits = purchase?.credits ?? positiveInt(metadata['credits']);
-  if (!userId || !credits) return ignore(deps, event, 'charge is not a credit-pack purchase of this service');
-  const target = Math.min(credits, Math.floor((2 * credits * Math.min(refunded, amount) + amount) / (2 * amount)));
+  const owner = await chargeOwner(deps, idOf(charge['payment_intent']), record(charge['metadata']));
+  if (!owner) return ignore(deps, event, 'charge is not a credit-pack purchase of this service');
+  const { userId } = owner;
+  const target = shareOf(owner.credits, refunded, amount);
   await ensureUser(deps, userId, undefined);
   const now = deps.clock.now();
-  const prefix = `refund:${chargeId}:`;
+  const prefix = refundPrefix(chargeId);
   const taken = await deps.db.transaction().execute(async (trx) => {
     await repo.lockWallet(trx, userId);
     const already = -(await repo.sumByReferencePrefix(trx, userId, prefix));
@@ -105,6 +141,51 @@ async function refundCharge(deps: WebhookDeps, event: PaymentEvent): Promise<Web
   if (taken === 0) return 'already-refunded';
   deps.logger.info({ eventId: event.id, chargeId, userId, credits: taken }, 'credits taken back after a refund');
   return 'refunded';
+}
+
+const refundPrefix = (chargeId: string) => `refund:${chargeId}:`;
+
+/**
+ * A dispute (chargeback) takes the disputed share of the purchase back, as a refund would: once, by
+ * the reference `dispute:<id>:taken`. When it is resolved for the seller (won; an inquiry closed
+ * without a chargeback) exactly what was taken is given back, once, by `dispute:<id>:won`. Every
+ * delivery of either event first makes sure the take-back exists, so whatever the order — a `closed`
+ * before its `created` — the ledger ends the same and never holds the give-back alone.
+ */
+async function settleDispute(deps: WebhookDeps, event: PaymentEvent, giveBack: boolean): Promise<WebhookOutcome> {
+  const dispute = event.object;
+  const disputeId = str(dispute['id']);
+  const disputed = positiveInt(dispute['amount']);
+  if (!disputeId || !disputed) return ignore(deps, event, 'dispute lacks id or amount');
+  // `charge` is an id, or the Charge itself when the endpoint expands it.
+  const charge = record(dispute['charge']);
+  const chargeId = idOf(dispute['charge']);
+  const owner = await chargeOwner(deps, idOf(dispute['payment_intent']) ?? idOf(charge['payment_intent']), record(charge['metadata']));
+  const paid = owner?.amount ?? positiveInt(charge['amount']);
+  if (!owner || !paid) return ignore(deps, event, 'disputed charge is not a credit-pack purchase of this service');
+  const { userId } = owner;
+  await ensureUser(deps, userId, undefined);
+  const now = deps.clock.now();
+  const prefix = `dispute:${disputeId}:`;
+  const outcome = await deps.db.transaction().execute(async (trx): Promise<WebhookOutcome> => {
+    await repo.lockWallet(trx, userId);
+    // What refunds of the same charge already took is not taken twice.
+    const refunded = chargeId ? -(await repo.sumByReferencePrefix(trx, userId, refundPrefix(chargeId))) : 0;
+    const share = Math.min(shareOf(owner.credits, disputed, paid), owner.credits - refunded);
+    let written: WebhookOutcome = 'dispute-unchanged';
+    if (share > 0) {
+      // The balance may go negative here, as after a refund.
+      const taken = await appendEntry(trx, { id: deps.ids.uuid(), userId, amount: -share, kind: 'refund', reference: `${prefix}taken`, note: 'dispute', now });
+      if (taken) written = 'dispute-taken';
+    }
+    if (!giveBack) return written;
+    const net = await repo.sumByReferencePrefix(trx, userId, prefix);
+    if (net >= 0) return written;
+    const given = await appendEntry(trx, { id: deps.ids.uuid(), userId, amount: -net, kind: 'refund', reference: `${prefix}won`, note: 'dispute won', now });
+    return given ? 'dispute-given-back' : written;
+  });
+  if (outcome !== 'dispute-unchanged') deps.logger.info({ eventId: event.id, disputeId, chargeId, userId, outcome }, 'dispute applied to credits');
+  return outcome;
 }
 
 function ignore(deps: WebhookDeps, event: PaymentEvent, why: string): WebhookOutcome {

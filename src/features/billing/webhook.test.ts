@@ -4,7 +4,16 @@ import { randomUUID } from 'node:crypto';
 import Stripe from 'stripe';
 import { buildTestApp, codeOf, STORES, type TestApp } from '../../../test/helpers/app.ts';
 import { ManualClock } from '../../../test/helpers/manual-clock.ts';
-import { makeStripeEvent, signStripePayload, startStripeFake, type StripeFake, type StripeSession } from '../../../test/fakes/index.ts';
+import {
+  makeStripeDispute,
+  makeStripeEvent,
+  makeStripeThinEvent,
+  signStripePayload,
+  startStripeFake,
+  type StripeFake,
+  type StripeSession,
+} from '../../../test/fakes/index.ts';
+import { ConfigError } from '../../config.ts';
 import { AppError } from '../../http/errors.ts';
 import { assertLedgerInvariant, ensureTestUser, ledgerCount, reservationOnly, writeTestCatalogue } from './testing.ts';
 
@@ -186,6 +195,101 @@ describe('billing: Stripe webhook (DESIGN §8)', () => {
     });
   });
 
+  describe('disputes', () => {
+    const disputeEvent = (type: 'created' | 'closed', dispute: Record<string, unknown>, status?: string) =>
+      makeStripeEvent(`charge.dispute.${type}`, { ...dispute, ...(status ? { status } : {}) });
+    const refs = async (u: string) =>
+      (await t.call('GET', '/api/billing/ledger', { user: u })).json<{ items: { amount: number; kind: string; reference: string }[] }>().items;
+
+    test('DESIGN §8: charge.dispute.created takes the disputed share back once, however many deliveries; the balance may go negative', async () => {
+      const u = newUser();
+      const session = fake.completeSession(await checkout(u, 'p1000'));
+      await deliver(completed(session));
+      for (const model of ['big-1', 'big-1']) {
+        await t.deps.billing.reserve({ turnId: randomUUID(), userId: u, provider: 'openai', model, images: 0 }, reservationOnly);
+      }
+      assert.equal(await assertLedgerInvariant(t, u), 990);
+      const dispute = makeStripeDispute(session);
+      const created = disputeEvent('created', dispute);
+      // The same event ten times at once, and a distinct event object for the same dispute.
+      const results = await Promise.all([...Array.from({ length: 10 }, () => deliver(created)), deliver(disputeEvent('created', dispute))]);
+      assert.deepEqual(new Set(results.map((r) => r.statusCode)), new Set([200]));
+      assert.equal(await assertLedgerInvariant(t, u), -10);
+      const entry = (await refs(u))[0];
+      assert.equal(entry?.amount, -1000);
+      assert.equal(entry?.reference, `dispute:${String(dispute['id'])}:taken`);
+    });
+
+    test('DESIGN §8: a partial dispute takes back round-half-up of its share; what a refund of the charge took is not taken twice', async () => {
+      const u = newUser();
+      const session = fake.completeSession(await checkout(u, 'p1000'));
+      await deliver(completed(session));
+      await deliver(makeStripeEvent('charge.dispute.created', makeStripeDispute(session, { amount: 2 }))); // 1000 × 2/4000 = 0.5 → 1
+      assert.equal(await assertLedgerInvariant(t, u), 999);
+      const other = newUser();
+      const refunded = fake.completeSession(await checkout(other, 'p1000'));
+      await deliver(completed(refunded));
+      await deliver(refundEvent(refunded, 3000)); // 750 taken by the refund
+      await deliver(makeStripeEvent('charge.dispute.created', makeStripeDispute(refunded, { amount: 4000 })));
+      assert.equal(await assertLedgerInvariant(t, other), 0);
+    });
+
+    test('DESIGN §8: charge.dispute.closed with status won gives the disputed share back once, however many deliveries', async () => {
+      const u = newUser();
+      const session = fake.completeSession(await checkout(u));
+      await deliver(completed(session));
+      const dispute = makeStripeDispute(session);
+      await deliver(disputeEvent('created', dispute));
+      assert.equal(await assertLedgerInvariant(t, u), 0);
+      const won = disputeEvent('closed', dispute, 'won');
+      await Promise.all(Array.from({ length: 10 }, () => deliver(won)));
+      await deliver(disputeEvent('closed', dispute, 'won'));
+      await deliver(disputeEvent('created', dispute));
+      assert.equal(await assertLedgerInvariant(t, u), 100);
+      assert.deepEqual((await refs(u)).map((i) => [i.kind, i.amount, i.reference.split(':')[2]]), [
+        ['refund', 100, 'won'],
+        ['refund', -100, 'taken'],
+        ['purchase', 100, undefined],
+      ]);
+    });
+
+    test('DESIGN §8: disputes whatever the order: closed (won) before created nets nothing; closed (lost) keeps the credits taken', async () => {
+      const u = newUser();
+      const session = fake.completeSession(await checkout(u));
+      await deliver(completed(session));
+      const first = makeStripeDispute(session, { amount: 250 });
+      await deliver(disputeEvent('closed', first, 'won'));
+      assert.equal(await assertLedgerInvariant(t, u), 100);
+      await deliver(disputeEvent('created', first));
+      assert.equal(await assertLedgerInvariant(t, u), 100);
+      const second = makeStripeDispute(session, { amount: 250 });
+      await deliver(disputeEvent('closed', second, 'lost'));
+      await deliver(disputeEvent('created', second));
+      await deliver(disputeEvent('closed', second, 'lost'));
+      assert.equal(await assertLedgerInvariant(t, u), 50);
+      assert.equal(await ledgerCount(t, u), 4);
+    });
+
+    test('DESIGN §8: a validly signed event the service cannot parse (thin v2 event, no data.object, not JSON) → 200, logged, nothing written', async () => {
+      const before = await t.deps.db.selectFrom('ledger_entries').select('seq').execute();
+      const logged = t.logs.length;
+      const thin = makeStripeThinEvent();
+      const noObject = { ...makeStripeEvent('checkout.session.completed', {}), data: {} };
+      for (const event of [thin, noObject]) {
+        const res = await deliver(event);
+        assert.equal(res.statusCode, 200, res.body);
+        assert.deepEqual(JSON.parse(res.body), { received: true });
+      }
+      const notJson = 'this is not json';
+      const res = await deliver({}, { body: notJson, header: signStripePayload(notJson, SECRET, nowSeconds()) });
+      assert.equal(res.statusCode, 200, res.body);
+      assert.equal((await t.deps.db.selectFrom('ledger_entries').select('seq').execute()).length, before.length);
+      const warnings = t.logs.slice(logged).filter((l) => l.includes('not readable'));
+      assert.equal(warnings.length, 3);
+      assert.ok(warnings[0]?.includes(String(thin['id'])));
+    });
+  });
+
   describe('security: nothing is written unless the signature verifies', () => {
     async function refusedDelivery(o: Parameters<typeof deliver>[1]) {
       const u = newUser();
@@ -242,7 +346,11 @@ describe('billing: Stripe webhook (DESIGN §8)', () => {
 });
 
 describe('billing: webhook without STRIPE_WEBHOOK_SECRET', () => {
-  test('→ 402 BILLING_NOT_AVAILABLE, nothing written', async () => {
+  test('DESIGN §10: STRIPE_SECRET_KEY without STRIPE_WEBHOOK_SECRET stops the start naming it; with no Stripe at all the webhook → 402 BILLING_NOT_AVAILABLE, nothing written', async () => {
+    await assert.rejects(
+      buildTestApp({ env: { CONFIG_FILE: writeTestCatalogue(), STRIPE_SECRET_KEY: 'sk_test_0123456789' } }),
+      (err: unknown) => err instanceof ConfigError && err.problems.some((p) => p.startsWith('STRIPE_WEBHOOK_SECRET must be set')),
+    );
     const t = await buildTestApp({ env: { CONFIG_FILE: writeTestCatalogue() } });
     try {
       const payload = JSON.stringify(makeStripeEvent('checkout.session.completed', { id: 'cs_1', object: 'checkout.session', payment_status: 'paid', metadata: { userId: 'u', credits: '5' } }));

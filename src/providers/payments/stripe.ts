@@ -107,22 +107,52 @@ export function createStripePayments(stripe: Config['stripe'], opts: StripeClien
 }
 
 /**
- * Verifies `Stripe-Signature` over the exact bytes received (any re-serialisation breaks it) and
- * parses the event. `nowMs` comes from the service clock so the 300 s tolerance is testable.
+ * What a verified webhook body holds: an event the service reads, or bytes Stripe signed that are not
+ * such an event (a thin v2 event notification, a shape this service does not know). The second is
+ * acknowledged, never refused: a refusal would have Stripe retry it for days.
  */
-export function verifyStripeEvent(raw: Buffer, header: string | undefined, secret: string, nowMs: number, toleranceSeconds = 300): PaymentEvent {
+export type VerifiedWebhook =
+  | { readonly kind: 'event'; readonly event: PaymentEvent }
+  | { readonly kind: 'unreadable'; readonly id: string | undefined; readonly type: string | undefined; readonly reason: string };
+
+const NODE_CRYPTO = Stripe.createNodeCryptoProvider();
+
+/**
+ * Verifies `Stripe-Signature` over the exact bytes received (any re-serialisation breaks it), then
+ * reads the event. `nowMs` comes from the service clock so the 300 s tolerance is testable.
+ * Throws WebhookSignatureError only when the signature does not verify.
+ */
+export function verifyStripeEvent(raw: Buffer, header: string | undefined, secret: string, nowMs: number, toleranceSeconds = 300): VerifiedWebhook {
   if (header === undefined || header === '') throw new WebhookSignatureError('missing Stripe-Signature header');
-  let event: { id?: unknown; type?: unknown; data?: { object?: unknown } };
+  const signature = Stripe.webhooks.signature;
+  if (signature === null) throw new Error('stripe-node has no webhook signature helper');
   try {
-    event = Stripe.webhooks.constructEvent(raw, header, secret, toleranceSeconds, undefined, nowMs) as typeof event;
+    signature.verifyHeader(raw, header, secret, toleranceSeconds, NODE_CRYPTO, nowMs);
   } catch (err) {
     // Only the library's verdict, never the secret or the expected signature.
-    const reason = err instanceof Stripe.errors.StripeSignatureVerificationError ? err.message : 'payload is not a Stripe event';
+    const reason = err instanceof Stripe.errors.StripeSignatureVerificationError ? err.message : 'signature could not be verified';
     throw new WebhookSignatureError(reason);
   }
-  const object = event.data?.object;
-  if (typeof event.id !== 'string' || typeof event.type !== 'string' || typeof object !== 'object' || object === null) {
-    throw new WebhookSignatureError('payload is not a Stripe event');
+  return readEvent(raw);
+}
+
+function readEvent(raw: Buffer): VerifiedWebhook {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(raw.toString('utf8'));
+  } catch {
+    return { kind: 'unreadable', id: undefined, type: undefined, reason: 'body is not JSON' };
   }
-  return { id: event.id, type: event.type, object: object as Record<string, unknown> };
+  const event = typeof parsed === 'object' && parsed !== null ? (parsed as Record<string, unknown>) : {};
+  const id = typeof event['id'] === 'string' ? event['id'] : undefined;
+  const type = typeof event['type'] === 'string' ? event['type'] : undefined;
+  const data = event['data'];
+  const object = typeof data === 'object' && data !== null ? (data as Record<string, unknown>)['object'] : undefined;
+  if (event['object'] !== 'event') {
+    return { kind: 'unreadable', id, type, reason: `not a snapshot event (object: ${JSON.stringify(event['object'] ?? null)})` };
+  }
+  if (id === undefined || type === undefined || typeof object !== 'object' || object === null || Array.isArray(object)) {
+    return { kind: 'unreadable', id, type, reason: 'event lacks id, type or data.object' };
+  }
+  return { kind: 'event', event: { id, type, object: object as Record<string, unknown> } };
 }
