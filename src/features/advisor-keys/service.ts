@@ -21,12 +21,8 @@ export interface UsableProviderKey {
 }
 
 /** The user's active key, decrypted. 409 PROVIDER_KEY_NOT_CONFIGURED when none is active; 409 PROVIDER_KEY_DECRYPTION_FAILED when it cannot be decrypted. */
-export async function activeProviderKey(deps: Deps, userId: string): Promise<UsableProviderKey> {
-  return usableActiveKey(deps, await repo.findActiveProviderKey(deps.db, userId));
-}
-
-/** The active key row as read (by activeProviderKey or a caller's own combined read), decrypted; same errors. */
-export function usableActiveKey(deps: Pick<Deps, 'vault' | 'logger'>, row: repo.ProviderKeyRow | undefined): UsableProviderKey {
+export async function activeProviderKey(deps: Pick<Deps, 'db' | 'vault' | 'logger'>, userId: string): Promise<UsableProviderKey> {
+  const row = await repo.findActiveProviderKey(deps.db, userId);
   if (!row) throw new AppError('PROVIDER_KEY_NOT_CONFIGURED', 'no active provider key; save one with PUT /api/advisor/provider-keys/{provider}');
   return usable(deps, row);
 }

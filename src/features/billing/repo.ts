@@ -97,15 +97,6 @@ export async function readBalance(db: Db | Trx, userId: string): Promise<number>
   return row?.balance ?? 0;
 }
 
-export async function ledgerSum(db: Db | Trx, userId: string): Promise<number> {
-  const row = await db
-    .selectFrom('ledger_entries')
-    .select(sql<string | number | null>`sum(amount)`.as('total'))
-    .where('user_id', '=', userId)
-    .executeTakeFirstOrThrow();
-  return Number(row.total ?? 0);
-}
-
 /** Sum of the entries whose reference starts with `prefix` (e.g. every refund of one charge). */
 export async function sumByReferencePrefix(trx: Trx, userId: string, prefix: string): Promise<number> {
   const row = await trx

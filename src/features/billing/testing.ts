@@ -12,7 +12,7 @@ import type { StoreReservedTurn, StoreSettledTurn, ReservedRow } from './turn-bi
 
 /** DESIGN §8: the wallet balance equals the sum of the user's ledger, in the database and through the API. */
 export async function assertLedgerInvariant(t: TestApp, userId: string): Promise<number> {
-  const [balance, sum] = await Promise.all([repo.readBalance(t.deps.db, userId), repo.ledgerSum(t.deps.db, userId)]);
+  const [balance, sum] = await Promise.all([repo.readBalance(t.deps.db, userId), ledgerSum(t, userId)]);
   assert.equal(balance, sum, `wallet ${balance} ≠ ledger sum ${sum} for ${userId}`);
   const res = await t.call('GET', '/api/billing/wallet', { user: userId });
   assert.equal(res.statusCode, 200, res.body);
@@ -36,6 +36,12 @@ export const settlementOnly: StoreSettledTurn = async (db, settlement) => {
   const { rows } = await sql<{ credits: number }>`with settlement as (${settlement}) select credits from settlement`.execute(db);
   return rows[0];
 };
+
+/** The sum of the user's ledger, read apart from the cached balance. */
+export async function ledgerSum(t: TestApp, userId: string): Promise<number> {
+  const row = await sql<{ total: string | number | null }>`select sum(amount) as total from ledger_entries where user_id = ${userId}`.execute(t.deps.db);
+  return Number(row.rows[0]?.total ?? 0);
+}
 
 export async function giveCredits(t: TestApp, userId: string, credits: number): Promise<void> {
   await grantCredits(t.deps, userId, credits, 'test');
