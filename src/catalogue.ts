@@ -40,6 +40,8 @@ const ModelEntry = Type.Object(
     allowance: Type.Boolean(),
     creditsPerTurn: Type.Integer({ minimum: 0 }),
     images: Type.Optional(Type.Boolean()),
+    /** DESIGN §11: false → no tool is offered to this model. Default true. */
+    tools: Type.Optional(Type.Boolean()),
   },
   { additionalProperties: false },
 );

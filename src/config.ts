@@ -80,6 +80,10 @@ export interface Config {
   readonly requestTimeoutMs: number;
   /** Characters of earlier conversation sent to the provider as context. */
   readonly contextBudgetChars: number;
+  /** Tool calls an advisor turn may run; then one last round without tools (DESIGN §11). */
+  readonly advisorMaxToolCalls: number;
+  /** Deadline of one market-data call made by a tool. */
+  readonly marketDataTimeoutMs: number;
   /** Age after which a turn reservation still open is settled as not produced (its instance crashed). */
   readonly reservationSweepAfterMs: number;
   /** How often each instance looks for such reservations. */
@@ -198,6 +202,8 @@ export function loadConfig(env: Env = process.env): Config {
     maxBodyBytes,
     requestTimeoutMs: int('REQUEST_TIMEOUT_MS', 60_000, 100, 3_600_000),
     contextBudgetChars: int('CONTEXT_BUDGET_CHARS', 60_000, 1000),
+    advisorMaxToolCalls: int('ADVISOR_MAX_TOOL_CALLS', 8, 0, 64),
+    marketDataTimeoutMs: int('MARKET_DATA_TIMEOUT_MS', 10_000, 10, 120_000),
     reservationSweepAfterMs: int('RESERVATION_SWEEP_AFTER_MS', 10 * 60_000, 1000, 7 * 24 * 3_600_000),
     reservationSweepIntervalMs: int('RESERVATION_SWEEP_INTERVAL_MS', 30_000, 100, 3_600_000),
   };

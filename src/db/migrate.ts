@@ -10,6 +10,7 @@ import * as m0006 from './migrations/0006-turn-reservation.ts';
 import * as m0007 from './migrations/0007-reserve-turn-locks.ts';
 import * as m0009 from './migrations/0009-account-name-key.ts';
 import * as m0010 from './migrations/0010-billing-rules-once.ts';
+import * as m0013 from './migrations/0013-message-parts.ts';
 
 /** Every migration, in order. A feature adds its file here; names never change once shipped. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -22,6 +23,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0007-reserve-turn-locks': m0007,
   '0009-account-name-key': m0009,
   '0010-billing-rules-once': m0010,
+  '0013-message-parts': m0013,
 };
 
 class StaticProvider implements MigrationProvider {

@@ -171,6 +171,8 @@ export interface MessagesTable {
   error_retryable: boolean | null;
   billing_source: string | null;
   billing_credits: number | null;
+  /** jsonb: the reply's text, tool calls and results in order (StoredPart[]); null for a text-only reply. */
+  parts: unknown;
   created_at: Date;
   completed_at: Date | null;
 }

@@ -5,9 +5,8 @@ import { sql } from 'kysely';
 import { PROVIDERS } from '../../catalogue.ts';
 import { createVault, parseKeyring } from '../../platform/aes-vault.ts';
 import { buildTestApp, TEST_ENCRYPTION_KEYS, type TestApp } from '../../../test/helpers/app.ts';
-import { activeProviderKey, providerKeyFor } from './service.ts';
 import { rewrapAllKeys } from './rewrap.ts';
-import { newUser, startKeyFakes, type KeyFakes } from './test-kit.ts';
+import { newUser, startKeyFakes, type KeyFakes, usableKey } from './test-kit.ts';
 
 const NEW_KEYRING = `rot2:${randomBytes(32).toString('base64')}`;
 
@@ -76,7 +75,7 @@ describe('key secrets (DESIGN §5)', () => {
       assert.ok(!logs.includes(secret), 'no log line carries the key');
       assert.ok(!rows.includes(secret), 'no column carries the key in clear');
     }
-    assert.equal((await activeProviderKey(t.deps, user)).apiKey, canary, 'yet the ciphertext holds it');
+    assert.equal((await usableKey(t.deps, user)).apiKey, canary, 'yet the ciphertext holds it');
   });
 
   test('DESIGN §5: a ciphertext copied to another user or provider row fails to decrypt → 409 PROVIDER_KEY_DECRYPTION_FAILED', async () => {
@@ -91,10 +90,10 @@ describe('key secrets (DESIGN §5)', () => {
       t.deps.db.updateTable('provider_keys').set(source).where('user_id', '=', user).where('provider', '=', provider).execute();
     await copyTo(bob, 'openai');
     await copyTo(alice, 'anthropic');
-    await assert.rejects(providerKeyFor(t.deps, bob, 'openai'), { code: 'PROVIDER_KEY_DECRYPTION_FAILED', status: 409 });
-    await assert.rejects(activeProviderKey(t.deps, bob), { code: 'PROVIDER_KEY_DECRYPTION_FAILED' });
-    await assert.rejects(providerKeyFor(t.deps, alice, 'anthropic'), { code: 'PROVIDER_KEY_DECRYPTION_FAILED' });
-    assert.equal((await providerKeyFor(t.deps, alice, 'openai')).apiKey, fakes.providers.openai.validKey);
+    await assert.rejects(usableKey(t.deps, bob, 'openai'), { code: 'PROVIDER_KEY_DECRYPTION_FAILED', status: 409 });
+    await assert.rejects(usableKey(t.deps, bob), { code: 'PROVIDER_KEY_DECRYPTION_FAILED' });
+    await assert.rejects(usableKey(t.deps, alice, 'anthropic'), { code: 'PROVIDER_KEY_DECRYPTION_FAILED' });
+    assert.equal((await usableKey(t.deps, alice, 'openai')).apiKey, fakes.providers.openai.validKey);
   });
 
   test('DESIGN §5: rewrap moves every row under the new first key; a second run changes none', async () => {
@@ -139,8 +138,8 @@ describe('key secrets (DESIGN §5)', () => {
 
     // Only the new key is needed from now on.
     const onlyNew = { ...t.deps, vault: createVault(parseKeyring(NEW_KEYRING)) };
-    for (const user of users.slice(1)) assert.equal((await providerKeyFor(onlyNew, user, 'google')).apiKey, fakes.providers.google.validKey);
-    assert.equal((await providerKeyFor(onlyNew, lost, 'openai')).apiKey, fakes.providers.openai.validKey);
+    for (const user of users.slice(1)) assert.equal((await usableKey(onlyNew, user, 'google')).apiKey, fakes.providers.google.validKey);
+    assert.equal((await usableKey(onlyNew, lost, 'openai')).apiKey, fakes.providers.openai.validKey);
     const market = await t.deps.db.selectFrom('market_data_keys').select('key_id').execute();
     assert.ok(market.every((r) => r.key_id === 'rot2'));
 

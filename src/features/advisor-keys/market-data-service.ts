@@ -2,7 +2,9 @@ import type { Deps } from '../../deps.ts';
 import { MARKET_DATA_PROVIDERS, type MarketDataProvider } from '../../config.ts';
 import { AppError } from '../../http/errors.ts';
 import * as repo from './repo.ts';
-import { hintTail, marketDataSlot, sealedColumns } from './sealing.ts';
+import type { SealedColumns } from './repo.ts';
+import { VaultError } from '../../platform/vault.ts';
+import { hintTail, marketDataSlot, sealedColumns, sealedOf } from './sealing.ts';
 import type { MarketDataKeyStatusDto, SaveMarketDataKeyInput } from './schemas.ts';
 import { probeResultLabel } from './service.ts';
 
@@ -61,4 +63,27 @@ export async function marketDataKeyStatus(deps: Pick<Deps, 'db'>, userId: string
 
 export async function deleteMarketDataKey(deps: Pick<Deps, 'db'>, userId: string): Promise<void> {
   if (!(await repo.deleteMarketDataKey(deps.db, userId))) throw new AppError('MARKET_DATA_KEY_NOT_FOUND', 'no market-data key is saved');
+}
+
+/** The user's market-data key as the advisor's tools use it. */
+export interface UsableMarketDataKey {
+  readonly apiKey: string;
+  /** When the stored key was last written: a later write is another key. */
+  readonly updatedAt: Date;
+}
+
+/**
+ * A stored market-data key, decrypted, or undefined when the advisor cannot use it: one for a
+ * provider the service no longer reads, or one that cannot be decrypted (logged; saving it again is
+ * the remedy).
+ */
+export function openMarketDataKey(deps: Pick<Deps, 'vault' | 'logger' | 'marketData'>, row: SealedColumns & { user_id: string; provider: string; updated_at: Date }): UsableMarketDataKey | undefined {
+  if (row.provider !== deps.marketData.provider) return undefined;
+  try {
+    return { apiKey: deps.vault.open(sealedOf(row), marketDataSlot(row.user_id, row.provider)), updatedAt: row.updated_at };
+  } catch (err) {
+    if (!(err instanceof VaultError)) throw err;
+    deps.logger.warn({ userId: row.user_id, provider: row.provider, keyId: row.key_id }, 'stored market-data key failed to decrypt');
+    return undefined;
+  }
 }

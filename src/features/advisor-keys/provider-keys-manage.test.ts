@@ -2,8 +2,7 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { PROVIDERS } from '../../catalogue.ts';
 import { codeOf } from '../../../test/helpers/app.ts';
-import { activeProviderKey, providerKeyFor } from './service.ts';
-import { newUser, useProviderKeysApp, type ProviderKeyItem } from './test-kit.ts';
+import { newUser, useProviderKeysApp, type ProviderKeyItem, usableKey } from './test-kit.ts';
 
 type Item = ProviderKeyItem;
 type Saved = Item & { verified: boolean };
@@ -19,8 +18,8 @@ describe('provider keys: active key, PATCH, DELETE, errors (spec 4.2, DESIGN §6
       clock.advance(1000);
       await put(user, 'anthropic', { apiKey: valid('anthropic') });
       assert.deepEqual((await list(user)).map((i) => [i.provider, i.active]), [['anthropic', true], ['openai', false]]);
-      assert.equal((await activeProviderKey(k.t.deps, user)).provider, 'anthropic');
-      const openai = await providerKeyFor(k.t.deps, user, 'openai');
+      assert.equal((await usableKey(k.t.deps, user)).provider, 'anthropic');
+      const openai = await usableKey(k.t.deps, user, 'openai');
       assert.deepEqual(openai, { provider: 'openai', model: 'gpt-4o-mini', apiKey: valid('openai') });
     });
 
@@ -35,7 +34,7 @@ describe('provider keys: active key, PATCH, DELETE, errors (spec 4.2, DESIGN §6
       assert.equal(again.updatedAt, clock.now().toISOString());
       assert.equal(again.keyHintTail, '-key');
       assert.deepEqual((await list(user)).map((i) => [i.provider, i.active]), [['groq', false], ['openai', true]]);
-      assert.equal((await activeProviderKey(k.t.deps, user)).apiKey, 'sk-second-openai-key');
+      assert.equal((await usableKey(k.t.deps, user)).apiKey, 'sk-second-openai-key');
     });
 
     test('DESIGN §6: concurrent saves of different providers leave exactly one active key', async () => {
@@ -70,7 +69,7 @@ describe('provider keys: active key, PATCH, DELETE, errors (spec 4.2, DESIGN §6
       const off = await k.t.call('PATCH', '/api/advisor/provider-keys/openai', { user, body: { active: false } });
       assert.equal(off.json<Item>().active, false);
       assert.deepEqual((await list(user)).map((i) => i.active), [false, false]);
-      await assert.rejects(activeProviderKey(k.t.deps, user), { code: 'PROVIDER_KEY_NOT_CONFIGURED', status: 409 });
+      await assert.rejects(usableKey(k.t.deps, user), { code: 'PROVIDER_KEY_NOT_CONFIGURED', status: 409 });
     });
 
     test('DESIGN §6: PATCH defaultModel changes only the model', async () => {
@@ -79,7 +78,7 @@ describe('provider keys: active key, PATCH, DELETE, errors (spec 4.2, DESIGN §6
       const res = await k.t.call('PATCH', '/api/advisor/provider-keys/openai', { user, body: { defaultModel: 'gpt-4.1' } });
       assert.equal(res.statusCode, 200);
       assert.deepEqual([res.json<Item>().defaultModel, res.json<Item>().active], ['gpt-4.1', true]);
-      assert.equal((await activeProviderKey(k.t.deps, user)).model, 'gpt-4.1');
+      assert.equal((await usableKey(k.t.deps, user)).model, 'gpt-4.1');
     });
 
     test('DESIGN §6: PATCH with no field or an unknown field → 400 VALIDATION_ERROR', async () => {
@@ -97,8 +96,8 @@ describe('provider keys: active key, PATCH, DELETE, errors (spec 4.2, DESIGN §6
       await put(user, 'openai', { apiKey: valid('openai') });
       assert.equal((await k.t.call('DELETE', '/api/advisor/provider-keys/openai', { user })).statusCode, 204);
       assert.deepEqual(await list(user), []);
-      await assert.rejects(activeProviderKey(k.t.deps, user), { code: 'PROVIDER_KEY_NOT_CONFIGURED' });
-      await assert.rejects(providerKeyFor(k.t.deps, user, 'openai'), { code: 'PROVIDER_KEY_NOT_CONFIGURED' });
+      await assert.rejects(usableKey(k.t.deps, user), { code: 'PROVIDER_KEY_NOT_CONFIGURED' });
+      await assert.rejects(usableKey(k.t.deps, user, 'openai'), { code: 'PROVIDER_KEY_NOT_CONFIGURED' });
       for (const [method, body] of [['DELETE', undefined], ['PATCH', { active: true }]] as const) {
         const res = await k.t.call(method, '/api/advisor/provider-keys/openai', { user, body });
         assert.equal(res.statusCode, 404);
@@ -149,7 +148,7 @@ describe('provider keys: active key, PATCH, DELETE, errors (spec 4.2, DESIGN §6
       const res = await put(user, 'openai', { apiKey: 'sk-rejected-0000' });
       assert.equal(codeOf(res), 'PROVIDER_KEY_INVALID');
       assert.deepEqual(await list(user), [withoutVerified(first)]);
-      assert.equal((await activeProviderKey(k.t.deps, user)).apiKey, valid('openai'));
+      assert.equal((await usableKey(k.t.deps, user)).apiKey, valid('openai'));
     });
 
     test('DESIGN §2: key routes need a bearer token → 401 UNAUTHENTICATED', async () => {

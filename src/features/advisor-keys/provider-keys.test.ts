@@ -3,8 +3,7 @@ import assert from 'node:assert/strict';
 import { PROVIDERS, type Provider } from '../../catalogue.ts';
 import type { ProbeBehaviour } from '../../../test/fakes/index.ts';
 import { codeOf } from '../../../test/helpers/app.ts';
-import { activeProviderKey } from './service.ts';
-import { FAKE_DEFAULT_MODEL, newUser, useProviderKeysApp, type ProviderKeyItem } from './test-kit.ts';
+import { FAKE_DEFAULT_MODEL, newUser, useProviderKeysApp, type ProviderKeyItem, usableKey } from './test-kit.ts';
 
 type Item = ProviderKeyItem;
 type Saved = Item & { verified: boolean };
@@ -34,7 +33,7 @@ describe('provider keys (spec 4.2, DESIGN §6)', () => {
           verified: true,
         });
         assert.deepEqual(await list(user), [withoutVerified(saved)]);
-        const usable = await activeProviderKey(k.t.deps, user);
+        const usable = await usableKey(k.t.deps, user);
         assert.deepEqual(usable, { provider: p, model: VERIFIED_DEFAULT[p], apiKey: valid(p) });
       });
 

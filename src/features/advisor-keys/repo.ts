@@ -35,6 +35,30 @@ export function findActiveProviderKey(db: Db, userId: string): Promise<ProviderK
   return db.selectFrom('provider_keys').selectAll().where('user_id', '=', userId).where('active', '=', true).executeTakeFirst();
 }
 
+/** The sealed columns and what a turn needs of both keys; `default_model` is null on the market-data row. */
+export interface TurnKeyRow extends SealedColumns {
+  kind: 'provider' | 'market';
+  user_id: string;
+  provider: string;
+  default_model: string | null;
+  updated_at: Date;
+}
+
+/**
+ * A turn's two keys in one round trip: the provider key (the active one, or `provider`'s) and the
+ * market-data key, each row tagged by its kind.
+ */
+export async function findTurnKeys(db: Db, userId: string, provider: string | null): Promise<TurnKeyRow[]> {
+  const which = provider === null ? sql`active` : sql`provider = ${provider}`;
+  const { rows } = await sql<TurnKeyRow>`
+    select 'provider' as kind, user_id, provider, key_id, nonce, ciphertext, tag, default_model, updated_at
+      from provider_keys where user_id = ${userId} and ${which}
+    union all
+    select 'market', user_id, provider, key_id, nonce, ciphertext, tag, null, updated_at
+      from market_data_keys where user_id = ${userId}`.execute(db);
+  return rows;
+}
+
 /** Clears the active flag on every key of the user except `provider`'s. */
 export async function deactivateOthers(trx: Trx, userId: string, provider: string, now: Date): Promise<void> {
   await trx

@@ -5,6 +5,7 @@ import { AppError } from '../../http/errors.ts';
 import { VaultError } from '../../platform/vault.ts';
 import type { ProviderProbeResult } from '../../providers/llm/index.ts';
 import { chooseDefaultModel, modelListed } from './default-model.ts';
+import { openMarketDataKey, type UsableMarketDataKey } from './market-data-service.ts';
 import * as repo from './repo.ts';
 import { hintTail, providerSlot, sealedColumns, sealedOf } from './sealing.ts';
 import type { ProviderKeyListItemDto, SavedProviderKeyDto, SaveProviderKeyInput, UpdateProviderKeyInput } from './schemas.ts';
@@ -20,29 +21,43 @@ export interface UsableProviderKey {
   readonly apiKey: string;
 }
 
-/** The user's active key, decrypted. 409 PROVIDER_KEY_NOT_CONFIGURED when none is active; 409 PROVIDER_KEY_DECRYPTION_FAILED when it cannot be decrypted. */
-export async function activeProviderKey(deps: Pick<Deps, 'db' | 'vault' | 'logger'>, userId: string): Promise<UsableProviderKey> {
-  const row = await repo.findActiveProviderKey(deps.db, userId);
-  if (!row) throw new AppError('PROVIDER_KEY_NOT_CONFIGURED', 'no active provider key; save one with PUT /api/advisor/provider-keys/{provider}');
-  return usable(deps, row);
+/** The keys a turn runs on. */
+export interface TurnKeys {
+  /** The provider key, or why there is none (409 PROVIDER_KEY_NOT_CONFIGURED / PROVIDER_KEY_DECRYPTION_FAILED), kept as a value so the turn raises it in its place. */
+  readonly key: UsableProviderKey | AppError;
+  /** The market-data key the advisor's market tools use, when one it can use is stored. */
+  readonly marketKey: UsableMarketDataKey | undefined;
 }
 
-/** The user's key for one provider (for an existing conversation, which keeps its provider); same errors; `model` is the key's defaultModel. */
-export async function providerKeyFor(deps: Deps, userId: string, provider: Provider): Promise<UsableProviderKey> {
-  const row = await repo.findProviderKey(deps.db, userId, provider);
-  if (!row) throw new AppError('PROVIDER_KEY_NOT_CONFIGURED', `no ${provider} key is saved; save one with PUT /api/advisor/provider-keys/${provider}`);
-  return usable(deps, row);
+/**
+ * Both keys of a turn, decrypted, in one read: the user's active provider key (`provider` null: a
+ * new conversation) or that provider's key (an existing conversation keeps its provider; `model` is
+ * then the key's defaultModel), and the market-data key.
+ */
+export async function keysForTurn(deps: Pick<Deps, 'db' | 'vault' | 'logger' | 'marketData'>, userId: string, provider: Provider | null): Promise<TurnKeys> {
+  const rows = await repo.findTurnKeys(deps.db, userId, provider);
+  const keyRow = rows.find((r) => r.kind === 'provider');
+  const marketRow = rows.find((r) => r.kind === 'market');
+  const key = keyRow
+    ? usable(deps, keyRow)
+    : new AppError(
+        'PROVIDER_KEY_NOT_CONFIGURED',
+        provider === null
+          ? 'no active provider key; save one with PUT /api/advisor/provider-keys/{provider}'
+          : `no ${provider} key is saved; save one with PUT /api/advisor/provider-keys/${provider}`,
+      );
+  return { key, marketKey: marketRow ? openMarketDataKey(deps, marketRow) : undefined };
 }
 
-function usable(deps: Pick<Deps, 'vault' | 'logger'>, row: repo.ProviderKeyRow): UsableProviderKey {
+function usable(deps: Pick<Deps, 'vault' | 'logger'>, row: repo.TurnKeyRow): UsableProviderKey | AppError {
   const provider = asProvider(row.provider);
   try {
-    return { provider, model: row.default_model, apiKey: deps.vault.open(sealedOf(row), providerSlot(row.user_id, row.provider)) };
+    return { provider, model: row.default_model ?? '', apiKey: deps.vault.open(sealedOf(row), providerSlot(row.user_id, row.provider)) };
   } catch (err) {
     if (!(err instanceof VaultError)) throw err;
     // Which slot failed helps an operator after a keyring change; the cause never carries key material.
     deps.logger.warn({ userId: row.user_id, provider, keyId: row.key_id }, 'stored provider key failed to decrypt');
-    throw new AppError('PROVIDER_KEY_DECRYPTION_FAILED', `the stored ${provider} key cannot be decrypted; save it again`);
+    return new AppError('PROVIDER_KEY_DECRYPTION_FAILED', `the stored ${provider} key cannot be decrypted; save it again`);
   }
 }
 

@@ -4,6 +4,9 @@ import { after, before, beforeEach } from 'node:test';
 import { buildTestApp, type TestApp } from '../../../test/helpers/app.ts';
 import { ManualClock } from '../../../test/helpers/manual-clock.ts';
 import type { Provider } from '../../catalogue.ts';
+import type { Deps } from '../../deps.ts';
+import { AppError } from '../../http/errors.ts';
+import { keysForTurn, type UsableProviderKey } from './service.ts';
 import type { AnthropicFake, GeminiFake, MarketDataFake, OpenAiCompatibleFake, ProbeBehaviour } from '../../../test/fakes/index.ts';
 import { startAnthropicFake, startFmpFake, startGeminiFake, startOpenAiCompatibleFake, startPolygonFake } from '../../../test/fakes/index.ts';
 
@@ -121,4 +124,11 @@ export function useProviderKeysApp(): ProviderKeysApp {
     valid: (p) => app.fakes.providers[p].validKey,
   };
   return app;
+}
+
+/** The provider key a turn would run on (the active one, or `provider`'s), or its refusal thrown. */
+export async function usableKey(deps: Deps, userId: string, provider: Provider | null = null): Promise<UsableProviderKey> {
+  const { key } = await keysForTurn(deps, userId, provider);
+  if (key instanceof AppError) throw key;
+  return key;
 }

@@ -1,7 +1,8 @@
 // The stream's frames (DESIGN §7) as the wire carries them: one JSON line each.
 import type { FastifyReply } from 'fastify';
 import { SseWriter } from '../../http/sse.ts';
-import type { FinishReason, ProviderErrorCode } from '../../providers/llm/index.ts';
+import type { FinishReason, ProviderErrorCode, RoundUsage, ToolCallPart } from '../../providers/llm/index.ts';
+import { apiParts, parsedArguments, type ToolResultBody } from './parts.ts';
 import type { MessageRow } from './repo.ts';
 
 export type StreamErrorCode = ProviderErrorCode | 'SHUTTING_DOWN' | 'INTERNAL';
@@ -40,24 +41,72 @@ export function startData(t: TurnIds): string {
 
 export const deltaData = (text: string): string => `{"text":${JSON.stringify(text)}}`;
 
-export const doneData = (finishReason: FinishReason | 'aborted', input: number, output: number): string =>
-  `{"finishReason":"${finishReason}","usage":{"inputTokens":${input},"outputTokens":${output}}}`;
+/** A turn's token counts over its rounds (DESIGN §13). */
+export interface TurnUsage {
+  readonly input: number;
+  readonly output: number;
+  readonly cachedInput: number | null;
+  readonly reasoning: number | null;
+  readonly costUsd: number | null;
+}
+
+/** The rounds' figures summed; a part figure (cached, reasoning, cost) some round did not report is unknown for the turn. */
+export function turnUsage(rounds: readonly RoundUsage[]): TurnUsage | undefined {
+  if (rounds.length === 0) return undefined;
+  const part = (pick: (r: RoundUsage) => number | null | undefined): number | null =>
+    rounds.every((r) => typeof pick(r) === 'number') ? rounds.reduce((n, r) => n + (pick(r) ?? 0), 0) : null;
+  return {
+    input: rounds.reduce((n, r) => n + r.input, 0),
+    output: rounds.reduce((n, r) => n + r.output, 0),
+    cachedInput: part((r) => r.cachedInput),
+    reasoning: part((r) => r.reasoning),
+    costUsd: part((r) => r.costUsd),
+  };
+}
+
+export function doneData(finishReason: FinishReason | 'aborted', usage: TurnUsage | undefined, toolCalls: number): string {
+  return JSON.stringify({
+    finishReason,
+    usage: {
+      inputTokens: usage?.input ?? 0,
+      outputTokens: usage?.output ?? 0,
+      cachedInputTokens: usage?.cachedInput ?? null,
+      reasoningTokens: usage?.reasoning ?? null,
+      estimatedCostUsd: usage?.costUsd ?? null,
+    },
+    toolCalls,
+  });
+}
+
+export const toolCallData = (call: ToolCallPart): string => JSON.stringify({ id: call.id, name: call.name, arguments: parsedArguments(call.arguments) });
+
+export const toolResultData = (call: { readonly id: string; readonly name: string }, body: ToolResultBody): string =>
+  JSON.stringify(body.ok ? { id: call.id, name: call.name, ok: true, result: body.result } : { id: call.id, name: call.name, ok: false, error: body.error });
 
 export const errorData = (code: string, retryable: boolean): string =>
   JSON.stringify({ code, message: MESSAGES[code as StreamErrorCode] ?? MESSAGES.INTERNAL, retryable });
 
-/** An idempotent retry of a finished turn: the stored reply as one stream, same ids, nothing new. */
+/** An idempotent retry of a finished turn: the stored reply as one stream (its text, tool calls and results), same ids, nothing new. */
 export function replayTurn(reply: FastifyReply, turn: TurnIds, stored: MessageRow): void {
   reply.hijack();
   const sse = new SseWriter(reply.raw);
   sse.open(reply.getHeaders());
   sse.event('start', startData(turn));
-  if (stored.content.length > 0) sse.event('delta', deltaData(stored.content));
+  let toolCalls = 0;
+  for (const part of apiParts(stored.parts, stored.content)) {
+    if (part.type === 'text') sse.event('delta', deltaData(part.text));
+    else if (part.type === 'tool_call') sse.event('tool_call', JSON.stringify({ id: part.id, name: part.name, arguments: part.arguments }));
+    else {
+      if (part.ok || part.error.code !== 'TOOL_CALL_LIMIT_REACHED') toolCalls++;
+      sse.event('tool_result', toolResultData(part, part));
+    }
+  }
   if (stored.error_code !== null) {
     sse.event('error', errorData(stored.error_code, stored.error_retryable ?? true));
   } else {
     const reason = stored.status === 'complete' ? ((stored.finish_reason ?? 'stop') as FinishReason) : 'aborted';
-    sse.event('done', doneData(reason, stored.input_tokens ?? 0, stored.output_tokens ?? 0));
+    const usage = stored.input_tokens === null ? undefined : { input: stored.input_tokens, output: stored.output_tokens ?? 0, cachedInput: null, reasoning: null, costUsd: null };
+    sse.event('done', doneData(reason, usage, toolCalls));
   }
   sse.end();
 }

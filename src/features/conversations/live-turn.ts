@@ -4,7 +4,8 @@ import type { Provider } from '../../catalogue.ts';
 import { isDatabaseUnavailable } from '../../db/create-db.ts';
 import type { Deps } from '../../deps.ts';
 import { Ticker } from '../../platform/ticker.ts';
-import type { ChatEvent, ChatMessage } from '../../providers/llm/index.ts';
+import type { ChatEvent, ChatMessage, ToolSpec } from '../../providers/llm/index.ts';
+import type { Toolbox } from '../advisor-tools/toolbox.ts';
 import type { TurnCharge } from '../billing/turn-billing.ts';
 import type { TurnIds } from './frames.ts';
 import * as repo from './repo.ts';
@@ -23,6 +24,10 @@ export type StopCause = 'client' | 'shutdown';
 export interface RoundRequest {
   readonly system: string | undefined;
   readonly messages: readonly ChatMessage[];
+  /** The tools offered (none: left out of the request). */
+  readonly tools: readonly ToolSpec[];
+  /** `none` once the turn's tool calls are spent: the model must answer in text. */
+  readonly toolChoice?: 'auto' | 'none';
 }
 
 export interface LiveTurnInit extends TurnIds {
@@ -31,6 +36,7 @@ export interface LiveTurnInit extends TurnIds {
   readonly leaseToken: string;
   readonly apiKey: string;
   readonly charge: TurnCharge;
+  readonly toolbox: Toolbox;
   readonly log: FastifyBaseLogger;
 }
 
@@ -64,6 +70,8 @@ export class LiveTurn implements TurnIds {
   readonly billing: TurnIds['billing'];
   readonly userId: string;
   readonly charge: TurnCharge;
+  /** Runs the turn's tool calls. */
+  readonly toolbox: Toolbox;
   readonly log: FastifyBaseLogger;
   readonly #deps: Deps;
   readonly #leaseToken: string;
@@ -84,6 +92,7 @@ export class LiveTurn implements TurnIds {
     this.billing = init.billing;
     this.userId = init.userId;
     this.charge = init.charge;
+    this.toolbox = init.toolbox;
     this.log = init.log;
     this.#leaseToken = init.leaseToken;
     this.#apiKey = init.apiKey;
@@ -120,8 +129,15 @@ export class LiveTurn implements TurnIds {
 
   /** One provider round on the user's key: the reply's events, in batches, as the provider streams them. */
   round(request: RoundRequest): AsyncIterator<readonly ChatEvent[]> {
-    const { system, messages } = request;
-    const chat = { model: this.model, system, messages, maxTokens: MAX_OUTPUT_TOKENS, signal: this.#abort.signal };
+    const { system, messages, tools, toolChoice } = request;
+    const chat = {
+      model: this.model,
+      system,
+      messages,
+      maxTokens: MAX_OUTPUT_TOKENS,
+      signal: this.#abort.signal,
+      ...(tools.length > 0 ? { tools, toolChoice: toolChoice ?? 'auto' } : {}),
+    };
     return this.#deps.llm.stream(this.provider, this.#apiKey, chat)[Symbol.asyncIterator]();
   }
 

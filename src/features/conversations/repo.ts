@@ -139,21 +139,24 @@ export interface HistoryRow {
   role: 'user' | 'assistant';
   content: string;
   images: number;
+  /** A reply's stored parts (parts.ts), null when it is text only. */
+  parts: unknown;
 }
 
 /**
  * The latest messages whose text fits in `budget` characters together, oldest first: the budget is
- * filled from the newest message back and the first that does not fit ends it. Empty replies carry
- * nothing and are skipped.
+ * filled from the newest message back and the first that does not fit ends it. A reply with tool
+ * calls counts its parts' JSON (a call and its result are one message: kept or dropped together).
+ * Empty replies carry nothing and are skipped.
  */
 export async function historyWithin(db: Db, conversationId: string, budget: number): Promise<HistoryRow[]> {
   const result = await sql<HistoryRow>`
-    select role, content, images from (
-      select m.role, m.content, m.seq,
+    select role, content, images, parts from (
+      select m.role, m.content, m.seq, m.parts,
              (select count(*)::int from attachments a where a.message_id = m.id) as images,
-             sum(char_length(m.content)) over (order by m.seq desc) as running
+             sum(coalesce(char_length(m.parts::text), char_length(m.content))) over (order by m.seq desc) as running
       from messages m
-      where m.conversation_id = ${conversationId} and (m.role = 'user' or m.content <> '')
+      where m.conversation_id = ${conversationId} and (m.role = 'user' or m.content <> '' or m.parts is not null)
     ) h
     where running <= ${budget}
     order by seq`.execute(db);
@@ -226,6 +229,8 @@ export interface TurnEnd {
   readonly replyId: string;
   readonly now: Date;
   readonly content: string;
+  /** The reply's parts as JSON text (parts.ts), null for a text-only reply. */
+  readonly parts: string | null;
   readonly status: 'complete' | 'interrupted' | 'failed';
   readonly finishReason: string | null;
   readonly usage: { input: number; output: number } | undefined;
@@ -239,7 +244,7 @@ export interface TurnEnd {
 export async function finishTurn(db: Db, e: TurnEnd, settlement: RawBuilder<{ credits: number }>): Promise<{ credits: number } | undefined> {
   const { rows } = await sql<{ credits: number }>`with settlement as (${settlement}),
     reply as (
-      update messages set content = ${e.content}, status = ${e.status}, finish_reason = ${e.finishReason},
+      update messages set content = ${e.content}, parts = ${e.parts}::jsonb, status = ${e.status}, finish_reason = ${e.finishReason},
         input_tokens = ${e.usage?.input ?? null}, output_tokens = ${e.usage?.output ?? null},
         error_code = ${e.error?.code ?? null}, error_retryable = ${e.error?.retryable ?? null}, completed_at = ${e.now}
       where id = ${e.replyId}

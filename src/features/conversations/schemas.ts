@@ -77,12 +77,40 @@ const AttachmentSchema = named(
   }),
 );
 
+const ToolArguments = Type.Object({}, { additionalProperties: true, description: 'The arguments the model gave (`{}` when they were not a JSON object)' });
+const ToolOutcomeOk = { ok: Type.Literal(true), result: Type.Object({}, { additionalProperties: true }) };
+const ToolOutcomeError = {
+  ok: Type.Literal(false),
+  error: Type.Object({
+    code: Type.String({
+      description:
+        'TOOL_INVALID_ARGUMENTS, UNKNOWN_SYMBOL, MARKET_DATA_KEY_INVALID, MARKET_DATA_RATE_LIMITED, MARKET_DATA_UNAVAILABLE, ' +
+        'MARKET_DATA_NOT_ENTITLED, UNKNOWN_TOOL, TOOL_CALL_LIMIT_REACHED or TOOL_FAILED',
+    }),
+    message: Type.String(),
+  }),
+};
+
+const MessagePartSchema = named(
+  'MessagePart',
+  Type.Union(
+    [
+      Type.Object({ type: Type.Literal('text'), text: Type.String() }),
+      Type.Object({ type: Type.Literal('tool_call'), id: Type.String(), name: Type.String(), arguments: ToolArguments }),
+      Type.Object({ type: Type.Literal('tool_result'), id: Type.String(), name: Type.String(), ...ToolOutcomeOk }),
+      Type.Object({ type: Type.Literal('tool_result'), id: Type.String(), name: Type.String(), ...ToolOutcomeError }),
+    ],
+    { description: 'A piece of a message, in order: its text, and for a reply the tool calls it made and their results' },
+  ),
+);
+
 const MessageSchema = named(
   'Message',
   Type.Object({
     id: Uuid,
     role: Type.Union([Type.Literal('user'), Type.Literal('assistant')]),
     text: Type.String({ description: 'For a reply: exactly the text streamed to the client' }),
+    parts: Type.Array(ref(MessagePartSchema), { description: 'The text and, for a reply, its tool calls and results, in order' }),
     status: Type.Union([Type.Literal('complete'), Type.Literal('streaming'), Type.Literal('interrupted'), Type.Literal('failed')]),
     clientMessageId: Type.Union([Uuid, Type.Null()]),
     finishReason: Type.Union([Type.String(), Type.Null()]),
@@ -148,7 +176,7 @@ const StreamToolCallFrameSchema = named(
     {
       id: Type.String(),
       name: Type.String({ description: 'get_quote, get_price_history, get_market_status, search_symbols or list_my_accounts' }),
-      arguments: Type.Object({}, { additionalProperties: true }),
+      arguments: ToolArguments,
     },
     { description: '`event: tool_call`: a tool call of the model, once its arguments are complete' },
   ),
@@ -158,13 +186,8 @@ const StreamToolResultFrameSchema = named(
   'StreamToolResultFrame',
   Type.Union(
     [
-      Type.Object({ id: Type.String(), name: Type.String(), ok: Type.Literal(true), result: Type.Object({}, { additionalProperties: true }) }),
-      Type.Object({
-        id: Type.String(),
-        name: Type.String(),
-        ok: Type.Literal(false),
-        error: Type.Object({ code: Type.String({ description: 'TOOL_INVALID_ARGUMENTS, UNKNOWN_SYMBOL, MARKET_DATA_…' }), message: Type.String() }),
-      }),
+      Type.Object({ id: Type.String(), name: Type.String(), ...ToolOutcomeOk }),
+      Type.Object({ id: Type.String(), name: Type.String(), ...ToolOutcomeError }),
     ],
     { description: '`event: tool_result`: the outcome of the tool call with the same id' },
   ),
@@ -233,6 +256,7 @@ export const components: NamedSchema[] = [
   ConversationListItemSchema,
   ConversationListSchema,
   AttachmentSchema,
+  MessagePartSchema,
   MessageSchema,
   ConversationWithMessagesSchema,
   ...Object.values(FRAMES),

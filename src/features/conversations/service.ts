@@ -4,6 +4,7 @@ import { normaliseTitle } from './context.ts';
 import { invalidCursor, openCursor, sealCursor } from './cursor.ts';
 import { CONTENT_TYPE } from './images.ts';
 import * as repo from './repo.ts';
+import { apiParts } from './parts.ts';
 import type { ConversationListItemDto, ConversationWithMessagesDto, MessageDto } from './schemas.ts';
 import { asProvider } from './turn.ts';
 
@@ -37,6 +38,7 @@ function toMessage(row: repo.MessageRow, attachments: repo.AttachmentMeta[]): Me
     id: row.id,
     role: row.role,
     text: row.content,
+    parts: apiParts(row.parts, row.content),
     status: row.status,
     clientMessageId: row.client_message_id,
     finishReason: row.finish_reason,

@@ -55,7 +55,11 @@ describe('advisor stream: provider protocols', () => {
         const start = startOf(res);
         assert.deepEqual([start['provider'], start['model'], start['billing']], [p, MODEL[p], { source: 'allowance', credits: 0 }]);
         assert.equal(textOf(res), 'Buy low, sell high');
-        assert.deepEqual(res.frames.at(-1)?.data, { finishReason: 'stop', usage: { inputTokens: 42, outputTokens: 7 } });
+        assert.deepEqual(res.frames.at(-1)?.data, {
+          finishReason: 'stop',
+          usage: { inputTokens: 42, outputTokens: 7, cachedInputTokens: null, reasoningTokens: null, estimatedCostUsd: null },
+          toolCalls: 0,
+        });
         const stored = await replyRow(t, String(start['assistantMessageId']));
         assert.deepEqual([stored?.status, stored?.content, stored?.finish_reason, stored?.input_tokens, stored?.output_tokens], [
           'complete',
@@ -203,15 +207,21 @@ describe('advisor stream: provider protocols', () => {
         ['assistant', 'First answer'],
         ['user', 'Second question'],
       ];
+      let system: unknown;
       if (p === 'google') {
-        assert.deepEqual(body['systemInstruction'], { parts: [{ text: prompt }] });
+        system = (body['systemInstruction'] as { parts: { text: string }[] }).parts[0]?.text;
         assert.deepEqual(body['contents'], turns.map(([role, text]) => ({ role: role === 'assistant' ? 'model' : 'user', parts: [{ text }] })));
       } else if (p === 'anthropic') {
-        assert.equal(body['system'], prompt);
+        system = body['system'];
         assert.deepEqual(body['messages'], turns.map(([role, content]) => ({ role, content })));
       } else {
-        assert.deepEqual(body['messages'], [{ role: 'system', content: prompt }, ...turns.map(([role, content]) => ({ role, content }))]);
+        const [first, ...rest] = body['messages'] as { role: string; content: unknown }[];
+        assert.equal(first?.role, 'system');
+        system = first?.content;
+        assert.deepEqual(rest, turns.map(([role, content]) => ({ role, content })));
       }
+      // DESIGN §11: the advisor's own prompt (the date, what it may look up), then the persona's.
+      assert.ok(typeof system === 'string' && system.endsWith(`\n\n${prompt}`) && / UTC /.test(system), String(system));
     });
   }
 });

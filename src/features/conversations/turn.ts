@@ -8,10 +8,13 @@ import { AppError } from '../../http/errors.ts';
 import { enforceRateLimit } from '../../http/rate-limit.ts';
 import { SseWriter } from '../../http/sse.ts';
 import type { RateLimitRule } from '../../platform/rate-limiter.ts';
-import { ProviderError, type ChatEvent, type ChatImage, type FinishReason } from '../../providers/llm/index.ts';
-import { activeProviderKey, providerKeyFor, type UsableProviderKey } from '../advisor-keys/service.ts';
+import { ProviderError, type ChatEvent, type ChatImage, type FinishReason, type RoundUsage, type ToolCallPart, type ToolResultPart } from '../../providers/llm/index.ts';
+import type { UsableMarketDataKey } from '../advisor-keys/market-data-service.ts';
+import { keysForTurn, type TurnKeys, type UsableProviderKey } from '../advisor-keys/service.ts';
+import { overLimit, Toolbox, type ToolOutcome } from '../advisor-tools/toolbox.ts';
 import { buildMessages, defaultTitle, systemPrompt } from './context.ts';
-import { deltaData, doneData, errorData, replayTurn, startData, type StreamErrorCode, type TurnIds } from './frames.ts';
+import { deltaData, doneData, errorData, replayTurn, startData, toolCallData, toolResultData, turnUsage, type StreamErrorCode, type TurnIds } from './frames.ts';
+import { PartsLog, resultPart, storable } from './parts.ts';
 import { decodeImages } from './images.ts';
 import { LEASE_TTL_MS, LiveTurn, type RoundRequest } from './live-turn.ts';
 import * as repo from './repo.ts';
@@ -120,6 +123,8 @@ interface TurnReads {
   readonly prior: repo.PriorTurn | undefined;
   /** The key the turn runs on, or why there is none (refused in its place in the decision). */
   readonly key: UsableProviderKey | AppError;
+  /** The market-data key the advisor's market tools use, if one is stored. */
+  readonly marketKey: UsableMarketDataKey | undefined;
   /** The conversation's earlier turns that fit the context budget (none for a new conversation). */
   readonly history: repo.HistoryRow[];
   /** The user's stream lease: its token, null when another stream holds it, or why it could not be asked for. */
@@ -127,17 +132,18 @@ interface TurnReads {
 }
 
 /**
- * The rate-limit verdict, the earlier message with this id, the key (a new conversation's active
- * key) and the lease, in one round trip; the verdict is taken first. An existing conversation's key
- * and history follow once its provider is known; the history is read under the lease, so a reply
- * that has just ended is in it. A lease taken here is given back if a read fails.
+ * The rate-limit verdict, the earlier message with this id, the keys (a new conversation's active
+ * provider key and the market-data key) and the lease, in one round trip; the verdict is taken
+ * first. An existing conversation's keys and history follow once its provider is known; the history
+ * is read under the lease, so a reply that has just ended is in it. A lease taken here is given back
+ * if a read fails.
  */
 async function readTurn(deps: Deps, userId: string, target: string | null, input: TurnInput, verdict: Promise<void>): Promise<TurnReads> {
-  const [admitted, conversation, prior, activeKey, lease] = await Promise.allSettled([
+  const [admitted, conversation, prior, activeKeys, lease] = await Promise.allSettled([
     verdict,
     target === null ? undefined : repo.findConversation(deps.db, userId, target),
     repo.findTurnByClientId(deps.db, userId, input.body.clientMessageId),
-    target === null ? activeProviderKey(deps, userId).catch(refusalOf) : undefined,
+    target === null ? keysForTurn(deps, userId, null) : undefined,
     deps.leases.acquire(userId, LEASE_TTL_MS).catch(refusalOf),
   ]);
   const leaseToken = heldLease(lease.status === 'fulfilled' ? lease.value : null);
@@ -145,15 +151,15 @@ async function readTurn(deps: Deps, userId: string, target: string | null, input
     if (admitted.status === 'rejected') throw admitted.reason;
     const found = valueOf(conversation);
     // A missing conversation is refused before the key is looked at; an existing one keeps its provider.
-    let key = valueOf(activeKey) ?? new AppError('CONVERSATION_NOT_FOUND', 'conversation not found');
+    let keys: TurnKeys = valueOf(activeKeys) ?? { key: new AppError('CONVERSATION_NOT_FOUND', 'conversation not found'), marketKey: undefined };
     let history: repo.HistoryRow[] = [];
     if (found) {
-      [key, history] = await Promise.all([
-        providerKeyFor(deps, userId, asProvider(found.provider)).catch(refusalOf),
+      [keys, history] = await Promise.all([
+        keysForTurn(deps, userId, asProvider(found.provider)),
         leaseToken !== null ? repo.historyWithin(deps.db, found.id, deps.config.contextBudgetChars) : [],
       ]);
     }
-    return { conversation: found, prior: valueOf(prior), key, history, lease: valueOf(lease) };
+    return { conversation: found, prior: valueOf(prior), key: keys.key, marketKey: keys.marketKey, history, lease: valueOf(lease) };
   } catch (err) {
     if (leaseToken !== null) await releaseLease(deps, userId, leaseToken);
     throw err;
@@ -176,6 +182,9 @@ interface NewTurn {
   readonly model: string;
   readonly leaseToken: string;
   readonly history: repo.HistoryRow[];
+  readonly marketKey: UsableMarketDataKey | undefined;
+  /** The model takes tools (its catalogue entry does not say `"tools": false`). */
+  readonly toolsEnabled: boolean;
 }
 
 type Plan = Replay | NewTurn;
@@ -195,14 +204,16 @@ async function decide(deps: Deps, userId: string, target: string | null, input: 
   // An existing conversation keeps the provider and model it started with.
   const provider = conversation ? asProvider(conversation.provider) : key.provider;
   const model = conversation?.model ?? key.model;
-  if (input.images.length > 0 && findModel(deps.config.catalogue, provider, model)?.images === false) {
+  const entry = findModel(deps.config.catalogue, provider, model);
+  if (input.images.length > 0 && entry?.images === false) {
     throw new AppError('IMAGES_NOT_SUPPORTED', `${provider} model ${model} does not take images`);
   }
   // Draining began while this request was being checked (admission saw it too late).
   if (deps.lifecycle.draining) throw new AppError('SERVICE_UNAVAILABLE', 'the service is shutting down; retry shortly');
   if (lease instanceof AppError) throw lease;
   if (lease === null) throw new AppError('STREAM_IN_PROGRESS', 'another reply is streaming for this user');
-  return { kind: 'new', conversation, key, provider, model, leaseToken: lease, history: reads.history };
+  const toolsEnabled = entry?.tools !== false && deps.config.advisorMaxToolCalls > 0;
+  return { kind: 'new', conversation, key, provider, model, leaseToken: lease, history: reads.history, marketKey: reads.marketKey, toolsEnabled };
 }
 
 /**
@@ -284,12 +295,15 @@ async function reserveAndStore(
     attachments: images.map((i) => ({ id: deps.ids.uuid(), format: i.format, data: i.data })),
   };
   try {
-    const request: RoundRequest = { system: systemPrompt(deps.config.catalogue, personaId), messages: buildMessages(plan.history, body.text, images) };
+    const toolbox = new Toolbox(deps, userId, plan.marketKey, plan.toolsEnabled);
+    const system = systemPrompt(deps.config.catalogue, personaId, toolbox.offered, rows.now);
+    const request: RoundRequest = { system, messages: buildMessages(plan.history, body.text, images), tools: toolbox.offered };
     const charge = await deps.billing.reserve({ turnId: assistantMessageId, userId, provider, model, images: images.length }, (db, reservation) =>
       repo.startReservedTurn(db, rows, reservation),
     );
     const billing = { source: charge.source, credits: charge.credits };
-    const live = new LiveTurn(deps, { conversationId, userMessageId, assistantMessageId, provider, model, billing, userId, leaseToken, apiKey: key.apiKey, charge, log });
+    const init = { conversationId, userMessageId, assistantMessageId, provider, model, billing, userId, leaseToken, apiKey: key.apiKey, charge, toolbox, log };
+    const live = new LiveTurn(deps, init);
     return { kind: 'live', live, request };
   } catch (err) {
     await releaseLease(deps, userId, leaseToken);
@@ -310,13 +324,15 @@ async function reserveAndStore(
 type Failure = { code: StreamErrorCode; retryable: boolean; detail: string };
 
 /**
- * Stages 6 and 7, relay and settle: the start frame, the provider's deltas as they come (waiting for
- * the socket when it is full, which stops reading upstream), then exactly one of done / error.
- * Nothing is written to the database until the turn ends; then the turn settles (reply stored,
- * charge settled, lease released) before the last frame goes out, so a client that has seen `done`
- * can send its next message at once and will find the reply stored. Never throws.
+ * Stages 6 and 7, relay and settle: the start frame, then rounds with the provider until it answers
+ * in text (DESIGN §11): each round's deltas as they come (waiting for the socket when it is full,
+ * which stops reading upstream) and its tool calls, run by the turn's toolbox while the round still
+ * streams, their results sent back in the next round; then exactly one of done / error. Nothing is
+ * written to the database until the turn ends; then the turn settles (reply stored with its parts,
+ * charge settled once, lease released) before the last frame goes out, so a client that has seen
+ * `done` can send its next message at once and will find the reply stored. Never throws.
  */
-async function relay(deps: Deps, reply: FastifyReply, live: LiveTurn, request: RoundRequest): Promise<void> {
+async function relay(deps: Deps, reply: FastifyReply, live: LiveTurn, first: RoundRequest): Promise<void> {
   reply.hijack();
   const raw = reply.raw;
   const sse = new SseWriter(raw);
@@ -327,81 +343,161 @@ async function relay(deps: Deps, reply: FastifyReply, live: LiveTurn, request: R
 
   // The provider call goes out first, and the start frame is written while it is on its way: the
   // turn is stored by now (DESIGN §7), and the frame's write is then off the path to the first delta.
-  let events: AsyncIterator<readonly ChatEvent[]> | undefined;
-  let firstRead: Promise<IteratorResult<readonly ChatEvent[]>> | undefined;
-  let early: unknown;
-  try {
-    events = live.round(request);
-    firstRead = events.next();
-    firstRead.catch(() => undefined);
-  } catch (err) {
-    early = err;
-  }
+  let round = startRound(live, first);
   sse.open(reply.getHeaders());
   sse.event('start', startData(live));
-
-  let text = '';
-  let deltas = 0;
-  let usage: { input: number; output: number } | undefined;
-  let finish: FinishReason | undefined;
-  let failure: Failure | undefined;
   // Gone while the turn was being prepared (the close event fired before anyone listened), or a
   // drain that began meanwhile and will not wait for a stream it never saw.
   if (raw.destroyed) live.stop('client');
   else if (deps.lifecycle.draining) live.stop('shutdown');
+
   const signal = live.signal;
+  const parts = new PartsLog();
+  const usage: RoundUsage[] = [];
+  const maxCalls = deps.config.advisorMaxToolCalls;
+  let request = first;
+  let toolCalls = 0;
+  let finish: FinishReason | undefined;
+  let failure: Failure | undefined;
   try {
-    if (early !== undefined || events === undefined) throw early;
-    read: for (;;) {
-      const next = await (firstRead ?? events.next());
-      firstRead = undefined;
-      if (next.done || signal.aborted) break;
-      for (const ev of next.value) {
-        if (ev.type === 'delta') {
-          text += ev.text;
-          deltas++;
-          if (!sse.event('delta', deltaData(ev.text))) {
-            await sse.drained(signal);
-            if (signal.aborted) break read;
-          }
-        } else if (ev.type === 'usage') {
-          usage = { input: ev.input, output: ev.output };
-        } else {
-          finish = ev.reason;
-          break read;
-        }
+    for (;;) {
+      const out = await relayRound(sse, live, round, parts, maxCalls - toolCalls);
+      toolCalls += out.ran;
+      if (out.usage) usage.push(out.usage);
+      if (out.finish !== 'tool_calls' || out.calls.length === 0 || signal.aborted) {
+        finish = out.finish === 'tool_calls' ? 'stop' : out.finish;
+        break;
       }
+      const results: ToolResultPart[] = [];
+      for (const { call, outcome } of out.calls) {
+        const result = await outcome;
+        parts.addResult(call, result);
+        results.push(resultPart(call, result));
+        if (!sse.event('tool_result', toolResultData(call, result))) await sse.drained(signal);
+      }
+      // A model that calls tools after being told to answer in text gets no further round.
+      if (request.toolChoice === 'none') {
+        finish = 'stop';
+        break;
+      }
+      const messages = [...request.messages, { role: 'assistant', text: out.text, toolCalls: out.calls.map((c) => c.call) }, { role: 'tool', text: '', toolResults: results }] as const;
+      request = { ...request, messages, toolChoice: toolCalls >= maxCalls ? 'none' : 'auto' };
+      round = startRound(live, request);
     }
   } catch (err) {
     if (!signal.aborted) failure = toFailure(err, live.log);
   }
   const cause = live.cause;
-  if (finish !== undefined) {
-    // The body ends right after the finish; reading it to the end keeps the upstream connection reusable.
-    if (events) void drain(events);
-  } else {
-    void events?.return?.().catch(() => undefined);
+  if (finish === undefined) {
     if (cause === 'shutdown') failure = { code: 'SHUTTING_DOWN', retryable: true, detail: 'drain deadline reached' };
     else if (cause === 'client') failure = undefined;
     else failure ??= { code: 'PROVIDER_UNAVAILABLE', retryable: true, detail: 'stream ended early' };
   }
   raw.off('close', onClose);
 
-  const status = finish !== undefined ? 'complete' : cause !== undefined ? 'interrupted' : 'failed';
+  const status: repo.TurnEnd['status'] = finish !== undefined ? 'complete' : cause !== undefined ? 'interrupted' : 'failed';
   const error = finish === undefined && failure ? { code: failure.code, retryable: failure.retryable } : undefined;
   const finishReason = finish ?? (cause === 'client' ? 'aborted' : null);
-  await live.settle({ replyId: live.assistantMessageId, now: deps.clock.now(), content: text, status, finishReason, usage, error }, deltas > 0);
+  const total = turnUsage(usage);
+  const end = { replyId: live.assistantMessageId, now: deps.clock.now(), content: storable(parts.text), parts: parts.stored(), status, finishReason, usage: total, error };
+  await live.settle(end, parts.deltas > 0);
 
-  if (finish !== undefined) sse.event('done', doneData(finish, usage?.input ?? 0, usage?.output ?? 0));
+  if (finish !== undefined) sse.event('done', doneData(finish, total, toolCalls));
   else if (error) sse.event('error', errorData(error.code, error.retryable));
   sse.end();
   // At shutdown a client that stopped reading must not hold the server open.
   if (cause === 'shutdown') setTimeout(() => raw.writableFinished || raw.destroy(), SHUTDOWN_FLUSH_MS).unref();
   live.close(status);
   live.log.info(
-    { conversationId: live.conversationId, provider: live.provider, model: live.model, outcome: status, deltas, cause, error: failure?.detail },
+    { conversationId: live.conversationId, provider: live.provider, model: live.model, outcome: status, deltas: parts.deltas, toolCalls, cause, error: failure?.detail },
     'advisor stream ended',
   );
+}
+
+/** A provider round on its way: its events, and the first read already asked for (or why the call could not start). */
+type PendingRound = { readonly events: AsyncIterator<readonly ChatEvent[]>; readonly first: Promise<IteratorResult<readonly ChatEvent[]>> } | { readonly failed: unknown };
+
+function startRound(live: LiveTurn, request: RoundRequest): PendingRound {
+  try {
+    const events = live.round(request);
+    const first = events.next();
+    first.catch(() => undefined);
+    return { events, first };
+  } catch (err) {
+    return { failed: err };
+  }
+}
+
+/** A tool call of a round and its outcome, running. */
+interface RunningCall {
+  readonly call: ToolCallPart;
+  readonly outcome: Promise<ToolOutcome>;
+}
+
+interface RoundOut {
+  /** Undefined: the stream ended without the provider's finish (or the turn was stopped). */
+  readonly finish: FinishReason | undefined;
+  readonly usage: RoundUsage | undefined;
+  /** This round's text (the assistant message the next round is sent back). */
+  readonly text: string;
+  readonly calls: readonly RunningCall[];
+  /** Calls started (within the turn's remaining `budget`). */
+  readonly ran: number;
+}
+
+/**
+ * One round: delta and tool_call frames as the provider streams them, each call started as soon as
+ * its arguments are complete (the calls of a round run concurrently, DESIGN §11); calls beyond the
+ * turn's remaining budget are answered TOOL_CALL_LIMIT_REACHED without running. Throws the
+ * provider's failure.
+ */
+async function relayRound(sse: SseWriter, live: LiveTurn, round: PendingRound, parts: PartsLog, budget: number): Promise<RoundOut> {
+  if ('failed' in round) throw round.failed;
+  const signal = live.signal;
+  const calls: RunningCall[] = [];
+  let text = '';
+  let ran = 0;
+  let usage: RoundUsage | undefined;
+  let finish: FinishReason | undefined;
+  let firstRead: Promise<IteratorResult<readonly ChatEvent[]>> | undefined = round.first;
+  try {
+    read: for (;;) {
+      const next = await (firstRead ?? round.events.next());
+      firstRead = undefined;
+      if (next.done || signal.aborted) break;
+      for (const ev of next.value) {
+        let written = true;
+        if (ev.type === 'delta') {
+          text += ev.text;
+          parts.addText(ev.text);
+          written = sse.event('delta', deltaData(ev.text));
+        } else if (ev.type === 'tool_call') {
+          const call = ev.call;
+          parts.addCall(call);
+          const within = ran < budget;
+          if (within) ran++;
+          const outcome = within ? live.toolbox.run(call, signal) : Promise.resolve(overLimit(live.toolbox.maxCalls));
+          outcome.catch(() => undefined);
+          calls.push({ call, outcome });
+          written = sse.event('tool_call', toolCallData(call));
+        } else if (ev.type === 'usage') {
+          usage = ev;
+        } else {
+          finish = ev.reason;
+          break read;
+        }
+        if (!written) {
+          await sse.drained(signal);
+          if (signal.aborted) break read;
+        }
+      }
+    }
+  } finally {
+    // The body ends right after the finish; reading it to the end keeps the upstream connection reusable.
+    if (finish !== undefined) void drain(round.events);
+    else void round.events.return?.().catch(() => undefined);
+  }
+  return { finish, usage, text, calls, ran };
 }
 
 function toFailure(err: unknown, log: FastifyReply['log']): Failure {

@@ -5,7 +5,21 @@ import { streamOpenAiCompatible } from './openai-compatible.ts';
 import { probeProviderKey, type ProviderProbeResult } from './probes.ts';
 import type { ChatRequest, ChatStream, UpstreamAgent } from './types.ts';
 
-export type { ChatEvent, ChatImage, ChatMessage, ChatRequest, ChatStream, ChatTarget, FinishReason, ImageFormat, UpstreamAgent } from './types.ts';
+export type {
+  ChatEvent,
+  ChatImage,
+  ChatMessage,
+  ChatRequest,
+  ChatStream,
+  ChatTarget,
+  FinishReason,
+  ImageFormat,
+  RoundUsage,
+  ToolCallPart,
+  ToolResultPart,
+  ToolSpec,
+  UpstreamAgent,
+} from './types.ts';
 export type { ProviderProbeResult } from './probes.ts';
 export { createUpstreamAgent } from './upstream.ts';
 export { ProviderError, type ProviderErrorCode } from './types.ts';
