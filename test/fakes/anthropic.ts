@@ -3,6 +3,7 @@
 import type { ServerResponse } from 'node:http';
 import type { FakeServer, KeyRing, ProbeBehaviour, RecordedRequest } from './http-fake.ts';
 import { SSE_HEADERS, isRecord, keyRing, probeStatus, randomId, sendJson, startFake } from './http-fake.ts';
+import { anthropicToolProblem } from './tool-history.ts';
 import type { FinishReason, ResolvedScript, StreamControl, StreamWriter } from './stream-script.ts';
 import { createStreamControl, playScript } from './stream-script.ts';
 
@@ -39,7 +40,7 @@ const ERRORS: Record<number, [type: string, message: string]> = {
   529: ['overloaded_error', 'Overloaded'],
 };
 
-const STOP_REASON: Record<FinishReason, string> = { stop: 'end_turn', length: 'max_tokens', content_filter: 'refusal' };
+const STOP_REASON: Record<FinishReason, string> = { stop: 'end_turn', length: 'max_tokens', content_filter: 'refusal', tool_calls: 'tool_use' };
 
 function errorBody(status: number, message?: string): [unknown, Record<string, string>] {
   const [type, text] = ERRORS[status] ?? ['api_error', 'Internal server error'];
@@ -130,6 +131,8 @@ export async function startAnthropicFake(opts: AnthropicFakeOptions = {}): Promi
     if (typeof model !== 'string') return fail(res, 400, 'model: Field required');
     if (typeof body['max_tokens'] !== 'number') return fail(res, 400, 'max_tokens: Field required');
     if (!Array.isArray(body['messages']) || body['messages'].length === 0) return fail(res, 400, 'messages: Field required');
+    const toolProblem = anthropicToolProblem(body['messages'], Array.isArray(body['tools']) && body['tools'].length > 0);
+    if (toolProblem !== undefined) return fail(res, 400, toolProblem);
     const script = control.take();
     if (script.status !== undefined) return fail(res, script.status);
     if (tracked === undefined) return sendJson(res, 200, message(model, script, true));
@@ -173,8 +176,17 @@ function eventWriter(res: ServerResponse, model: string, script: ResolvedScript)
       event('ping', {});
     },
     piece: (text) => event('content_block_delta', { index: 0, delta: { type: 'text_delta', text } }),
-    finish() {
+    calls(calls) {
       event('content_block_stop', { index: 0 });
+      calls.forEach((c, i) => {
+        const index = i + 1;
+        event('content_block_start', { index, content_block: { type: 'tool_use', id: c.id ?? randomId('toolu_01', 22), name: c.name, input: {} } });
+        for (const p of ['', ...c.pieces]) event('content_block_delta', { index, delta: { type: 'input_json_delta', partial_json: p } });
+        event('content_block_stop', { index });
+      });
+    },
+    finish() {
+      if (script.calls.length === 0) event('content_block_stop', { index: 0 });
       event('message_delta', {
         delta: { stop_reason: STOP_REASON[script.finishReason], stop_sequence: null },
         usage: { output_tokens: script.usage.output },

@@ -4,6 +4,7 @@
 import type { ServerResponse } from 'node:http';
 import type { FakeServer, KeyRing, ProbeBehaviour, RecordedRequest } from './http-fake.ts';
 import { isRecord, keyRing, probeStatus, randomId, sendJson, startFake } from './http-fake.ts';
+import { geminiToolProblem } from './tool-history.ts';
 import type { FinishReason, ResolvedScript, StreamControl, StreamWriter } from './stream-script.ts';
 import { createStreamControl, playScript, runningOutput } from './stream-script.ts';
 
@@ -51,7 +52,7 @@ const BAD_KEY = {
   },
 };
 
-const FINISH: Record<FinishReason, string> = { stop: 'STOP', length: 'MAX_TOKENS', content_filter: 'SAFETY' };
+const FINISH: Record<FinishReason, string> = { stop: 'STOP', length: 'MAX_TOKENS', content_filter: 'SAFETY', tool_calls: 'STOP' };
 
 function googleError(status: number, message?: string): unknown {
   const [code, text] = ERRORS[status] ?? ['UNKNOWN', 'Unknown error'];
@@ -115,6 +116,8 @@ export async function startGeminiFake(opts: GeminiFakeOptions = {}): Promise<Gem
     if (!Array.isArray(body['contents']) || body['contents'].length === 0) {
       return fail(res, 400, '* GenerateContentRequest.contents: contents is not specified\n');
     }
+    const toolProblem = geminiToolProblem(body['contents']);
+    if (toolProblem !== undefined) return fail(res, 400, toolProblem);
     const script = control.take();
     if (script.status !== undefined) return fail(res, script.status, script.status === 400 ? 'Request contains an invalid argument.' : undefined);
     const n = script.chunks.length;
@@ -187,9 +190,20 @@ function sseWriter(res: ServerResponse, model: string, script: ResolvedScript, e
   const data = (o: unknown): void => void res.write(`data: ${JSON.stringify(o)}${eol}${eol}`);
   return {
     open: () => res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', 'x-goog-request-id': randomId('') }),
-    piece: (text, i) => data(chunkBody(model, script, i, text, i === n - 1 && !interrupted)),
+    piece: (text, i) => data(chunkBody(model, script, i, text, i === n - 1 && !interrupted && script.calls.length === 0)),
+    calls(calls) {
+      // Function calls arrive whole, args as an object, with the thought signature of a thinking model.
+      const parts = calls.map((c, i) => ({
+        functionCall: { ...(c.id === undefined ? {} : { id: c.id }), name: c.name, args: JSON.parse(c.text) as unknown },
+        ...(i === 0 ? { thoughtSignature: Buffer.from(`sig:${c.name}`).toString('base64') } : {}),
+      }));
+      const body = chunkBody(model, script, n, '', true);
+      const candidates = body['candidates'] as Record<string, unknown>[];
+      if (candidates[0]) candidates[0]['content'] = { parts, role: 'model' };
+      data(body);
+    },
     finish() {
-      if (n === 0) data(chunkBody(model, script, 0, '', true));
+      if (n === 0 && script.calls.length === 0) data(chunkBody(model, script, 0, '', true));
     },
     error: () => data(googleError(500)),
     malformed: () => void res.write(`data: {not json${eol}${eol}`),

@@ -3,6 +3,7 @@
 import type { ServerResponse } from 'node:http';
 import type { FakeServer, KeyRing, ProbeBehaviour, RecordedRequest } from './http-fake.ts';
 import { SSE_HEADERS, bearer, isRecord, keyRing, maskKey, probeStatus, randomId, sendJson, startFake } from './http-fake.ts';
+import { openAiToolProblem } from './tool-history.ts';
 import type { ResolvedScript, StreamControl, StreamWriter } from './stream-script.ts';
 import { createStreamControl, playScript } from './stream-script.ts';
 
@@ -158,6 +159,11 @@ export async function startOpenAiCompatibleFake(opts: OpenAiCompatibleFakeOption
       const [s, b] = statusAnswer(flavor, 400);
       return sendJson(res, s, flavor === 'xai' ? b : { error: { message: 'you must provide a model parameter and a non-empty messages array', type: 'invalid_request_error', param: null, code: null } });
     }
+    const toolProblem = openAiToolProblem(messages, flavor === 'mistral');
+    if (toolProblem !== undefined) {
+      const [s, b] = statusAnswer(flavor, 400);
+      return sendJson(res, s, flavor === 'xai' ? b : { error: { message: toolProblem, type: 'invalid_request_error', param: 'messages', code: null } });
+    }
     const script = control.take();
     if (script.status !== undefined) return answer(res, script.status);
     const opts = isRecord(body['stream_options']) ? body['stream_options'] : {};
@@ -248,6 +254,19 @@ function chunkWriter(
       data(chunk([choice({ role: 'assistant', content: '' })]));
     },
     piece: (text) => data(chunk([choice({ content: text })])),
+    calls(calls) {
+      // The first fragment of each call carries its index, id, type and name; the rest only arguments.
+      calls.forEach((c, index) => {
+        const id = c.id ?? (flavor === 'mistral' ? randomId('', 9) : randomId('call_', 24));
+        if (flavor === 'mistral') {
+          // Mistral sends each call whole, in one chunk.
+          data(chunk([choice({ tool_calls: [{ id, type: 'function', function: { name: c.name, arguments: c.text }, index }] })]));
+          return;
+        }
+        data(chunk([choice({ tool_calls: [{ index, id, type: 'function', function: { name: c.name, arguments: '' } }] })]));
+        for (const p of c.pieces) data(chunk([choice({ tool_calls: [{ index, function: { arguments: p } }] })]));
+      });
+    },
     gap: processing,
     finish() {
       // Mistral reports usage on the finishing chunk itself and has no separate usage chunk.

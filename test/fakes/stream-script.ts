@@ -4,11 +4,34 @@ import type { ServerResponse } from 'node:http';
 import type { RecordedRequest } from './http-fake.ts';
 import { sleep } from './http-fake.ts';
 
-export type FinishReason = 'stop' | 'length' | 'content_filter';
+export type FinishReason = 'stop' | 'length' | 'content_filter' | 'tool_calls';
+
+/** A tool call the scripted model makes after its text (several: parallel calls in one round). */
+export interface ScriptedCall {
+  name: string;
+  /** Arguments as a value (sent as its JSON), or `raw` text sent as it is (possibly invalid JSON). */
+  arguments?: unknown;
+  raw?: string;
+  /** The provider's call id; generated when absent (Gemini: none is sent when absent). */
+  id?: string;
+  /** Split the argument text into this many streamed fragments (OpenAI-style and Anthropic). Default 3. */
+  fragments?: number;
+}
+
+export interface ResolvedCall {
+  id: string | undefined;
+  name: string;
+  /** The arguments' JSON text. */
+  text: string;
+  /** `text` in its streamed fragments. */
+  pieces: string[];
+}
 
 export interface StreamScript {
-  /** Text pieces, one provider chunk each. Default `['Hello', ' world']`. */
+  /** Text pieces, one provider chunk each. Default `['Hello', ' world']` (none when toolCalls are scripted). */
   chunks?: string[];
+  /** Tool calls after the text; the round then finishes as the provider ends a round of calls. */
+  toolCalls?: ScriptedCall[];
   /** Pause before every piece after the first and before the closing frames. */
   delayMs?: number;
   /** Token counts reported by the provider. Default `{ input: 10, output: chunks.length }`. */
@@ -30,6 +53,7 @@ export interface StreamScript {
 
 export interface ResolvedScript extends StreamScript {
   chunks: string[];
+  calls: ResolvedCall[];
   usage: { input: number; output: number };
   finishReason: FinishReason;
 }
@@ -46,6 +70,8 @@ export interface StreamRecord {
 export interface StreamWriter {
   open(): void;
   piece(text: string, index: number): void;
+  /** The round's tool calls, after the text. */
+  calls(calls: ResolvedCall[]): void;
   /** Between two pieces (OpenRouter's keep-alive comments). */
   gap?(): void;
   finish(): void;
@@ -102,13 +128,24 @@ export function createStreamControl(lifetime: AbortSignal): StreamControl {
 }
 
 export function resolveScript(s: StreamScript): ResolvedScript {
-  const chunks = s.chunks ?? ['Hello', ' world'];
+  const calls = (s.toolCalls ?? []).map(resolveCall);
+  const chunks = s.chunks ?? (calls.length > 0 ? [] : ['Hello', ' world']);
   return {
     ...s,
     chunks,
-    usage: s.usage ?? { input: 10, output: chunks.length },
-    finishReason: s.finishReason ?? 'stop',
+    calls,
+    usage: s.usage ?? { input: 10, output: chunks.length + calls.length },
+    finishReason: s.finishReason ?? (calls.length > 0 ? 'tool_calls' : 'stop'),
   };
+}
+
+function resolveCall(c: ScriptedCall): ResolvedCall {
+  const text = c.raw ?? JSON.stringify(c.arguments ?? {});
+  const n = Math.max(1, c.fragments ?? 3);
+  const size = Math.ceil(text.length / n) || 1;
+  const pieces: string[] = [];
+  for (let i = 0; i < text.length; i += size) pieces.push(text.slice(i, i + size));
+  return { id: c.id, name: c.name, text, pieces };
 }
 
 /** Plays a script through a provider's writer. Stops as soon as the client or the fake goes away. */
@@ -152,6 +189,7 @@ export async function playScript(
     if (i > 0) writer.gap?.();
     writer.piece(script.chunks[i] ?? '', i);
   }
+  if (script.calls.length > 0) writer.calls(script.calls);
   writer.finish();
   res.end();
 }

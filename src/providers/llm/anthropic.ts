@@ -1,3 +1,4 @@
+import { argumentsObject, idFor, newCallId } from './tool-wire.ts';
 import { MIME, base64, incomplete, inStreamError, streamSse, type Translator } from './upstream.ts';
 import type { ChatEvent, ChatMessage, ChatRequest, ChatStream, ChatTarget, FinishReason } from './types.ts';
 
@@ -6,7 +7,7 @@ export const ANTHROPIC_VERSION = '2023-06-01';
 const FINISH: Record<string, FinishReason> = {
   end_turn: 'stop',
   stop_sequence: 'stop',
-  tool_use: 'stop',
+  tool_use: 'tool_calls',
   pause_turn: 'stop',
   max_tokens: 'length',
   model_context_window_exceeded: 'length',
@@ -24,7 +25,16 @@ const num = (v: unknown): number => (typeof v === 'number' ? v : 0);
 /** Cached prompt tokens are reported apart from `input_tokens`; the prompt is all of them. */
 const inputOf = (u: AnthropicUsage): number => num(u.input_tokens) + num(u.cache_creation_input_tokens) + num(u.cache_read_input_tokens);
 
+/** Anthropic's tool_use ids: letters, digits, `_` and `-`. */
+const callId = (id: string): string => idFor(id, /^[A-Za-z0-9_-]{1,64}$/, 40, 'word');
+
 function content(m: ChatMessage): unknown {
+  if (m.role === 'assistant' && m.toolCalls && m.toolCalls.length > 0) {
+    return [
+      ...(m.text === '' ? [] : [{ type: 'text', text: m.text }]),
+      ...m.toolCalls.map((c) => ({ type: 'tool_use', id: callId(c.id), name: c.name, input: argumentsObject(c) })),
+    ];
+  }
   if (!m.images || m.images.length === 0) return m.text;
   // Images before the text, as Anthropic recommends.
   return [
@@ -33,12 +43,43 @@ function content(m: ChatMessage): unknown {
   ];
 }
 
+/**
+ * Tool results travel as `tool_result` blocks in a user message, first in it; the user's next
+ * message, when it follows at once, joins that same message (the roles alternate).
+ */
+function messages(req: ChatRequest): unknown[] {
+  const out: { role: string; content: unknown }[] = [];
+  let results: unknown[] | undefined;
+  for (const m of req.messages) {
+    if (m.role === 'tool') {
+      results = (m.toolResults ?? []).map((r) => ({ type: 'tool_result', tool_use_id: callId(r.id), content: r.content, ...(r.isError ? { is_error: true } : {}) }));
+      out.push({ role: 'user', content: results });
+      continue;
+    }
+    const c = content(m);
+    if (m.role === 'user' && results !== undefined) {
+      results.push(...(typeof c === 'string' ? [{ type: 'text', text: c }] : (c as unknown[])));
+    } else {
+      out.push({ role: m.role, content: c });
+    }
+    results = undefined;
+  }
+  return out;
+}
+
 export function requestBody(req: ChatRequest): string {
+  const tools = req.tools && req.tools.length > 0 ? req.tools : undefined;
   return JSON.stringify({
     model: req.model,
     max_tokens: req.maxTokens,
     ...(req.system ? { system: req.system } : {}),
-    messages: req.messages.map((m) => ({ role: m.role, content: content(m) })),
+    messages: messages(req),
+    ...(tools
+      ? {
+          tools: tools.map((t) => ({ name: t.name, description: t.description, input_schema: t.parameters })),
+          tool_choice: { type: req.toolChoice ?? 'auto' },
+        }
+      : {}),
     stream: true,
   });
 }
@@ -48,14 +89,41 @@ class AnthropicTranslator implements Translator {
   #reason: FinishReason | undefined;
   #input = -1;
   #output = 0;
+  #cached: number | null = null;
+  /** tool_use blocks being streamed, by content-block index. */
+  readonly #calls = new Map<number, { id: string; name: string; args: string }>();
 
   event(name: string, data: string, out: ChatEvent[]): void {
-    // Only the events that carry something are parsed; ping and block boundaries are skipped unread.
+    // Only the events that carry something are parsed; ping is skipped unread.
     switch (name) {
       case 'content_block_delta': {
-        const e = JSON.parse(data) as { delta?: { type?: unknown; text?: unknown } };
+        const e = JSON.parse(data) as { index?: unknown; delta?: { type?: unknown; text?: unknown; partial_json?: unknown } };
         const text = e.delta?.text;
         if (e.delta?.type === 'text_delta' && typeof text === 'string' && text.length > 0) out.push({ type: 'delta', text });
+        else if (e.delta?.type === 'input_json_delta' && typeof e.delta.partial_json === 'string') {
+          const call = this.#calls.get(typeof e.index === 'number' ? e.index : -1);
+          if (call) call.args += e.delta.partial_json;
+        }
+        return;
+      }
+      case 'content_block_start': {
+        if (!data.includes('"tool_use"')) return;
+        const e = JSON.parse(data) as { index?: unknown; content_block?: { type?: unknown; id?: unknown; name?: unknown } };
+        const b = e.content_block;
+        if (b?.type === 'tool_use' && typeof e.index === 'number') {
+          this.#calls.set(e.index, { id: typeof b.id === 'string' ? b.id : newCallId(), name: typeof b.name === 'string' ? b.name : '', args: '' });
+        }
+        return;
+      }
+      case 'content_block_stop': {
+        if (this.#calls.size === 0) return;
+        const e = JSON.parse(data) as { index?: unknown };
+        const index = typeof e.index === 'number' ? e.index : -1;
+        const call = this.#calls.get(index);
+        if (call) {
+          this.#calls.delete(index);
+          out.push({ type: 'tool_call', call: { id: call.id, name: call.name, arguments: call.args } });
+        }
         return;
       }
       case 'message_start': {
@@ -64,6 +132,7 @@ class AnthropicTranslator implements Translator {
         if (usage) {
           this.#input = inputOf(usage);
           this.#output = num(usage.output_tokens);
+          this.#cached = typeof usage.cache_read_input_tokens === 'number' ? usage.cache_read_input_tokens : null;
         }
         return;
       }
@@ -75,6 +144,7 @@ class AnthropicTranslator implements Translator {
         if (e.usage) {
           if (typeof e.usage.output_tokens === 'number') this.#output = e.usage.output_tokens;
           if (typeof e.usage.input_tokens === 'number') this.#input = inputOf(e.usage);
+          if (typeof e.usage.cache_read_input_tokens === 'number') this.#cached = e.usage.cache_read_input_tokens;
         }
         return;
       }
@@ -97,7 +167,8 @@ class AnthropicTranslator implements Translator {
   }
 
   #close(out: ChatEvent[], reason: FinishReason): void {
-    if (this.#input >= 0) out.push({ type: 'usage', input: this.#input, output: this.#output });
+    // Anthropic does not report reasoning tokens apart from output tokens.
+    if (this.#input >= 0) out.push({ type: 'usage', input: this.#input, output: this.#output, cachedInput: this.#cached, reasoning: null, costUsd: null });
     out.push({ type: 'finish', reason });
   }
 }

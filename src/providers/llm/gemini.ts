@@ -1,3 +1,4 @@
+import { argumentsObject, newCallId, resultObject } from './tool-wire.ts';
 import { MIME, base64, incomplete, inStreamError, streamSse, type Translator } from './upstream.ts';
 import type { ChatEvent, ChatMessage, ChatRequest, ChatStream, ChatTarget, FinishReason } from './types.ts';
 
@@ -12,9 +13,16 @@ const FINISH: Record<string, FinishReason> = {
   IMAGE_SAFETY: 'content_filter',
 };
 
+interface Part {
+  text?: unknown;
+  thought?: unknown;
+  functionCall?: { id?: unknown; name?: unknown; args?: unknown };
+  thoughtSignature?: unknown;
+}
+
 interface Chunk {
-  candidates?: { content?: { parts?: { text?: unknown; thought?: unknown }[] }; finishReason?: unknown }[];
-  usageMetadata?: { promptTokenCount?: unknown; candidatesTokenCount?: unknown; thoughtsTokenCount?: unknown };
+  candidates?: { content?: { parts?: Part[] }; finishReason?: unknown }[];
+  usageMetadata?: { promptTokenCount?: unknown; candidatesTokenCount?: unknown; thoughtsTokenCount?: unknown; cachedContentTokenCount?: unknown };
   promptFeedback?: { blockReason?: unknown };
   error?: unknown;
 }
@@ -22,6 +30,16 @@ interface Chunk {
 const num = (v: unknown): number => (typeof v === 'number' ? v : 0);
 
 function parts(m: ChatMessage): unknown[] {
+  if (m.role === 'tool') {
+    return (m.toolResults ?? []).map((r) => ({ functionResponse: { id: r.id, name: r.name, response: resultObject(r) } }));
+  }
+  if (m.role === 'assistant' && m.toolCalls && m.toolCalls.length > 0) {
+    return [
+      ...(m.text === '' ? [] : [{ text: m.text }]),
+      // A call goes back with the thought signature it came with (Gemini's thinking models require it).
+      ...m.toolCalls.map((c) => ({ functionCall: { id: c.id, name: c.name, args: argumentsObject(c) }, ...(c.signature ? { thoughtSignature: c.signature } : {}) })),
+    ];
+  }
   const list: unknown[] = [];
   // Images before the text, as Google recommends for image prompts.
   for (const i of m.images ?? []) list.push({ inlineData: { mimeType: MIME[i.format], data: base64(i.data) } });
@@ -30,9 +48,17 @@ function parts(m: ChatMessage): unknown[] {
 }
 
 export function requestBody(req: ChatRequest): string {
+  const tools = req.tools && req.tools.length > 0 ? req.tools : undefined;
   return JSON.stringify({
     contents: req.messages.map((m) => ({ role: m.role === 'assistant' ? 'model' : 'user', parts: parts(m) })),
     ...(req.system ? { systemInstruction: { parts: [{ text: req.system }] } } : {}),
+    ...(tools
+      ? {
+          // parametersJsonSchema takes the JSON Schema as it is (`parameters` takes only an OpenAPI subset).
+          tools: [{ functionDeclarations: tools.map((t) => ({ name: t.name, description: t.description, parametersJsonSchema: t.parameters })) }],
+          toolConfig: { functionCallingConfig: { mode: req.toolChoice === 'none' ? 'NONE' : 'AUTO' } },
+        }
+      : {}),
     generationConfig: { maxOutputTokens: req.maxTokens },
   });
 }
@@ -43,6 +69,9 @@ class GeminiTranslator implements Translator {
   #reason: FinishReason | undefined;
   #input = -1;
   #output = 0;
+  #cached: number | null = null;
+  #reasoning: number | null = null;
+  #called = false;
 
   event(_name: string, data: string, out: ChatEvent[]): void {
     const chunk = JSON.parse(data) as Chunk;
@@ -53,6 +82,14 @@ class GeminiTranslator implements Translator {
       for (const part of list) {
         // Thought summaries are not part of the reply.
         if (typeof part.text === 'string' && part.text.length > 0 && part.thought !== true) out.push({ type: 'delta', text: part.text });
+        // A function call arrives whole, its args an object; ids are newer and not always given.
+        const fc = part.functionCall;
+        if (fc && typeof fc.name === 'string') {
+          this.#called = true;
+          const id = typeof fc.id === 'string' && fc.id !== '' ? fc.id : newCallId();
+          const signature = typeof part.thoughtSignature === 'string' ? { signature: part.thoughtSignature } : {};
+          out.push({ type: 'tool_call', call: { id, name: fc.name, arguments: JSON.stringify(fc.args ?? {}), ...signature } });
+        }
       }
     }
     // usageMetadata carries running totals on every chunk; the last one wins.
@@ -60,6 +97,8 @@ class GeminiTranslator implements Translator {
     if (usage) {
       this.#input = num(usage.promptTokenCount);
       this.#output = num(usage.candidatesTokenCount) + num(usage.thoughtsTokenCount);
+      this.#cached = typeof usage.cachedContentTokenCount === 'number' ? usage.cachedContentTokenCount : null;
+      this.#reasoning = typeof usage.thoughtsTokenCount === 'number' ? usage.thoughtsTokenCount : null;
     }
     const finish = candidate?.finishReason;
     if (typeof finish === 'string' && finish !== 'FINISH_REASON_UNSPECIFIED') this.#reason = FINISH[finish] ?? 'stop';
@@ -69,8 +108,11 @@ class GeminiTranslator implements Translator {
 
   end(out: ChatEvent[]): void {
     if (this.#reason === undefined) throw incomplete('google');
-    if (this.#input >= 0) out.push({ type: 'usage', input: this.#input, output: this.#output });
-    out.push({ type: 'finish', reason: this.#reason });
+    if (this.#input >= 0) {
+      out.push({ type: 'usage', input: this.#input, output: this.#output, cachedInput: this.#cached, reasoning: this.#reasoning, costUsd: null });
+    }
+    // Gemini ends a round of function calls with STOP.
+    out.push({ type: 'finish', reason: this.#called && this.#reason === 'stop' ? 'tool_calls' : this.#reason });
   }
 }
 

@@ -3,6 +3,7 @@ import { streamAnthropic } from './anthropic.ts';
 import { streamGemini } from './gemini.ts';
 import { streamOpenAiCompatible } from './openai-compatible.ts';
 import { probeProviderKey, type ProviderProbeResult } from './probes.ts';
+import { hasToolParts, withoutToolParts } from './tool-wire.ts';
 import type { ChatRequest, ChatStream, UpstreamAgent } from './types.ts';
 
 export type {
@@ -44,7 +45,9 @@ export interface LlmOptions {
 
 export function createLlm(opts: LlmOptions): Llm {
   return {
-    stream(provider, apiKey, req) {
+    stream(provider, apiKey, request) {
+      // A round without tools carries earlier tool parts as text (see withoutToolParts).
+      const req = (request.tools?.length ?? 0) === 0 && hasToolParts(request.messages) ? { ...request, messages: withoutToolParts(request.messages) } : request;
       const target = { agent: opts.agent, baseUrl: opts.baseUrls[provider], apiKey, idleTimeoutMs: opts.idleTimeoutMs };
       switch (provider) {
         case 'anthropic':

@@ -1,15 +1,28 @@
+import { CallAssembler, idFor } from './tool-wire.ts';
 import { MIME, base64, incomplete, inStreamError, streamSse, type Translator } from './upstream.ts';
-import type { ChatEvent, ChatMessage, ChatRequest, ChatStream, ChatTarget, FinishReason } from './types.ts';
+import type { ChatEvent, ChatMessage, ChatRequest, ChatStream, ChatTarget, FinishReason, RoundUsage } from './types.ts';
 
 export type OpenAiFlavor = 'openai' | 'mistral' | 'xai' | 'groq' | 'deepseek' | 'openrouter';
 
 interface Usage {
   prompt_tokens?: unknown;
   completion_tokens?: unknown;
+  prompt_tokens_details?: { cached_tokens?: unknown } | null;
+  completion_tokens_details?: { reasoning_tokens?: unknown } | null;
+  /** DeepSeek's count of prompt tokens served from its cache. */
+  prompt_cache_hit_tokens?: unknown;
+  /** OpenRouter's own charge for the call, in USD credits. */
+  cost?: unknown;
+}
+
+interface ToolCallDelta {
+  index?: unknown;
+  id?: unknown;
+  function?: { name?: unknown; arguments?: unknown };
 }
 
 interface Chunk {
-  choices?: { delta?: { content?: unknown }; finish_reason?: unknown }[];
+  choices?: { delta?: { content?: unknown; tool_calls?: ToolCallDelta[] | null }; finish_reason?: unknown }[];
   usage?: Usage | null;
   /** Groq's older place for usage on the last chunk. */
   x_groq?: { usage?: Usage | null };
@@ -31,7 +44,26 @@ const MAX_FIELD: Record<OpenAiFlavor, string> = {
   openrouter: 'max_tokens',
 };
 
-const FINISH: Record<string, FinishReason> = { stop: 'stop', length: 'length', content_filter: 'content_filter' };
+const FINISH: Record<string, FinishReason> = { stop: 'stop', length: 'length', content_filter: 'content_filter', tool_calls: 'tool_calls', function_call: 'tool_calls' };
+
+/** Mistral accepts only nine-character alphanumeric call ids; OpenAI at most 40 characters. */
+const callId = (flavor: OpenAiFlavor, id: string): string =>
+  flavor === 'mistral' ? idFor(id, /^[A-Za-z0-9]{9}$/, 9, 'alnum') : idFor(id, /^[A-Za-z0-9_-]{1,40}$/, 40, 'word');
+
+const count = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) ? v : null);
+
+/** OpenAI-style usage in the meaning of RoundUsage (cached and reasoning tokens are already inside the totals). */
+export function usageOf(u: Usage): RoundUsage | undefined {
+  const input = count(u.prompt_tokens);
+  if (input === null) return undefined;
+  return {
+    input,
+    output: count(u.completion_tokens) ?? 0,
+    cachedInput: count(u.prompt_tokens_details?.cached_tokens) ?? count(u.prompt_cache_hit_tokens),
+    reasoning: count(u.completion_tokens_details?.reasoning_tokens),
+    costUsd: count(u.cost),
+  };
+}
 
 function content(m: ChatMessage): unknown {
   if (!m.images || m.images.length === 0) return m.text;
@@ -44,8 +76,24 @@ function content(m: ChatMessage): unknown {
 export function requestBody(flavor: OpenAiFlavor, req: ChatRequest): string {
   const messages: unknown[] = [];
   if (req.system) messages.push({ role: 'system', content: req.system });
-  for (const m of req.messages) messages.push({ role: m.role, content: content(m) });
+  for (const m of req.messages) {
+    if (m.role === 'tool') {
+      for (const r of m.toolResults ?? []) messages.push({ role: 'tool', tool_call_id: callId(flavor, r.id), content: r.content });
+    } else if (m.role === 'assistant' && m.toolCalls && m.toolCalls.length > 0) {
+      messages.push({
+        role: 'assistant',
+        content: m.text === '' ? null : m.text,
+        tool_calls: m.toolCalls.map((c) => ({ id: callId(flavor, c.id), type: 'function', function: { name: c.name, arguments: c.arguments || '{}' } })),
+      });
+    } else {
+      messages.push({ role: m.role, content: content(m) });
+    }
+  }
   const body: Record<string, unknown> = { model: req.model, messages, stream: true, [MAX_FIELD[flavor]]: req.maxTokens };
+  if (req.tools && req.tools.length > 0) {
+    body['tools'] = req.tools.map((t) => ({ type: 'function', function: { name: t.name, description: t.description, parameters: t.parameters } }));
+    body['tool_choice'] = req.toolChoice ?? 'auto';
+  }
   if (ASKS_USAGE[flavor]) body['stream_options'] = { include_usage: true };
   return JSON.stringify(body);
 }
@@ -54,8 +102,8 @@ class OpenAiTranslator implements Translator {
   readonly #provider: string;
   ended = false;
   #reason: FinishReason | undefined;
-  #input = -1;
-  #output = 0;
+  #usage: RoundUsage | undefined;
+  readonly #calls = new CallAssembler();
 
   constructor(provider: string) {
     this.#provider = provider;
@@ -71,18 +119,21 @@ class OpenAiTranslator implements Translator {
     // OpenAI sends `{"error":…}` inside a 200 stream; OpenRouter adds finish_reason 'error' to it.
     if (chunk.error !== undefined && chunk.error !== null) throw inStreamError(this.#provider, chunk.error);
     const usage = chunk.usage ?? chunk.x_groq?.usage;
-    if (usage && typeof usage.prompt_tokens === 'number') {
-      this.#input = usage.prompt_tokens;
-      this.#output = typeof usage.completion_tokens === 'number' ? usage.completion_tokens : 0;
-    }
+    if (usage) this.#usage = usageOf(usage) ?? this.#usage;
     const choice = chunk.choices?.[0];
     if (choice === undefined) return;
     const text = choice.delta?.content;
     if (typeof text === 'string' && text.length > 0) out.push({ type: 'delta', text });
+    // Argument fragments arrive by index; a call is complete once a later index starts or the round ends.
+    for (const d of choice.delta?.tool_calls ?? []) {
+      const index = typeof d.index === 'number' ? d.index : 0;
+      for (const call of this.#calls.add(index, d.id, d.function?.name, d.function?.arguments)) out.push({ type: 'tool_call', call });
+    }
     const finish = choice.finish_reason;
     if (typeof finish === 'string') {
       if (finish === 'error') throw inStreamError(this.#provider, {});
       this.#reason = FINISH[finish] ?? 'stop';
+      for (const call of this.#calls.finish()) out.push({ type: 'tool_call', call });
     }
   }
 
@@ -93,8 +144,10 @@ class OpenAiTranslator implements Translator {
   }
 
   #close(out: ChatEvent[], reason: FinishReason): void {
-    if (this.#input >= 0) out.push({ type: 'usage', input: this.#input, output: this.#output });
-    out.push({ type: 'finish', reason });
+    for (const call of this.#calls.finish()) out.push({ type: 'tool_call', call });
+    if (this.#usage) out.push({ type: 'usage', ...this.#usage });
+    // Some servers finish a round of calls with "stop": calls are what the round ended with.
+    out.push({ type: 'finish', reason: this.#calls.any && reason === 'stop' ? 'tool_calls' : reason });
   }
 }
 
