@@ -87,3 +87,11 @@ export function openMarketDataKey(deps: Pick<Deps, 'vault' | 'logger' | 'marketD
     return undefined;
   }
 }
+
+/**
+ * DESIGN §11: the provider refused the stored key during a turn (401/403). It is marked unverified so
+ * the client can ask for a new one; a key saved since then is another key and stays as it is.
+ */
+export async function markMarketDataKeyRefused(deps: Pick<Deps, 'db' | 'logger'>, userId: string, key: UsableMarketDataKey): Promise<void> {
+  if (await repo.unverifyMarketDataKey(deps.db, userId, key.updatedAt)) deps.logger.info({ userId }, 'market-data key refused during a turn: marked unverified');
+}

@@ -157,6 +157,17 @@ export async function deleteMarketDataKey(db: Db, userId: string): Promise<boole
   return r.numDeletedRows > 0n;
 }
 
+/** The provider refused the key written at `updatedAt` (a later write is another key, left alone). */
+export async function unverifyMarketDataKey(db: Db, userId: string, updatedAt: Date): Promise<boolean> {
+  const r = await db
+    .updateTable('market_data_keys')
+    .set({ last_verified_at: null })
+    .where('user_id', '=', userId)
+    .where('updated_at', '=', updatedAt)
+    .executeTakeFirst();
+  return r.numUpdatedRows > 0n;
+}
+
 /** Rewrap: the next batch of provider keys not under `keyId`, in primary-key order after `after`. */
 export function staleProviderKeys(
   db: Db,

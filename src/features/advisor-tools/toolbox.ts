@@ -6,6 +6,7 @@ import type { Deps } from '../../deps.ts';
 import type { ToolCallPart, ToolSpec } from '../../providers/llm/index.ts';
 import { MarketDataError, type MarketReads } from '../../providers/market-data/index.ts';
 import { listAccounts, listBrokerages } from '../accounts/service.ts';
+import { markMarketDataKeyRefused, type UsableMarketDataKey } from '../advisor-keys/market-data-service.ts';
 import { capResult } from './cap.ts';
 import {
   MARKET_TOOLS,
@@ -33,9 +34,7 @@ export type ToolOutcome =
   | { readonly ok: false; readonly error: { readonly code: ToolErrorCode; readonly message: string } };
 
 /** The user's market-data key as the tools use it; never sent anywhere but the market-data provider. */
-export interface MarketKey {
-  readonly apiKey: string;
-}
+export type MarketKey = UsableMarketDataKey;
 
 type ToolDeps = Pick<Deps, 'db' | 'clock' | 'ids' | 'config' | 'logger'> & { readonly marketData: MarketReads };
 
@@ -55,6 +54,7 @@ export class Toolbox {
   readonly #deps: ToolDeps;
   readonly #userId: string;
   readonly #marketKey: MarketKey | undefined;
+  /** The provider refused the key during this turn (marked unverified once). */
   #marketKeyRejected = false;
 
   /** `enabled` false (the model's catalogue entry says `"tools": false`) offers nothing. */
@@ -66,11 +66,6 @@ export class Toolbox {
     const names = !enabled ? [] : TOOL_NAMES.filter((n) => marketKey !== undefined || !MARKET_TOOLS.includes(n));
     this.#names = new Set(names);
     this.offered = names.map(toolSpec);
-  }
-
-  /** The market-data provider refused the key during this turn (401/403): the stored key is to be marked unverified. */
-  get marketKeyRejected(): boolean {
-    return this.#marketKeyRejected;
   }
 
   /**
@@ -94,7 +89,12 @@ export class Toolbox {
     } catch (err) {
       if (signal.aborted) throw signal.reason;
       if (err instanceof MarketDataError) {
-        if (err.code === 'MARKET_DATA_KEY_INVALID') this.#marketKeyRejected = true;
+        if (err.code === 'MARKET_DATA_KEY_INVALID' && !this.#marketKeyRejected && this.#marketKey) {
+          this.#marketKeyRejected = true;
+          await markMarketDataKeyRefused(this.#deps, this.#userId, this.#marketKey).catch((e: unknown) =>
+            this.#deps.logger.error({ err: e }, 'marking a refused market-data key failed'),
+          );
+        }
         return failure(err.code, err.message);
       }
       this.#deps.logger.error({ err, tool: name }, 'advisor tool failed');
