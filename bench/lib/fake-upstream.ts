@@ -20,12 +20,16 @@ subscribe('http.server.request.start', (message) => {
 
 export interface ScriptMessage {
   readonly id: number;
-  readonly script: StreamScript;
+  /** Every later stream request plays this… */
+  readonly script?: StreamScript;
+  /** …after these, played once each, in order, by the next stream requests. */
+  readonly queue?: readonly StreamScript[];
 }
 
 const fake = await startOpenAiCompatibleFake({ flavor: 'openai' });
 process.on('message', (m: ScriptMessage) => {
-  fake.scriptStream(m.script);
+  if (m.script) fake.scriptStream(m.script);
+  for (const q of m.queue ?? []) fake.enqueueStream(q);
   // The fake keeps a record of every request; a long run does not need them.
   fake.requests.length = 0;
   fake.streams.length = 0;

@@ -21,6 +21,8 @@ export interface Harness {
   readonly fake: Proc;
   /** Every later stream request to the fake plays this. */
   script(s: StreamScript): Promise<void>;
+  /** The next stream requests play these, once each, in order (then the script again). */
+  enqueue(scripts: readonly StreamScript[]): Promise<void>;
   startService(name: string, env?: Record<string, string>, nodeArgs?: readonly string[]): Promise<Proc>;
   startProxy(name: string): Promise<Proc>;
   token(userId: string): Promise<string>;
@@ -40,6 +42,19 @@ export async function createHarness(procs: Procs, stores: Stores, opts: HarnessO
   const fake = await procs.startNode('fake-upstream', 'bench/lib/fake-upstream.ts', { env: baseEnv(), ipc: true });
   const fakeUrl = fake.ready;
   let seq = 0;
+  const send = (m: Omit<ScriptMessage, 'id'>): Promise<void> => {
+    const id = ++seq;
+    return new Promise<void>((resolve, reject) => {
+      const onMessage = (reply: { id?: number }): void => {
+        if (reply.id !== id) return;
+        fake.child.off('message', onMessage);
+        resolve();
+      };
+      fake.child.on('message', onMessage);
+      const message: ScriptMessage = { id, ...m };
+      fake.child.send(message, (err) => err && reject(err));
+    });
+  };
   // The service runs with the node flags of its own `npm start` (heap settings), then any asked for.
   const serviceNodeArgs = [
     ...startScriptFlags(opts.serviceRoot ?? ROOT),
@@ -54,19 +69,8 @@ export async function createHarness(procs: Procs, stores: Stores, opts: HarnessO
     fake,
     fakeUrl,
     serviceNodeArgs,
-    script(script) {
-      const id = ++seq;
-      return new Promise<void>((resolve, reject) => {
-        const onMessage = (m: { id?: number }): void => {
-          if (m.id !== id) return;
-          fake.child.off('message', onMessage);
-          resolve();
-        };
-        fake.child.on('message', onMessage);
-        const message: ScriptMessage = { id, script };
-        fake.child.send(message, (err) => err && reject(err));
-      });
-    },
+    script: (script) => send({ script }),
+    enqueue: (queue) => send({ queue }),
     startService(name, env = {}, nodeArgs = []) {
       return procs.startNode(name, path.join(opts.serviceRoot ?? ROOT, 'src', 'server.ts'), {
         nodeArgs: [...serviceNodeArgs, ...nodeArgs],

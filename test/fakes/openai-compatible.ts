@@ -257,7 +257,7 @@ function chunkWriter(
     calls(calls) {
       // The first fragment of each call carries its index, id, type and name; the rest only arguments.
       calls.forEach((c, index) => {
-        const id = c.id ?? (flavor === 'mistral' ? randomId('', 9) : randomId('call_', 24));
+        const id = c.id ?? (flavor === 'mistral' ? randomId('', 9) : randomId('call_', 12));
         if (flavor === 'mistral') {
           // Mistral sends each call whole, in one chunk.
           data(chunk([choice({ tool_calls: [{ id, type: 'function', function: { name: c.name, arguments: c.text }, index }] })]));
