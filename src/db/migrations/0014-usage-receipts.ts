@@ -25,7 +25,9 @@ export async function up(db: Kysely<unknown>): Promise<void> {
       priced_turns integer not null check (priced_turns >= 0),
       credits bigint not null check (credits >= 0),
       allowance_turns integer not null check (allowance_turns >= 0),
+      -- The figures ride in the key's index, so a summary is an index-only range scan (no heap visit).
       primary key (user_id, day, provider, model)
+        include (turns, input_tokens, output_tokens, cached_input_tokens, reasoning_tokens, cost_micros, priced_turns, credits, allowance_turns)
     )`.execute(db);
   for (const table of ['provider_keys', 'market_data_keys']) {
     await sql`alter table ${sql.table(table)} add column rejected_at timestamptz, add column rejected_reason text`.execute(db);

@@ -57,10 +57,13 @@ export interface UsageRow {
   readonly allowance_turns: number;
 }
 
-/** A user's usage from `from` to `to` (UTC dates, both included), grouped; one index range scan. */
+/**
+ * A user's usage from `from` to `to` (UTC dates, both included), grouped: one index-only range scan
+ * of the primary key (it carries the figures), aggregated in key order for days.
+ */
 export async function summary(db: Db, userId: string, from: string, to: string, groupBy: GroupBy): Promise<UsageRow[]> {
-  const key = groupBy === 'day' ? sql`to_char(day, 'YYYY-MM-DD')` : groupBy === 'model' ? sql`model` : sql`provider`;
-  const provider = groupBy === 'model' ? sql`provider` : sql`null::text`;
+  const [key, provider, group] =
+    groupBy === 'day' ? [sql`day::text`, sql`null::text`, sql`day`] : groupBy === 'model' ? [sql`model`, sql`provider`, sql`provider, model`] : [sql`provider`, sql`null::text`, sql`provider`];
   const { rows } = await sql<UsageRow>`
     select ${key} as key, ${provider} as provider, sum(turns)::int8 as turns, sum(input_tokens)::int8 as input_tokens,
       sum(output_tokens)::int8 as output_tokens, sum(cached_input_tokens)::int8 as cached_input_tokens,
@@ -68,7 +71,7 @@ export async function summary(db: Db, userId: string, from: string, to: string, 
       sum(priced_turns)::int8 as priced_turns, sum(credits)::int8 as credits, sum(allowance_turns)::int8 as allowance_turns
     from usage_daily
     where user_id = ${userId} and day between ${from}::date and ${to}::date
-    group by 1, 2
-    order by 1, 2`.execute(db);
+    group by ${group}
+    order by ${group}`.execute(db);
   return rows;
 }
