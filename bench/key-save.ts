@@ -232,6 +232,8 @@ function startFloor(deps: Deps, fakeUrl: string, pool: pg.Pool): http.Server {
       default_model: probe.models?.[0] ?? 'gpt-4o',
       active: true,
       last_verified_at: now,
+      rejected_at: null,
+      rejected_reason: null,
       created_at: now,
       updated_at: now,
     };
@@ -242,10 +244,12 @@ function startFloor(deps: Deps, fakeUrl: string, pool: pg.Pool): http.Server {
       keyHintTail: row.key_hint_tail,
       defaultModel: row.default_model,
       active: true,
+      verified: true,
       lastVerifiedAt: now.toISOString(),
+      rejectedAt: null,
+      rejectedReason: null,
       createdAt: saved.rows[0]?.created_at.toISOString(),
       updatedAt: now.toISOString(),
-      verified: true,
     });
   };
   return http.createServer((req, res) => {

@@ -1,5 +1,5 @@
 // The benchmark suite: `npm run bench` (all rows, writes docs/PERFORMANCE.md).
-//   npm run bench -- --only relay,ttfd   some rows (ids: relay, ttfd, turns, memory, list, json, keysave, tools)
+//   npm run bench -- --only relay,ttfd   some rows (ids: relay, ttfd, turns, memory, list, json, keysave, tools, usage)
 //   npm run bench -- --quick             smaller sizes, for development
 //   --no-write / --write                 skip / force the docs update (partial and quick runs skip it)
 //   --profile                            service processes run with --cpu-prof (.bench/<run>/profiles)
@@ -29,6 +29,7 @@ import { list } from './scenarios/list.ts';
 import { json } from './scenarios/json.ts';
 import { keySave } from './scenarios/key-save-row.ts';
 import { tools } from './scenarios/tools.ts';
+import { usage } from './scenarios/usage.ts';
 
 const SCENARIOS: Record<string, { title: string; run: (h: Harness) => Promise<Row> }> = {
   relay: { title: 'Stream relay throughput', run: relay },
@@ -39,6 +40,7 @@ const SCENARIOS: Record<string, { title: string; run: (h: Harness) => Promise<Ro
   json: { title: 'JSON endpoint throughput', run: json },
   keysave: { title: 'Key-save overhead', run: keySave },
   tools: { title: 'Turn with one tool round', run: tools },
+  usage: { title: 'Usage summary', run: usage },
 };
 /** The whole run stops (and cleans up) after this, whatever is still going. */
 const WATCHDOG_MS = 20 * 60_000;

@@ -14,11 +14,13 @@ import { accountsRoutes } from './features/accounts/routes.ts';
 import { billingRoutes } from './features/billing/routes.ts';
 import { advisorKeysRoutes } from './features/advisor-keys/routes.ts';
 import { conversationsRoutes } from './features/conversations/routes.ts';
+import { usageRoutes } from './features/usage/routes.ts';
 import { components as httpComponents, shareErrorResponses } from './http/schemas.ts';
 import { components as accountsComponents } from './features/accounts/schemas.ts';
 import { components as billingComponents } from './features/billing/schemas.ts';
 import { components as advisorKeysComponents } from './features/advisor-keys/schemas.ts';
 import { components as conversationsComponents } from './features/conversations/schemas.ts';
+import { components as usageComponents } from './features/usage/schemas.ts';
 import { packageVersion } from './version.ts';
 
 declare module 'fastify' {
@@ -76,7 +78,7 @@ export async function buildApp(deps: Deps) {
   app.setNotFoundHandler((req, reply) => sendError(new AppError('NOT_FOUND', `no route ${req.method} ${req.url.split('?')[0]}`), req, reply));
 
   // Named response schemas, shared by every route (`ref(...)`) and documented once under components.schemas.
-  for (const schema of [...httpComponents, ...accountsComponents, ...billingComponents, ...advisorKeysComponents, ...conversationsComponents]) {
+  for (const schema of [...httpComponents, ...accountsComponents, ...billingComponents, ...advisorKeysComponents, ...conversationsComponents, ...usageComponents]) {
     app.addSchema(schema);
   }
   await app.register(swagger, {
@@ -113,6 +115,7 @@ export async function buildApp(deps: Deps) {
       await api.register(billingRoutes, { deps });
       await api.register(advisorKeysRoutes, { deps });
       await api.register(conversationsRoutes, { deps });
+      await api.register(usageRoutes, { deps });
     },
     { prefix: '/api' },
   );

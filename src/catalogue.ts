@@ -33,6 +33,17 @@ export const ProviderSchema = Type.Union([
   Type.Literal('openrouter'),
 ]);
 
+/** DESIGN §13: the provider's list prices, USD per million tokens (what a turn costs on the user's own key). */
+const Pricing = Type.Object(
+  {
+    inputPerMTok: Type.Number({ minimum: 0, maximum: 10_000 }),
+    outputPerMTok: Type.Number({ minimum: 0, maximum: 10_000 }),
+    /** Cache reads; absent: cached input is priced as input. */
+    cachedInputPerMTok: Type.Optional(Type.Number({ minimum: 0, maximum: 10_000 })),
+  },
+  { additionalProperties: false },
+);
+
 const ModelEntry = Type.Object(
   {
     provider: ProviderSchema,
@@ -42,6 +53,8 @@ const ModelEntry = Type.Object(
     images: Type.Optional(Type.Boolean()),
     /** DESIGN §11: false → no tool is offered to this model. Default true. */
     tools: Type.Optional(Type.Boolean()),
+    /** DESIGN §13: absent → estimatedCostUsd null (unless the provider reports its own cost). */
+    pricing: Type.Optional(Pricing),
   },
   { additionalProperties: false },
 );
@@ -72,13 +85,19 @@ export const CreditPacksSchema = Type.Array(CreditPack);
 export type Catalogue = Static<typeof CatalogueSchema>;
 export type TierConfig = Static<typeof Tier>;
 export type ModelEntryConfig = Static<typeof ModelEntry>;
+export type PricingConfig = Static<typeof Pricing>;
 
 const COACH_PROMPT =
   'You are a trading coach inside a trading journal. Help the trader reflect on their process, risk and discipline. ' +
   'You do not give personalised investment advice or guarantees; you ask clarifying questions and explain your reasoning.';
 
 /**
- * The built-in catalogue. Cheap, fast models are "allowance" models (paid with free monthly turns);
+ * The built-in catalogue. Prices are the providers' published list prices (USD per million tokens,
+ * standard tier, prompts under any long-context threshold) as of 2025; an operator keeps them current
+ * with CONFIG_FILE. Entries whose match covers models priced differently (e.g. `claude-opus-4*`,
+ * `pixtral*`) carry none: an unknown cost is null, never a guess. OpenRouter reports each call's cost.
+ *
+ * Cheap, fast models are "allowance" models (paid with free monthly turns);
  * frontier models cost credits. Operators replace all of it with CONFIG_FILE.
  */
 export const BUILT_IN_CATALOGUE: Catalogue = {
@@ -93,35 +112,35 @@ export const BUILT_IN_CATALOGUE: Catalogue = {
   },
   defaultTier: 'free',
   models: [
-    { provider: 'openai', match: 'gpt-4o-mini*', allowance: true, creditsPerTurn: 1 },
-    { provider: 'openai', match: 'gpt-4.1-mini*', allowance: true, creditsPerTurn: 1 },
-    { provider: 'openai', match: 'gpt-4.1-nano*', allowance: true, creditsPerTurn: 1 },
-    { provider: 'openai', match: 'gpt-5-mini*', allowance: true, creditsPerTurn: 1 },
-    { provider: 'openai', match: 'gpt-4o*', allowance: false, creditsPerTurn: 5 },
-    { provider: 'openai', match: 'gpt-4.1*', allowance: false, creditsPerTurn: 5 },
-    { provider: 'openai', match: 'gpt-5*', allowance: false, creditsPerTurn: 8 },
-    { provider: 'openai', match: 'o3*', allowance: false, creditsPerTurn: 8 },
-    { provider: 'openai', match: 'o4-mini*', allowance: false, creditsPerTurn: 4 },
-    { provider: 'anthropic', match: 'claude-3-5-haiku*', allowance: true, creditsPerTurn: 1 },
-    { provider: 'anthropic', match: 'claude-haiku-4*', allowance: true, creditsPerTurn: 1 },
-    { provider: 'anthropic', match: 'claude-sonnet-4*', allowance: false, creditsPerTurn: 6 },
-    { provider: 'anthropic', match: 'claude-3-7-sonnet*', allowance: false, creditsPerTurn: 6 },
+    { provider: 'openai', match: 'gpt-4o-mini*', allowance: true, creditsPerTurn: 1, pricing: { inputPerMTok: 0.15, outputPerMTok: 0.6, cachedInputPerMTok: 0.075 } },
+    { provider: 'openai', match: 'gpt-4.1-mini*', allowance: true, creditsPerTurn: 1, pricing: { inputPerMTok: 0.4, outputPerMTok: 1.6, cachedInputPerMTok: 0.1 } },
+    { provider: 'openai', match: 'gpt-4.1-nano*', allowance: true, creditsPerTurn: 1, pricing: { inputPerMTok: 0.1, outputPerMTok: 0.4, cachedInputPerMTok: 0.025 } },
+    { provider: 'openai', match: 'gpt-5-mini*', allowance: true, creditsPerTurn: 1, pricing: { inputPerMTok: 0.25, outputPerMTok: 2, cachedInputPerMTok: 0.025 } },
+    { provider: 'openai', match: 'gpt-4o*', allowance: false, creditsPerTurn: 5, pricing: { inputPerMTok: 2.5, outputPerMTok: 10, cachedInputPerMTok: 1.25 } },
+    { provider: 'openai', match: 'gpt-4.1*', allowance: false, creditsPerTurn: 5, pricing: { inputPerMTok: 2, outputPerMTok: 8, cachedInputPerMTok: 0.5 } },
+    { provider: 'openai', match: 'gpt-5*', allowance: false, creditsPerTurn: 8, pricing: { inputPerMTok: 1.25, outputPerMTok: 10, cachedInputPerMTok: 0.125 } },
+    { provider: 'openai', match: 'o3*', allowance: false, creditsPerTurn: 8, pricing: { inputPerMTok: 2, outputPerMTok: 8, cachedInputPerMTok: 0.5 } },
+    { provider: 'openai', match: 'o4-mini*', allowance: false, creditsPerTurn: 4, pricing: { inputPerMTok: 1.1, outputPerMTok: 4.4, cachedInputPerMTok: 0.275 } },
+    { provider: 'anthropic', match: 'claude-3-5-haiku*', allowance: true, creditsPerTurn: 1, pricing: { inputPerMTok: 0.8, outputPerMTok: 4, cachedInputPerMTok: 0.08 } },
+    { provider: 'anthropic', match: 'claude-haiku-4*', allowance: true, creditsPerTurn: 1, pricing: { inputPerMTok: 1, outputPerMTok: 5, cachedInputPerMTok: 0.1 } },
+    { provider: 'anthropic', match: 'claude-sonnet-4*', allowance: false, creditsPerTurn: 6, pricing: { inputPerMTok: 3, outputPerMTok: 15, cachedInputPerMTok: 0.3 } },
+    { provider: 'anthropic', match: 'claude-3-7-sonnet*', allowance: false, creditsPerTurn: 6, pricing: { inputPerMTok: 3, outputPerMTok: 15, cachedInputPerMTok: 0.3 } },
     { provider: 'anthropic', match: 'claude-opus-4*', allowance: false, creditsPerTurn: 20 },
-    { provider: 'google', match: 'gemini-2.0-flash*', allowance: true, creditsPerTurn: 1 },
-    { provider: 'google', match: 'gemini-2.5-flash*', allowance: true, creditsPerTurn: 1 },
-    { provider: 'google', match: 'gemini-2.5-pro*', allowance: false, creditsPerTurn: 6 },
-    { provider: 'mistral', match: 'mistral-small*', allowance: true, creditsPerTurn: 1 },
+    { provider: 'google', match: 'gemini-2.0-flash*', allowance: true, creditsPerTurn: 1, pricing: { inputPerMTok: 0.1, outputPerMTok: 0.4, cachedInputPerMTok: 0.025 } },
+    { provider: 'google', match: 'gemini-2.5-flash*', allowance: true, creditsPerTurn: 1, pricing: { inputPerMTok: 0.3, outputPerMTok: 2.5, cachedInputPerMTok: 0.03 } },
+    { provider: 'google', match: 'gemini-2.5-pro*', allowance: false, creditsPerTurn: 6, pricing: { inputPerMTok: 1.25, outputPerMTok: 10, cachedInputPerMTok: 0.125 } },
+    { provider: 'mistral', match: 'mistral-small*', allowance: true, creditsPerTurn: 1, pricing: { inputPerMTok: 0.1, outputPerMTok: 0.3 } },
     { provider: 'mistral', match: 'pixtral*', allowance: false, creditsPerTurn: 3 },
-    { provider: 'mistral', match: 'mistral-medium*', allowance: false, creditsPerTurn: 3 },
-    { provider: 'mistral', match: 'mistral-large*', allowance: false, creditsPerTurn: 5, images: false },
-    { provider: 'xai', match: 'grok-3-mini*', allowance: true, creditsPerTurn: 1, images: false },
-    { provider: 'xai', match: 'grok-4*', allowance: false, creditsPerTurn: 6 },
-    { provider: 'xai', match: 'grok-3*', allowance: false, creditsPerTurn: 5, images: false },
-    { provider: 'groq', match: 'llama-3.1-8b-instant', allowance: true, creditsPerTurn: 1, images: false },
-    { provider: 'groq', match: 'llama-3.3-70b-versatile', allowance: true, creditsPerTurn: 1, images: false },
+    { provider: 'mistral', match: 'mistral-medium*', allowance: false, creditsPerTurn: 3, pricing: { inputPerMTok: 0.4, outputPerMTok: 2 } },
+    { provider: 'mistral', match: 'mistral-large*', allowance: false, creditsPerTurn: 5, images: false, pricing: { inputPerMTok: 2, outputPerMTok: 6 } },
+    { provider: 'xai', match: 'grok-3-mini*', allowance: true, creditsPerTurn: 1, images: false, pricing: { inputPerMTok: 0.3, outputPerMTok: 0.5, cachedInputPerMTok: 0.075 } },
+    { provider: 'xai', match: 'grok-4*', allowance: false, creditsPerTurn: 6, pricing: { inputPerMTok: 3, outputPerMTok: 15, cachedInputPerMTok: 0.75 } },
+    { provider: 'xai', match: 'grok-3*', allowance: false, creditsPerTurn: 5, images: false, pricing: { inputPerMTok: 3, outputPerMTok: 15, cachedInputPerMTok: 0.75 } },
+    { provider: 'groq', match: 'llama-3.1-8b-instant', allowance: true, creditsPerTurn: 1, images: false, pricing: { inputPerMTok: 0.05, outputPerMTok: 0.08 } },
+    { provider: 'groq', match: 'llama-3.3-70b-versatile', allowance: true, creditsPerTurn: 1, images: false, pricing: { inputPerMTok: 0.59, outputPerMTok: 0.79 } },
     { provider: 'groq', match: 'meta-llama/llama-4-*', allowance: true, creditsPerTurn: 1 },
-    { provider: 'deepseek', match: 'deepseek-chat', allowance: true, creditsPerTurn: 1, images: false },
-    { provider: 'deepseek', match: 'deepseek-reasoner', allowance: false, creditsPerTurn: 2, images: false },
+    { provider: 'deepseek', match: 'deepseek-chat', allowance: true, creditsPerTurn: 1, images: false, pricing: { inputPerMTok: 0.28, outputPerMTok: 0.42, cachedInputPerMTok: 0.028 } },
+    { provider: 'deepseek', match: 'deepseek-reasoner', allowance: false, creditsPerTurn: 2, images: false, pricing: { inputPerMTok: 0.28, outputPerMTok: 0.42, cachedInputPerMTok: 0.028 } },
     { provider: 'openrouter', match: 'openai/gpt-4o-mini*', allowance: true, creditsPerTurn: 1 },
     { provider: 'openrouter', match: 'google/gemini-2.5-flash*', allowance: true, creditsPerTurn: 1 },
     { provider: 'openrouter', match: 'anthropic/claude-sonnet-4*', allowance: false, creditsPerTurn: 6 },

@@ -321,7 +321,12 @@ export async function frontEnd(): Promise<void> {
   const conversations = await client.GET('/api/advisor/conversations', { params: { query: { limit: 5 } } });
   const titles: string[] = conversations.data?.items.map((c) => c.title) ?? [];
 
-  const done: Schemas['StreamDoneFrame'] = { finishReason: 'stop', usage: { inputTokens: 1, outputTokens: 2 } };
+  const done: Schemas['StreamDoneFrame'] = {
+    finishReason: 'stop',
+    usage: { inputTokens: 1, outputTokens: 2, cachedInputTokens: null, reasoningTokens: null, estimatedCostUsd: null },
+  };
+  const usage = await client.GET('/api/advisor/usage', { params: { query: { from: '2026-01-01', groupBy: 'model' } } });
+  const cost: number | null | undefined = usage.data?.total.estimatedCostUsd;
   const signature: operations['receiveStripeWebhook']['parameters']['header']['Stripe-Signature'] = 't=1,v1=00';
 
   // @ts-expect-error: not a provider
@@ -331,6 +336,6 @@ export async function frontEnd(): Promise<void> {
   // @ts-expect-error: the body is required
   await client.POST('/api/accounts', {});
 
-  void [names, verified, remaining, kinds, titles, done, signature];
+  void [names, verified, remaining, kinds, titles, done, cost, signature];
 }
 `;

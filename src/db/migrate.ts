@@ -11,6 +11,7 @@ import * as m0007 from './migrations/0007-reserve-turn-locks.ts';
 import * as m0009 from './migrations/0009-account-name-key.ts';
 import * as m0010 from './migrations/0010-billing-rules-once.ts';
 import * as m0013 from './migrations/0013-message-parts.ts';
+import * as m0014 from './migrations/0014-usage-receipts.ts';
 
 /** Every migration, in order. A feature adds its file here; names never change once shipped. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -24,6 +25,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0009-account-name-key': m0009,
   '0010-billing-rules-once': m0010,
   '0013-message-parts': m0013,
+  '0014-usage-receipts': m0014,
 };
 
 class StaticProvider implements MigrationProvider {

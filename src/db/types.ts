@@ -66,6 +66,9 @@ export interface ProviderKeysTable {
   active: boolean;
   /** When a probe last accepted this key; null when it was stored unverified. */
   last_verified_at: Date | null;
+  /** DESIGN §13: when and why the provider refused this key during a turn; cleared by a new save. */
+  rejected_at: Date | null;
+  rejected_reason: string | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -81,6 +84,9 @@ export interface MarketDataKeysTable {
   tag: Uint8Array;
   key_hint_tail: string;
   last_verified_at: Date | null;
+  /** DESIGN §13: when and why the provider refused this key during a turn; cleared by a new save. */
+  rejected_at: Date | null;
+  rejected_reason: string | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -167,6 +173,11 @@ export interface MessagesTable {
   finish_reason: string | null;
   input_tokens: number | null;
   output_tokens: number | null;
+  /** DESIGN §13: parts of input_tokens / output_tokens; null when the provider did not report them. */
+  cached_input_tokens: number | null;
+  reasoning_tokens: number | null;
+  /** What the turn cost on the user's own key, in micro-dollars ; null when unknown. */
+  cost_micros: number | null;
   error_code: string | null;
   error_retryable: boolean | null;
   billing_source: string | null;
@@ -191,6 +202,23 @@ export interface AttachmentsTable {
   created_at: Date;
 }
 
+/** DESIGN §13: a user's usage per UTC day, provider and model, summed as turns end (migration 0014). */
+export interface UsageDailyTable {
+  user_id: string;
+  day: string;
+  provider: string;
+  model: string;
+  turns: number;
+  input_tokens: number;
+  output_tokens: number;
+  cached_input_tokens: number;
+  reasoning_tokens: number;
+  cost_micros: number;
+  priced_turns: number;
+  credits: number;
+  allowance_turns: number;
+}
+
 /**
  * Every table of the service. Each feature's migration adds its tables here.
  */
@@ -211,6 +239,7 @@ export interface DB {
   monthly_usage: MonthlyUsageTable;
   turn_charges: TurnChargesTable;
   purchases: PurchasesTable;
+  usage_daily: UsageDailyTable;
 }
 
 export type Db = Kysely<DB>;

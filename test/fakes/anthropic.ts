@@ -152,6 +152,18 @@ export async function startAnthropicFake(opts: AnthropicFakeOptions = {}): Promi
   };
 }
 
+/** Anthropic reports cache reads and writes apart from `input_tokens`; thinking is inside `output_tokens`. */
+function anthropicUsage(script: ResolvedScript, complete: boolean): Record<string, unknown> {
+  const { input, output, cached = 0, cacheWrite = 0 } = script.usage;
+  return {
+    input_tokens: input - cached - cacheWrite,
+    cache_creation_input_tokens: cacheWrite,
+    cache_read_input_tokens: cached,
+    output_tokens: complete ? output : 1,
+    service_tier: 'standard',
+  };
+}
+
 function message(model: string, script: ResolvedScript, complete: boolean): Record<string, unknown> {
   return {
     id: randomId('msg_'),
@@ -161,7 +173,7 @@ function message(model: string, script: ResolvedScript, complete: boolean): Reco
     content: complete ? [{ type: 'text', text: script.chunks.join('') }] : [],
     stop_reason: complete ? STOP_REASON[script.finishReason] : null,
     stop_sequence: null,
-    usage: { input_tokens: script.usage.input, output_tokens: complete ? script.usage.output : 1 },
+    usage: anthropicUsage(script, complete),
   };
 }
 

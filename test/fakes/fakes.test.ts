@@ -113,7 +113,13 @@ test('openai stream: role, pieces, finish, usage chunk, [DONE]; request recorded
     assert.equal(chunks.map((c) => choices(c)[0]?.delta.content ?? '').join(''), 'Hello');
     assert.equal(choices(chunks.at(-2) ?? {})[0]?.finish_reason, 'length');
     assert.deepEqual(choices(chunks.at(-1) ?? {}), []);
-    assert.deepEqual(chunks.at(-1)?.['usage'], { prompt_tokens: 7, completion_tokens: 2, total_tokens: 9 });
+    assert.deepEqual(chunks.at(-1)?.['usage'], {
+      prompt_tokens: 7,
+      completion_tokens: 2,
+      total_tokens: 9,
+      prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 },
+      completion_tokens_details: { reasoning_tokens: 0, audio_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 },
+    });
     const stream = fake.streams[0];
     assert.ok(stream);
     assert.deepEqual((stream.request.json as typeof chatBody).messages, chatBody.messages);

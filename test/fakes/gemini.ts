@@ -165,6 +165,23 @@ function modelEntry(id: string): Record<string, unknown> {
   };
 }
 
+/**
+ * Gemini reports thinking apart from `candidatesTokenCount` (`thoughtsTokenCount`) and context-cache
+ * reads inside `promptTokenCount` (`cachedContentTokenCount`); either field is absent when zero.
+ */
+function geminiUsage(script: ResolvedScript, output: number): Record<string, unknown> {
+  const { input, cached, reasoning } = script.usage;
+  const thoughts = Math.min(reasoning ?? 0, output);
+  return {
+    promptTokenCount: input,
+    candidatesTokenCount: output - thoughts,
+    totalTokenCount: input + output,
+    ...(cached ? { cachedContentTokenCount: cached } : {}),
+    ...(thoughts ? { thoughtsTokenCount: thoughts } : {}),
+    promptTokensDetails: [{ modality: 'TEXT', tokenCount: input }],
+  };
+}
+
 /** One response chunk; index -1 means the whole (non-streamed) answer. */
 function chunkBody(model: string, script: ResolvedScript, i: number, text: string, last: boolean): Record<string, unknown> {
   const output = i < 0 || last ? script.usage.output : runningOutput(script, i);
@@ -176,7 +193,7 @@ function chunkBody(model: string, script: ResolvedScript, i: number, text: strin
   }
   return {
     candidates: [candidate],
-    usageMetadata: { promptTokenCount: script.usage.input, candidatesTokenCount: output, totalTokenCount: script.usage.input + output },
+    usageMetadata: geminiUsage(script, output),
     modelVersion: model,
     responseId: randomId('', 10),
   };

@@ -168,7 +168,7 @@ export async function startOpenAiCompatibleFake(opts: OpenAiCompatibleFakeOption
     if (script.status !== undefined) return answer(res, script.status);
     const opts = isRecord(body['stream_options']) ? body['stream_options'] : {};
     const includeUsage = opts['include_usage'] === true;
-    if (tracked === undefined) return sendJson(res, 200, completion(model, script));
+    if (tracked === undefined) return sendJson(res, 200, completion(flavor, model, script));
     await playScript(script, res, tracked, chunkWriter(flavor, res, model, script, includeUsage), fake.signal);
   }
 
@@ -206,19 +206,56 @@ function openRouterModel(id: string, created: number): Record<string, unknown> {
   };
 }
 
-function usageOf(script: ResolvedScript): Record<string, number> {
-  const { input, output } = script.usage;
-  return { prompt_tokens: input, completion_tokens: output, total_tokens: input + output };
+/** The usage object as each flavour reports it (their documented fields; zeros where they always send the field). */
+function usageOf(flavor: OpenAiFlavor, script: ResolvedScript): Record<string, unknown> {
+  const { input, output, cached = 0, reasoning = 0 } = script.usage;
+  const base = { prompt_tokens: input, completion_tokens: output, total_tokens: input + output };
+  switch (flavor) {
+    case 'openai':
+      return {
+        ...base,
+        prompt_tokens_details: { cached_tokens: cached, audio_tokens: 0 },
+        completion_tokens_details: { reasoning_tokens: reasoning, audio_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 },
+      };
+    case 'xai':
+      return {
+        ...base,
+        prompt_tokens_details: { text_tokens: input, audio_tokens: 0, image_tokens: 0, cached_tokens: cached },
+        completion_tokens_details: { reasoning_tokens: reasoning, audio_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 },
+        num_sources_used: 0,
+      };
+    case 'deepseek':
+      // Cache hits and misses split the prompt; reasoning is reported by deepseek-reasoner.
+      return {
+        ...base,
+        prompt_cache_hit_tokens: cached,
+        prompt_cache_miss_tokens: input - cached,
+        ...(script.usage.reasoning === undefined ? {} : { completion_tokens_details: { reasoning_tokens: reasoning } }),
+      };
+    case 'openrouter':
+      return {
+        ...base,
+        prompt_tokens_details: { cached_tokens: cached },
+        completion_tokens_details: { reasoning_tokens: reasoning },
+        cost: script.usage.cost ?? 0.0001,
+        is_byok: false,
+      };
+    case 'groq':
+      return { queue_time: 0.01, ...base, prompt_time: 0.002, completion_time: 0.01, total_time: 0.012 };
+    default:
+      // Mistral: the three totals only.
+      return base;
+  }
 }
 
-function completion(model: string, script: ResolvedScript): unknown {
+function completion(flavor: OpenAiFlavor, model: string, script: ResolvedScript): unknown {
   return {
     id: randomId('chatcmpl-'),
     object: 'chat.completion',
     created: Math.floor(Date.now() / 1000),
     model,
     choices: [{ index: 0, message: { role: 'assistant', content: script.chunks.join(''), refusal: null }, logprobs: null, finish_reason: script.finishReason }],
-    usage: usageOf(script),
+    usage: usageOf(flavor, script),
   };
 }
 
@@ -270,11 +307,9 @@ function chunkWriter(
     gap: processing,
     finish() {
       // Mistral reports usage on the finishing chunk itself and has no separate usage chunk.
-      const usage = usageOf(script);
+      const usage = usageOf(flavor, script);
       data(chunk([choice({}, script.finishReason)], flavor === 'mistral' ? { usage } : {}));
-      if ((includeUsage || flavor === 'openrouter') && flavor !== 'mistral') {
-        data(chunk([], { usage: flavor === 'openrouter' ? { ...usage, cost: 0.0001 } : usage }));
-      }
+      if ((includeUsage || flavor === 'openrouter') && flavor !== 'mistral') data(chunk([], { usage }));
       res.write('data: [DONE]\n\n');
     },
     error() {

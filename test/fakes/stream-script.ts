@@ -34,8 +34,8 @@ export interface StreamScript {
   toolCalls?: ScriptedCall[];
   /** Pause before every piece after the first and before the closing frames. */
   delayMs?: number;
-  /** Token counts reported by the provider. Default `{ input: 10, output: chunks.length }`. */
-  usage?: { input: number; output: number };
+  /** Token counts reported by the provider, each fake writing them in its own wire form. Default `{ input: 10, output: chunks.length }`. */
+  usage?: ScriptedUsage;
   finishReason?: FinishReason;
   /** Answer the HTTP request with this status and the provider's own error body instead. */
   status?: number;
@@ -54,8 +54,27 @@ export interface StreamScript {
 export interface ResolvedScript extends StreamScript {
   chunks: string[];
   calls: ResolvedCall[];
-  usage: { input: number; output: number };
+  usage: ScriptedUsage;
   finishReason: FinishReason;
+}
+
+/**
+ * Usage in one meaning (DESIGN §13): `input` counts every input token (cache reads and writes
+ * included), `output` every output token (reasoning included); the rest are parts of those. A fake
+ * splits them the way its provider reports them (Anthropic's cache apart from `input_tokens`,
+ * Gemini's thoughts apart from `candidatesTokenCount`, DeepSeek's cache hits, OpenRouter's `cost`).
+ */
+export interface ScriptedUsage {
+  input: number;
+  output: number;
+  /** Input tokens read from the provider's cache. */
+  cached?: number;
+  /** Input tokens written to the cache (Anthropic `cache_creation_input_tokens`). */
+  cacheWrite?: number;
+  /** Output tokens spent reasoning. */
+  reasoning?: number;
+  /** OpenRouter's reported cost in USD (default 0.0001). */
+  cost?: number;
 }
 
 export interface StreamRecord {

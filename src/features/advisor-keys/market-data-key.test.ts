@@ -5,7 +5,16 @@ import { buildTestApp, codeOf, type TestApp } from '../../../test/helpers/app.ts
 import { ManualClock } from '../../../test/helpers/manual-clock.ts';
 import { newUser, startKeyFakes, type KeyFakes } from './test-kit.ts';
 
-type Status = { configured: boolean; keyHintTail: string | null; verified: boolean; provider: string | null; lastVerifiedAt: string | null; updatedAt: string | null };
+type Status = {
+  configured: boolean;
+  keyHintTail: string | null;
+  verified: boolean;
+  provider: string | null;
+  lastVerifiedAt: string | null;
+  rejectedAt: string | null;
+  rejectedReason: string | null;
+  updatedAt: string | null;
+};
 
 const URL_ = '/api/advisor/market-data-key';
 
@@ -41,6 +50,8 @@ describe('market-data key (spec 4.1)', () => {
           verified: true,
           provider,
           lastVerifiedAt: clock.now().toISOString(),
+          rejectedAt: null,
+          rejectedReason: null,
           updatedAt: clock.now().toISOString(),
         };
         assert.deepEqual(res.json(), expected);
@@ -112,7 +123,7 @@ describe('market-data key (spec 4.1)', () => {
   test('DESIGN §6: GET with no key → 200 configured false; DELETE → 204, then 404 MARKET_DATA_KEY_NOT_FOUND', async () => {
     const t = apps.polygon;
     const user = newUser();
-    const none: Status = { configured: false, keyHintTail: null, verified: false, provider: null, lastVerifiedAt: null, updatedAt: null };
+    const none: Status = { configured: false, keyHintTail: null, verified: false, provider: null, lastVerifiedAt: null, rejectedAt: null, rejectedReason: null, updatedAt: null };
     assert.deepEqual((await t.call('GET', URL_, { user })).json(), none);
     await t.call('PUT', URL_, { user, body: { apiKey: fakes.polygon.validKey } });
     assert.equal((await t.call('DELETE', URL_, { user })).statusCode, 204);

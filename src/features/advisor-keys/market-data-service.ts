@@ -16,6 +16,8 @@ const NOT_CONFIGURED: MarketDataKeyStatusDto = {
   verified: false,
   provider: null,
   lastVerifiedAt: null,
+  rejectedAt: null,
+  rejectedReason: null,
   updatedAt: null,
 };
 
@@ -27,6 +29,8 @@ function toStatus(row: repo.MarketDataKeyRow): MarketDataKeyStatusDto {
     verified: row.last_verified_at !== null,
     provider: MARKET_DATA_PROVIDERS.find((p) => p === row.provider) ?? null,
     lastVerifiedAt: row.last_verified_at?.toISOString() ?? null,
+    rejectedAt: row.rejected_at?.toISOString() ?? null,
+    rejectedReason: row.rejected_reason,
     updatedAt: row.updated_at.toISOString(),
   };
 }
@@ -50,6 +54,8 @@ export async function saveMarketDataKey(deps: KeyDeps, userId: string, input: Sa
     ...sealedColumns(deps.vault.seal(apiKey, marketDataSlot(userId, provider))),
     key_hint_tail: hintTail(apiKey),
     last_verified_at: probe.outcome === 'valid' ? now : null,
+    rejected_at: null,
+    rejected_reason: null,
     created_at: now,
     updated_at: now,
   });
@@ -68,8 +74,8 @@ export async function deleteMarketDataKey(deps: Pick<Deps, 'db'>, userId: string
 /** The user's market-data key as the advisor's tools use it. */
 export interface UsableMarketDataKey {
   readonly apiKey: string;
-  /** When the stored key was last written: a later write is another key. */
-  readonly updatedAt: Date;
+  /** The stored key's sealing nonce: every save (and rewrap) seals anew, so it names this stored key exactly. */
+  readonly version: Uint8Array;
 }
 
 /**
@@ -77,10 +83,10 @@ export interface UsableMarketDataKey {
  * provider the service no longer reads, or one that cannot be decrypted (logged; saving it again is
  * the remedy).
  */
-export function openMarketDataKey(deps: Pick<Deps, 'vault' | 'logger' | 'marketData'>, row: SealedColumns & { user_id: string; provider: string; updated_at: Date }): UsableMarketDataKey | undefined {
+export function openMarketDataKey(deps: Pick<Deps, 'vault' | 'logger' | 'marketData'>, row: SealedColumns & { user_id: string; provider: string }): UsableMarketDataKey | undefined {
   if (row.provider !== deps.marketData.provider) return undefined;
   try {
-    return { apiKey: deps.vault.open(sealedOf(row), marketDataSlot(row.user_id, row.provider)), updatedAt: row.updated_at };
+    return { apiKey: deps.vault.open(sealedOf(row), marketDataSlot(row.user_id, row.provider)), version: row.nonce };
   } catch (err) {
     if (!(err instanceof VaultError)) throw err;
     deps.logger.warn({ userId: row.user_id, provider: row.provider, keyId: row.key_id }, 'stored market-data key failed to decrypt');
@@ -89,9 +95,13 @@ export function openMarketDataKey(deps: Pick<Deps, 'vault' | 'logger' | 'marketD
 }
 
 /**
- * DESIGN §11: the provider refused the stored key during a turn (401/403). It is marked unverified so
- * the client can ask for a new one; a key saved since then is another key and stays as it is.
+ * DESIGN §11/§13: the provider refused the stored key during a turn (401/403). It is marked
+ * unverified, with when and why, so the client can ask for a new one; a key saved since then is
+ * another key and stays as it is.
  */
-export async function markMarketDataKeyRefused(deps: Pick<Deps, 'db' | 'logger'>, userId: string, key: UsableMarketDataKey): Promise<void> {
-  if (await repo.unverifyMarketDataKey(deps.db, userId, key.updatedAt)) deps.logger.info({ userId }, 'market-data key refused during a turn: marked unverified');
+export async function markMarketDataKeyRefused(deps: Pick<Deps, 'db' | 'logger' | 'clock'>, userId: string, key: UsableMarketDataKey, status: number | undefined): Promise<void> {
+  const reason = `the market-data provider refused the key${status === undefined ? '' : ` (HTTP ${status})`} during an advisor turn`;
+  if (await repo.markKeyRejected(deps.db, { table: 'market_data_keys', userId }, key.version, deps.clock.now(), reason)) {
+    deps.logger.info({ userId }, 'market-data key refused during a turn: marked unverified');
+  }
 }

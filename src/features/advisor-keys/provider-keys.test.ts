@@ -6,7 +6,6 @@ import { codeOf } from '../../../test/helpers/app.ts';
 import { FAKE_DEFAULT_MODEL, newUser, useProviderKeysApp, type ProviderKeyItem, usableKey } from './test-kit.ts';
 
 type Item = ProviderKeyItem;
-type Saved = Item & { verified: boolean };
 
 const VERIFIED_DEFAULT = FAKE_DEFAULT_MODEL;
 
@@ -21,20 +20,23 @@ describe('provider keys (spec 4.2, DESIGN §6)', () => {
         const user = newUser();
         const res = await put(user, p, { apiKey: `  ${valid(p)}\n` });
         assert.equal(res.statusCode, 200, res.body);
-        const saved = res.json<Saved>();
+        const saved = res.json<Item>();
         assert.deepEqual(saved, {
           provider: p,
           keyHintTail: valid(p).slice(-4),
           defaultModel: VERIFIED_DEFAULT[p],
           active: true,
+          verified: true,
           lastVerifiedAt: clock.now().toISOString(),
+          rejectedAt: null,
+          rejectedReason: null,
           createdAt: clock.now().toISOString(),
           updatedAt: clock.now().toISOString(),
-          verified: true,
         });
-        assert.deepEqual(await list(user), [withoutVerified(saved)]);
+        assert.deepEqual(await list(user), [saved]);
         const usable = await usableKey(k.t.deps, user);
-        assert.deepEqual(usable, { provider: p, model: VERIFIED_DEFAULT[p], apiKey: valid(p) });
+        assert.deepEqual(usable, { provider: p, model: VERIFIED_DEFAULT[p], apiKey: valid(p), version: usable.version });
+        assert.equal(usable.version.length, 12, 'the sealing nonce names the stored key');
       });
 
       test(`spec 4.2 rule 3: ${p} rejects an unknown key (its own way) → 400 PROVIDER_KEY_INVALID, nothing stored`, async () => {
@@ -65,7 +67,7 @@ describe('provider keys (spec 4.2, DESIGN §6)', () => {
           k.fakes.providers[p].setProbe(behaviour);
           const res = await put(user, p, { apiKey: valid(p) });
           assert.equal(res.statusCode, 200, res.body);
-          const saved = res.json<Saved>();
+          const saved = res.json<Item>();
           assert.equal(saved.verified, false);
           assert.equal(saved.lastVerifiedAt, null);
           assert.equal(saved.active, true);
@@ -113,7 +115,7 @@ describe('provider keys (spec 4.2, DESIGN §6)', () => {
       const res = await put(newUser(), 'openrouter', { apiKey: valid('openrouter') });
       fake.setModels(['openai/gpt-4o-mini', 'anthropic/claude-3.5-haiku', 'google/gemini-2.5-flash']);
       assert.equal(res.statusCode, 200);
-      assert.deepEqual([res.json<Saved>().verified, res.json<Saved>().defaultModel], [true, firstConfigured('openrouter')]);
+      assert.deepEqual([res.json<Item>().verified, res.json<Item>().defaultModel], [true, firstConfigured('openrouter')]);
     });
   });
 
@@ -127,7 +129,7 @@ describe('provider keys (spec 4.2, DESIGN §6)', () => {
         for (let i = 0; i < 6; i++) {
           fake.setModels(shuffled(models, i));
           const res = await put(newUser(), 'openai', { apiKey: valid('openai') });
-          defaults.add(res.json<Saved>().defaultModel);
+          defaults.add(res.json<Item>().defaultModel);
         }
         assert.deepEqual([...defaults], [expected]);
       }
@@ -137,9 +139,9 @@ describe('provider keys (spec 4.2, DESIGN §6)', () => {
     test('spec 4.2: a defaultModel the probe lists is kept as given', async () => {
       const res = await put(newUser(), 'openai', { apiKey: valid('openai'), defaultModel: 'gpt-4o' });
       assert.equal(res.statusCode, 200);
-      assert.equal(res.json<Saved>().defaultModel, 'gpt-4o');
+      assert.equal(res.json<Item>().defaultModel, 'gpt-4o');
       const alias = await put(newUser(), 'anthropic', { apiKey: valid('anthropic'), defaultModel: 'claude-sonnet-4-5' });
-      assert.equal(alias.json<Saved>().defaultModel, 'claude-sonnet-4-5', 'an alias of a listed dated snapshot');
+      assert.equal(alias.json<Item>().defaultModel, 'claude-sonnet-4-5', 'an alias of a listed dated snapshot');
     });
 
     test('DESIGN §6: a defaultModel absent from a successful probe → 400 VALIDATION_ERROR, nothing stored', async () => {
@@ -154,16 +156,10 @@ describe('provider keys (spec 4.2, DESIGN §6)', () => {
       k.fakes.providers.openai.setProbe('server-error');
       const res = await put(newUser(), 'openai', { apiKey: valid('openai'), defaultModel: 'gpt-nonexistent' });
       assert.equal(res.statusCode, 200);
-      assert.deepEqual([res.json<Saved>().verified, res.json<Saved>().defaultModel], [false, 'gpt-nonexistent']);
+      assert.deepEqual([res.json<Item>().verified, res.json<Item>().defaultModel], [false, 'gpt-nonexistent']);
     });
   });
 });
-
-function withoutVerified(saved: Saved): Item {
-  const item: Partial<Saved> = { ...saved };
-  delete item.verified;
-  return item as Item;
-}
 
 /** A deterministic permutation per seed (no flaky randomness, still several orders). */
 function shuffled<T>(items: readonly T[], seed: number): T[] {

@@ -41,7 +41,6 @@ export interface TurnKeyRow extends SealedColumns {
   user_id: string;
   provider: string;
   default_model: string | null;
-  updated_at: Date;
 }
 
 /**
@@ -51,10 +50,10 @@ export interface TurnKeyRow extends SealedColumns {
 export async function findTurnKeys(db: Db, userId: string, provider: string | null): Promise<TurnKeyRow[]> {
   const which = provider === null ? sql`active` : sql`provider = ${provider}`;
   const { rows } = await sql<TurnKeyRow>`
-    select 'provider' as kind, user_id, provider, key_id, nonce, ciphertext, tag, default_model, updated_at
+    select 'provider' as kind, user_id, provider, key_id, nonce, ciphertext, tag, default_model
       from provider_keys where user_id = ${userId} and ${which}
     union all
-    select 'market', user_id, provider, key_id, nonce, ciphertext, tag, null, updated_at
+    select 'market', user_id, provider, key_id, nonce, ciphertext, tag, null
       from market_data_keys where user_id = ${userId}`.execute(db);
   return rows;
 }
@@ -95,15 +94,16 @@ export function saveActiveProviderKeyQuery(r: ProviderKeyRow): RawBuilder<Pick<P
       returning 1
     )
     insert into provider_keys
-      (user_id, provider, key_id, nonce, ciphertext, tag, key_hint_tail, default_model, active, last_verified_at, created_at, updated_at)
+      (user_id, provider, key_id, nonce, ciphertext, tag, key_hint_tail, default_model, active, last_verified_at, rejected_at, rejected_reason,
+       created_at, updated_at)
     select ${r.user_id}::text, ${r.provider}::text, ${r.key_id}::text, ${r.nonce}::bytea, ${r.ciphertext}::bytea, ${r.tag}::bytea,
-      ${r.key_hint_tail}::text, ${r.default_model}::text, true, ${r.last_verified_at}::timestamptz, ${r.created_at}::timestamptz,
+      ${r.key_hint_tail}::text, ${r.default_model}::text, true, ${r.last_verified_at}::timestamptz, null, null, ${r.created_at}::timestamptz,
       ${r.updated_at}::timestamptz
     from (select count(*) from deactivated) as waited
     on conflict (user_id, provider) do update set
       key_id = excluded.key_id, nonce = excluded.nonce, ciphertext = excluded.ciphertext, tag = excluded.tag,
       key_hint_tail = excluded.key_hint_tail, default_model = excluded.default_model, active = true,
-      last_verified_at = excluded.last_verified_at, updated_at = excluded.updated_at
+      last_verified_at = excluded.last_verified_at, rejected_at = null, rejected_reason = null, updated_at = excluded.updated_at
     returning created_at`;
 }
 
@@ -141,6 +141,8 @@ export async function upsertMarketDataKey(db: Db, row: MarketDataKeyRow): Promis
     tag: row.tag,
     key_hint_tail: row.key_hint_tail,
     last_verified_at: row.last_verified_at,
+    rejected_at: null,
+    rejected_reason: null,
     updated_at: row.updated_at,
   };
   const saved = await db
@@ -157,14 +159,23 @@ export async function deleteMarketDataKey(db: Db, userId: string): Promise<boole
   return r.numDeletedRows > 0n;
 }
 
-/** The provider refused the key written at `updatedAt` (a later write is another key, left alone). */
-export async function unverifyMarketDataKey(db: Db, userId: string, updatedAt: Date): Promise<boolean> {
-  const r = await db
-    .updateTable('market_data_keys')
-    .set({ last_verified_at: null })
-    .where('user_id', '=', userId)
-    .where('updated_at', '=', updatedAt)
-    .executeTakeFirst();
+/**
+ * DESIGN §13: the provider refused the stored key sealed with `version` (its nonce) during a turn: it
+ * is no longer verified, and keeps when and why. A key saved since is sealed anew: left alone (a
+ * change of the active flag meanwhile is the same key, and is marked).
+ */
+export async function markKeyRejected(
+  db: Db,
+  key: { table: 'provider_keys'; userId: string; provider: string } | { table: 'market_data_keys'; userId: string },
+  version: Uint8Array,
+  at: Date,
+  reason: string,
+): Promise<boolean> {
+  const set = { last_verified_at: null, rejected_at: at, rejected_reason: reason };
+  const r =
+    key.table === 'provider_keys'
+      ? await db.updateTable('provider_keys').set(set).where('user_id', '=', key.userId).where('provider', '=', key.provider).where('nonce', '=', version).executeTakeFirst()
+      : await db.updateTable('market_data_keys').set(set).where('user_id', '=', key.userId).where('nonce', '=', version).executeTakeFirst();
   return r.numUpdatedRows > 0n;
 }
 

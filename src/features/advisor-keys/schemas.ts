@@ -35,12 +35,20 @@ export const UpdateProviderKeyBody = Type.Object(
 );
 export type UpdateProviderKeyInput = Static<typeof UpdateProviderKeyBody>;
 
+/** DESIGN §13: a key the provider refused during an advisor turn (401/403); a new save clears both. */
+const rejectionFields = {
+  rejectedAt: Type.Union([IsoDateTime, Type.Null()], { description: 'When the provider refused this key during an advisor turn; null if it has not' }),
+  rejectedReason: Type.Union([Type.String(), Type.Null()], { description: 'Why, in words (e.g. "openai refused the key (HTTP 401) during an advisor turn")' }),
+};
+
 const itemFields = {
   provider: ProviderSchema,
   keyHintTail: Type.String({ description: 'Last 4 characters of the key' }),
   defaultModel: Type.String(),
   active: Type.Boolean({ description: 'The active key decides the provider and model of a new conversation' }),
-  lastVerifiedAt: Type.Union([IsoDateTime, Type.Null()], { description: 'When a probe last accepted this key; null if stored unverified' }),
+  verified: Type.Boolean({ description: 'The provider accepted this key when it was saved, and has not refused it since' }),
+  lastVerifiedAt: Type.Union([IsoDateTime, Type.Null()], { description: 'When a probe last accepted this key; null if stored unverified or refused since' }),
+  ...rejectionFields,
   createdAt: IsoDateTime,
   updatedAt: IsoDateTime,
 };
@@ -51,10 +59,7 @@ export type ProviderKeyListItemDto = Static<typeof ProviderKeyListItemSchema>;
 
 const SavedProviderKeySchema = named(
   'SavedProviderKey',
-  Type.Object({
-    ...itemFields,
-    verified: Type.Boolean({ description: 'false: the probe failed transiently and the key was stored anyway' }),
-  }),
+  Type.Object(itemFields, { description: 'verified false: the probe failed transiently and the key was stored anyway' }),
 );
 export const SavedProviderKey = ref(SavedProviderKeySchema);
 export type SavedProviderKeyDto = Static<typeof SavedProviderKeySchema>;
@@ -74,6 +79,7 @@ const MarketDataKeyStatusSchema = named(
     verified: Type.Boolean({ description: 'The stored key was accepted by its provider when it was saved' }),
     provider: Type.Union([Type.Literal('polygon'), Type.Literal('fmp'), Type.Null()]),
     lastVerifiedAt: Type.Union([IsoDateTime, Type.Null()]),
+    ...rejectionFields,
     updatedAt: Type.Union([IsoDateTime, Type.Null()]),
   }),
 );

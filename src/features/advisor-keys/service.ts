@@ -19,6 +19,8 @@ export interface UsableProviderKey {
   readonly provider: Provider;
   readonly model: string;
   readonly apiKey: string;
+  /** The stored key's sealing nonce: every save (and rewrap) seals anew, so it names this stored key exactly. */
+  readonly version: Uint8Array;
 }
 
 /** The keys a turn runs on. */
@@ -52,7 +54,7 @@ export async function keysForTurn(deps: Pick<Deps, 'db' | 'vault' | 'logger' | '
 function usable(deps: Pick<Deps, 'vault' | 'logger'>, row: repo.TurnKeyRow): UsableProviderKey | AppError {
   const provider = asProvider(row.provider);
   try {
-    return { provider, model: row.default_model ?? '', apiKey: deps.vault.open(sealedOf(row), providerSlot(row.user_id, row.provider)) };
+    return { provider, model: row.default_model ?? '', apiKey: deps.vault.open(sealedOf(row), providerSlot(row.user_id, row.provider)), version: row.nonce };
   } catch (err) {
     if (!(err instanceof VaultError)) throw err;
     // Which slot failed helps an operator after a keyring change; the cause never carries key material.
@@ -74,7 +76,10 @@ function toItem(row: repo.ProviderKeyRow): ProviderKeyListItemDto {
     keyHintTail: row.key_hint_tail,
     defaultModel: row.default_model,
     active: row.active,
+    verified: row.last_verified_at !== null,
     lastVerifiedAt: row.last_verified_at?.toISOString() ?? null,
+    rejectedAt: row.rejected_at?.toISOString() ?? null,
+    rejectedReason: row.rejected_reason,
     createdAt: row.created_at.toISOString(),
     updatedAt: row.updated_at.toISOString(),
   };
@@ -117,6 +122,8 @@ export async function saveProviderKey(
     default_model: defaultModel,
     active: true,
     last_verified_at: probe.outcome === 'valid' ? now : null,
+    rejected_at: null,
+    rejected_reason: null,
     created_at: now,
     updated_at: now,
   };
@@ -130,7 +137,19 @@ export async function saveProviderKey(
       if (pgErrorCode(err) !== UNIQUE_VIOLATION || attempt >= SAVE_ATTEMPTS) throw err;
     }
   }
-  return { ...toItem(row), verified: probe.outcome === 'valid' };
+  return toItem(row);
+}
+
+/**
+ * DESIGN §13: the provider refused the key during a turn (401/403): it is marked unverified with when
+ * and why, so the client can ask for a new key instead of failing turn after turn. A key saved since
+ * the turn began is another key and stays as it is.
+ */
+export async function markProviderKeyRejected(deps: Pick<Deps, 'db' | 'logger' | 'clock'>, userId: string, key: UsableProviderKey, status: number | undefined): Promise<void> {
+  const reason = `${key.provider} refused the key${status === undefined ? '' : ` (HTTP ${status})`} during an advisor turn`;
+  if (await repo.markKeyRejected(deps.db, { table: 'provider_keys', userId, provider: key.provider }, key.version, deps.clock.now(), reason)) {
+    deps.logger.info({ userId, provider: key.provider }, 'provider key refused during a turn: marked unverified');
+  }
 }
 
 export async function listProviderKeys(deps: Pick<Deps, 'db'>, userId: string): Promise<ProviderKeyListItemDto[]> {

@@ -80,7 +80,10 @@ export type ProviderKeyItem = {
   keyHintTail: string;
   defaultModel: string;
   active: boolean;
+  verified: boolean;
   lastVerifiedAt: string | null;
+  rejectedAt: string | null;
+  rejectedReason: string | null;
   createdAt: string;
   updatedAt: string;
 };

@@ -91,7 +91,7 @@ export class Toolbox {
       if (err instanceof MarketDataError) {
         if (err.code === 'MARKET_DATA_KEY_INVALID' && !this.#marketKeyRejected && this.#marketKey) {
           this.#marketKeyRejected = true;
-          await markMarketDataKeyRefused(this.#deps, this.#userId, this.#marketKey).catch((e: unknown) =>
+          await markMarketDataKeyRefused(this.#deps, this.#userId, this.#marketKey, err.status).catch((e: unknown) =>
             this.#deps.logger.error({ err: e }, 'marking a refused market-data key failed'),
           );
         }

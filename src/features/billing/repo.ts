@@ -119,15 +119,21 @@ export function findTurnCharge(db: Db | Trx, turnId: string): Promise<TurnCharge
   return db.selectFrom('turn_charges').selectAll().where('turn_id', '=', turnId).executeTakeFirst();
 }
 
+/** A turn charged by its settlement: the credits taken and how it was paid (`allowance`, `credits`, `free`). */
+export interface SettledRow {
+  readonly credits: number;
+  readonly source: string;
+}
+
 /** Marks a reserved turn charged when read, as a query to embed (TurnBilling.settle); no row when it was not reserved any more. */
-export function chargeQuery(turnId: string, now: Date): RawBuilder<{ credits: number }> {
-  return sql<{ credits: number }>`update turn_charges set status = 'charged', settled_at = ${now}
-    where turn_id = ${turnId} and status = 'reserved' returning credits`;
+export function chargeQuery(turnId: string, now: Date): RawBuilder<SettledRow> {
+  return sql<SettledRow>`update turn_charges set status = 'charged', settled_at = ${now}
+    where turn_id = ${turnId} and status = 'reserved' returning credits, source`;
 }
 
 /** The settlement part of a turn that produced nothing: it writes nothing (the return follows on its own). */
-export function noSettlement(): RawBuilder<{ credits: number }> {
-  return sql<{ credits: number }>`select 0::bigint as credits where false`;
+export function noSettlement(): RawBuilder<SettledRow> {
+  return sql<SettledRow>`select 0::bigint as credits, ''::text as source where false`;
 }
 
 /** Moves a reserved turn to its final status; undefined when it was not reserved any more. */

@@ -31,11 +31,11 @@ export interface TurnRequest {
 export type StoreReservedTurn = (db: Db, reservation: ReservationQuery) => Promise<ReservedRow>;
 
 /**
- * What settling a turn writes in the caller's statement: a one-row-or-none query `(credits)` that
- * marks a produced turn's reservation charged when it is read (none when it was settled already);
- * for a turn that produced nothing, a query that writes nothing.
+ * What settling a turn writes in the caller's statement: a one-row-or-none query `(credits, source)`
+ * that marks a produced turn's reservation charged when it is read (none when it was settled
+ * already); for a turn that produced nothing, a query that writes nothing and yields no row.
  */
-export type SettlementQuery = RawBuilder<{ credits: number }>;
+export type SettlementQuery = RawBuilder<repo.SettledRow>;
 
 /** Runs the statement that stores a turn's end on `db`, with `settlement` as one of its parts; returns the settlement's row. */
 export type StoreSettledTurn = (db: Db, settlement: SettlementQuery) => Promise<{ credits: number } | undefined>;

@@ -120,7 +120,7 @@ describe('advisor conversations', () => {
       assert.deepEqual(page2.messages.map((m) => [m.role, m.text, m.status]), [['user', 'one', 'complete'], ['assistant', 'Hello world', 'complete']]);
       assert.equal(page2.nextCursor, null);
       const reply = page2.messages[1];
-      assert.deepEqual([reply?.finishReason, reply?.usage, reply?.error], ['stop', { inputTokens: 10, outputTokens: 2 }, null]);
+      assert.deepEqual([reply?.finishReason, reply?.usage?.inputTokens, reply?.usage?.outputTokens, reply?.error], ['stop', 10, 2, null]);
       const attachments = page2.messages[0]?.attachments ?? [];
       assert.deepEqual(attachments.map((a) => [a.format, a.byteSize]), [['png', IMAGES.png.length], ['webp', IMAGES.webp.length]]);
       const png = await t.app.inject({ method: 'GET', url: attachments[0]?.url ?? '', headers: { authorization: `Bearer ${await t.token(user)}` } });

@@ -1,7 +1,8 @@
 // The stream's frames (DESIGN §7) as the wire carries them: one JSON line each.
 import type { FastifyReply } from 'fastify';
 import { SseWriter } from '../../http/sse.ts';
-import type { FinishReason, ProviderErrorCode, RoundUsage, ToolCallPart } from '../../providers/llm/index.ts';
+import type { FinishReason, ProviderErrorCode, ToolCallPart } from '../../providers/llm/index.ts';
+import { usageDto, type Receipt } from '../usage/receipt.ts';
 import { apiParts, parsedArguments, type ToolResultBody } from './parts.ts';
 import type { MessageRow } from './repo.ts';
 
@@ -41,41 +42,8 @@ export function startData(t: TurnIds): string {
 
 export const deltaData = (text: string): string => `{"text":${JSON.stringify(text)}}`;
 
-/** A turn's token counts over its rounds (DESIGN §13). */
-export interface TurnUsage {
-  readonly input: number;
-  readonly output: number;
-  readonly cachedInput: number | null;
-  readonly reasoning: number | null;
-  readonly costUsd: number | null;
-}
-
-/** The rounds' figures summed; a part figure (cached, reasoning, cost) some round did not report is unknown for the turn. */
-export function turnUsage(rounds: readonly RoundUsage[]): TurnUsage | undefined {
-  if (rounds.length === 0) return undefined;
-  const part = (pick: (r: RoundUsage) => number | null | undefined): number | null =>
-    rounds.every((r) => typeof pick(r) === 'number') ? rounds.reduce((n, r) => n + (pick(r) ?? 0), 0) : null;
-  return {
-    input: rounds.reduce((n, r) => n + r.input, 0),
-    output: rounds.reduce((n, r) => n + r.output, 0),
-    cachedInput: part((r) => r.cachedInput),
-    reasoning: part((r) => r.reasoning),
-    costUsd: part((r) => r.costUsd),
-  };
-}
-
-export function doneData(finishReason: FinishReason | 'aborted', usage: TurnUsage | undefined, toolCalls: number): string {
-  return JSON.stringify({
-    finishReason,
-    usage: {
-      inputTokens: usage?.input ?? 0,
-      outputTokens: usage?.output ?? 0,
-      cachedInputTokens: usage?.cachedInput ?? null,
-      reasoningTokens: usage?.reasoning ?? null,
-      estimatedCostUsd: usage?.costUsd ?? null,
-    },
-    toolCalls,
-  });
+export function doneData(finishReason: FinishReason | 'aborted', receipt: Receipt, toolCalls: number): string {
+  return JSON.stringify({ finishReason, usage: usageDto(receipt), toolCalls });
 }
 
 export const toolCallData = (call: ToolCallPart): string => JSON.stringify({ id: call.id, name: call.name, arguments: parsedArguments(call.arguments) });
@@ -105,8 +73,12 @@ export function replayTurn(reply: FastifyReply, turn: TurnIds, stored: MessageRo
     sse.event('error', errorData(stored.error_code, stored.error_retryable ?? true));
   } else {
     const reason = stored.status === 'complete' ? ((stored.finish_reason ?? 'stop') as FinishReason) : 'aborted';
-    const usage = stored.input_tokens === null ? undefined : { input: stored.input_tokens, output: stored.output_tokens ?? 0, cachedInput: null, reasoning: null, costUsd: null };
-    sse.event('done', doneData(reason, usage, toolCalls));
+    sse.event('done', doneData(reason, storedReceipt(stored), toolCalls));
   }
   sse.end();
+}
+
+/** A stored reply's receipt (DESIGN §13). */
+export function storedReceipt(row: Pick<MessageRow, 'input_tokens' | 'output_tokens' | 'cached_input_tokens' | 'reasoning_tokens' | 'cost_micros'>): Receipt {
+  return { input: row.input_tokens, output: row.output_tokens, cachedInput: row.cached_input_tokens, reasoning: row.reasoning_tokens, costMicros: row.cost_micros };
 }

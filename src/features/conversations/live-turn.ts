@@ -6,6 +6,7 @@ import type { Deps } from '../../deps.ts';
 import { Ticker } from '../../platform/ticker.ts';
 import type { ChatEvent, ChatMessage, ToolSpec } from '../../providers/llm/index.ts';
 import type { Toolbox } from '../advisor-tools/toolbox.ts';
+import { markProviderKeyRejected, type UsableProviderKey } from '../advisor-keys/service.ts';
 import type { TurnCharge } from '../billing/turn-billing.ts';
 import type { TurnIds } from './frames.ts';
 import * as repo from './repo.ts';
@@ -34,7 +35,7 @@ export interface LiveTurnInit extends TurnIds {
   readonly provider: Provider;
   readonly userId: string;
   readonly leaseToken: string;
-  readonly apiKey: string;
+  readonly key: UsableProviderKey;
   readonly charge: TurnCharge;
   readonly toolbox: Toolbox;
   readonly log: FastifyBaseLogger;
@@ -75,7 +76,7 @@ export class LiveTurn implements TurnIds {
   readonly log: FastifyBaseLogger;
   readonly #deps: Deps;
   readonly #leaseToken: string;
-  readonly #apiKey: string;
+  readonly #key: UsableProviderKey;
   readonly #abort = new AbortController();
   #cause: StopCause | undefined;
   #ping: () => void = () => undefined;
@@ -95,7 +96,7 @@ export class LiveTurn implements TurnIds {
     this.toolbox = init.toolbox;
     this.log = init.log;
     this.#leaseToken = init.leaseToken;
-    this.#apiKey = init.apiKey;
+    this.#key = init.key;
   }
 
   /** Aborted when the turn is stopped; every round and wait of the turn listens to it. */
@@ -127,6 +128,16 @@ export class LiveTurn implements TurnIds {
     this.#abort.abort(new Error(cause === 'client' ? 'client went away' : 'service is shutting down'));
   }
 
+  /**
+   * DESIGN §13: the provider refused the turn's key (401/403): the stored key is marked unverified
+   * with when and why (unless it was replaced meanwhile). A failure to mark is logged, never raised.
+   */
+  async keyRefused(status: number | undefined): Promise<void> {
+    await markProviderKeyRejected(this.#deps, this.userId, this.#key, status).catch((err: unknown) =>
+      this.log.error({ err }, 'marking a refused provider key failed'),
+    );
+  }
+
   /** One provider round on the user's key: the reply's events, in batches, as the provider streams them. */
   round(request: RoundRequest): AsyncIterator<readonly ChatEvent[]> {
     const { system, messages, tools, toolChoice } = request;
@@ -138,7 +149,7 @@ export class LiveTurn implements TurnIds {
       signal: this.#abort.signal,
       ...(tools.length > 0 ? { tools, toolChoice: toolChoice ?? 'auto' } : {}),
     };
-    return this.#deps.llm.stream(this.provider, this.#apiKey, chat)[Symbol.asyncIterator]();
+    return this.#deps.llm.stream(this.provider, this.#key.apiKey, chat)[Symbol.asyncIterator]();
   }
 
   /**

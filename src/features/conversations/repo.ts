@@ -1,5 +1,7 @@
 import { sql, type RawBuilder, type Selectable } from 'kysely';
 import type { AttachmentsTable, ConversationsTable, Db, MessagesTable, Trx } from '../../db/types.ts';
+import type { Receipt } from '../usage/receipt.ts';
+import * as usageRepo from '../usage/repo.ts';
 
 export type ConversationRow = Selectable<ConversationsTable>;
 export type MessageRow = Selectable<MessagesTable>;
@@ -227,30 +229,43 @@ export async function startReservedTurn(db: Db, t: TurnRows, reservation: RawBui
 
 export interface TurnEnd {
   readonly replyId: string;
+  readonly userId: string;
+  readonly provider: string;
+  readonly model: string;
   readonly now: Date;
   readonly content: string;
   /** The reply's parts as JSON text (parts.ts), null for a text-only reply. */
   readonly parts: string | null;
   readonly status: 'complete' | 'interrupted' | 'failed';
   readonly finishReason: string | null;
-  readonly usage: { input: number; output: number } | undefined;
+  /** DESIGN §13: what the provider counted, priced. */
+  readonly receipt: Receipt;
   readonly error: { code: string; retryable: boolean } | undefined;
 }
 
 /**
- * Stores the reply as it ended, touches its conversation and reads `settlement` (billing's part: the
- * charge of a produced turn), in one statement; returns the settlement's row.
+ * Stores the reply as it ended with its receipt, touches its conversation, reads `settlement`
+ * (billing's part: the charge of a produced turn, a row `(credits, source)` when it charged) and adds
+ * the turn to the user's daily usage (DESIGN §13), in one statement; returns the settlement's row.
+ * The usage is added only when this statement is the one that ends the reply (it was 'streaming'
+ * in the statement's snapshot), so a retry after a lost commit acknowledgement never counts twice.
  */
-export async function finishTurn(db: Db, e: TurnEnd, settlement: RawBuilder<{ credits: number }>): Promise<{ credits: number } | undefined> {
+export async function finishTurn(db: Db, e: TurnEnd, settlement: RawBuilder<{ credits: number; source: string }>): Promise<{ credits: number } | undefined> {
+  const r = e.receipt;
+  const day = e.now.toISOString().slice(0, 10);
+  // The usage part reads the two CTEs it names: `settlement` (the charge) and `ended` (the guard).
   const { rows } = await sql<{ credits: number }>`with settlement as (${settlement}),
+    ended as (select 1 from messages where id = ${e.replyId} and status = 'streaming'),
     reply as (
       update messages set content = ${e.content}, parts = ${e.parts}::jsonb, status = ${e.status}, finish_reason = ${e.finishReason},
-        input_tokens = ${e.usage?.input ?? null}, output_tokens = ${e.usage?.output ?? null},
+        input_tokens = ${r.input}::int, output_tokens = ${r.output}::int, cached_input_tokens = ${r.cachedInput}::int,
+        reasoning_tokens = ${r.reasoning}::int, cost_micros = ${r.costMicros}::bigint,
         error_code = ${e.error?.code ?? null}, error_retryable = ${e.error?.retryable ?? null}, completed_at = ${e.now}
       where id = ${e.replyId}
       returning conversation_id),
     conversation as (
-      update conversations set updated_at = ${e.now}, last_message_at = ${e.now} where id in (select conversation_id from reply))
+      update conversations set updated_at = ${e.now}, last_message_at = ${e.now} where id in (select conversation_id from reply)),
+    usage as (${usageRepo.countTurn({ userId: e.userId, day, provider: e.provider, model: e.model, receipt: r })})
     select credits from settlement`.execute(db);
   return rows[0];
 }

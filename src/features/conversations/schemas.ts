@@ -104,6 +104,26 @@ const MessagePartSchema = named(
   ),
 );
 
+const NullableCount = Type.Union([Type.Integer({ minimum: 0 }), Type.Null()], { description: 'null when the provider did not report it' });
+
+/** DESIGN §13: a turn's figures as its provider reported them, summed over its rounds. */
+const UsageSchema = named(
+  'Usage',
+  Type.Object(
+    {
+      inputTokens: Type.Union([Type.Integer({ minimum: 0 }), Type.Null()], { description: 'Every input token, cached ones included; null when the provider reported none' }),
+      outputTokens: Type.Union([Type.Integer({ minimum: 0 }), Type.Null()], { description: 'Every output token, reasoning included; null when the provider reported none' }),
+      cachedInputTokens: NullableCount,
+      reasoningTokens: NullableCount,
+      estimatedCostUsd: Type.Union([Type.Number({ minimum: 0 }), Type.Null()], {
+        description: 'What the turn cost on the user’s own provider key (the provider’s reported cost, else the catalogue’s prices), not what the service charged; null when unknown',
+      }),
+    },
+    { description: 'Figures are what was counted: an interrupted or failed turn has those of the rounds that reported' },
+  ),
+);
+export const Usage = ref(UsageSchema);
+
 const MessageSchema = named(
   'Message',
   Type.Object({
@@ -114,7 +134,7 @@ const MessageSchema = named(
     status: Type.Union([Type.Literal('complete'), Type.Literal('streaming'), Type.Literal('interrupted'), Type.Literal('failed')]),
     clientMessageId: Type.Union([Uuid, Type.Null()]),
     finishReason: Type.Union([Type.String(), Type.Null()]),
-    usage: Type.Union([Type.Object({ inputTokens: Type.Integer(), outputTokens: Type.Integer() }), Type.Null()]),
+    usage: Type.Union([Usage, Type.Null()], { description: 'A reply’s usage (DESIGN §13); null for a user message' }),
     error: Type.Union([Type.Object({ code: Type.String(), retryable: Type.Boolean() }), Type.Null()]),
     attachments: Type.Array(ref(AttachmentSchema)),
     createdAt: IsoDateTime,
@@ -193,7 +213,6 @@ const StreamToolResultFrameSchema = named(
   ),
 );
 
-const NullableCount = Type.Union([Type.Integer(), Type.Null()], { description: 'null when the provider does not report it' });
 const StreamDoneFrameSchema = named(
   'StreamDoneFrame',
   Type.Object(
@@ -205,13 +224,7 @@ const StreamDoneFrameSchema = named(
         Type.Literal('stopped'),
         Type.Literal('aborted'),
       ]),
-      usage: Type.Object({
-        inputTokens: Type.Integer(),
-        outputTokens: Type.Integer(),
-        cachedInputTokens: Type.Optional(NullableCount),
-        reasoningTokens: Type.Optional(NullableCount),
-        estimatedCostUsd: Type.Optional(Type.Union([Type.Number(), Type.Null()], { description: 'On the user’s own provider key; null when unknown' })),
-      }),
+      usage: Usage,
       toolCalls: Type.Optional(Type.Integer({ description: 'Tool calls made during the turn' })),
     },
     { description: '`event: done`: the turn ended; the last frame' },
@@ -253,6 +266,7 @@ export const EventStream = Type.String({
 
 /** Registered as shared schemas (app.ts): `components.schemas` of the OpenAPI document. */
 export const components: NamedSchema[] = [
+  UsageSchema,
   ConversationListItemSchema,
   ConversationListSchema,
   AttachmentSchema,

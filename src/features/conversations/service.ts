@@ -3,6 +3,8 @@ import { AppError } from '../../http/errors.ts';
 import { normaliseTitle } from './context.ts';
 import { invalidCursor, openCursor, sealCursor } from './cursor.ts';
 import { CONTENT_TYPE } from './images.ts';
+import { storedReceipt } from './frames.ts';
+import { usageDto } from '../usage/receipt.ts';
 import * as repo from './repo.ts';
 import { apiParts } from './parts.ts';
 import type { ConversationListItemDto, ConversationWithMessagesDto, MessageDto } from './schemas.ts';
@@ -42,7 +44,7 @@ function toMessage(row: repo.MessageRow, attachments: repo.AttachmentMeta[]): Me
     status: row.status,
     clientMessageId: row.client_message_id,
     finishReason: row.finish_reason,
-    usage: row.input_tokens === null ? null : { inputTokens: row.input_tokens, outputTokens: row.output_tokens ?? 0 },
+    usage: row.role === 'assistant' ? usageDto(storedReceipt(row)) : null,
     error: row.error_code === null ? null : { code: row.error_code, retryable: row.error_retryable ?? true },
     attachments: attachments.map((a) => ({ id: a.id, format: a.format, byteSize: a.byte_size, url: `/api/advisor/attachments/${a.id}` })),
     createdAt: row.created_at.toISOString(),

@@ -55,12 +55,10 @@ describe('advisor stream: provider protocols', () => {
         const start = startOf(res);
         assert.deepEqual([start['provider'], start['model'], start['billing']], [p, MODEL[p], { source: 'allowance', credits: 0 }]);
         assert.equal(textOf(res), 'Buy low, sell high');
-        assert.deepEqual(res.frames.at(-1)?.data, {
-          finishReason: 'stop',
-          // OpenRouter reports its own cost for the call (DESIGN §13); the others' figures are unknown.
-          usage: { inputTokens: 42, outputTokens: 7, cachedInputTokens: null, reasoningTokens: null, estimatedCostUsd: p === 'openrouter' ? 0.0001 : null },
-          toolCalls: 0,
-        });
+        const done = res.frames.at(-1)?.data ?? {};
+        const usage = done['usage'] as Record<string, unknown>;
+        // Each provider's cached, reasoning and cost figures: usage.test.ts (DESIGN §13).
+        assert.deepEqual([done['finishReason'], done['toolCalls'], usage['inputTokens'], usage['outputTokens']], ['stop', 0, 42, 7]);
         const stored = await replyRow(t, String(start['assistantMessageId']));
         assert.deepEqual([stored?.status, stored?.content, stored?.finish_reason, stored?.input_tokens, stored?.output_tokens], [
           'complete',

@@ -13,7 +13,8 @@ import type { UsableMarketDataKey } from '../advisor-keys/market-data-service.ts
 import { keysForTurn, type TurnKeys, type UsableProviderKey } from '../advisor-keys/service.ts';
 import { overLimit, Toolbox, type ToolOutcome } from '../advisor-tools/toolbox.ts';
 import { buildMessages, defaultTitle, systemPrompt } from './context.ts';
-import { deltaData, doneData, errorData, replayTurn, startData, toolCallData, toolResultData, turnUsage, type StreamErrorCode, type TurnIds } from './frames.ts';
+import { deltaData, doneData, errorData, replayTurn, startData, toolCallData, toolResultData, type StreamErrorCode, type TurnIds } from './frames.ts';
+import { receiptOf } from '../usage/receipt.ts';
 import { PartsLog, resultPart, storable } from './parts.ts';
 import { decodeImages } from './images.ts';
 import { LEASE_TTL_MS, LiveTurn, type RoundRequest } from './live-turn.ts';
@@ -302,7 +303,7 @@ async function reserveAndStore(
       repo.startReservedTurn(db, rows, reservation),
     );
     const billing = { source: charge.source, credits: charge.credits };
-    const init = { conversationId, userMessageId, assistantMessageId, provider, model, billing, userId, leaseToken, apiKey: key.apiKey, charge, toolbox, log };
+    const init = { conversationId, userMessageId, assistantMessageId, provider, model, billing, userId, leaseToken, key, charge, toolbox, log };
     const live = new LiveTurn(deps, init);
     return { kind: 'live', live, request };
   } catch (err) {
@@ -321,7 +322,7 @@ async function reserveAndStore(
   }
 }
 
-type Failure = { code: StreamErrorCode; retryable: boolean; detail: string };
+type Failure = { code: StreamErrorCode; retryable: boolean; detail: string; status?: number | undefined };
 
 /**
  * Stages 6 and 7, relay and settle: the start frame, then rounds with the provider until it answers
@@ -353,6 +354,7 @@ async function relay(deps: Deps, reply: FastifyReply, live: LiveTurn, first: Rou
 
   const signal = live.signal;
   const parts = new PartsLog();
+  // The latest usage figures of each round, kept as they arrive (a round that fails keeps what it counted).
   const usage: RoundUsage[] = [];
   const maxCalls = deps.config.advisorMaxToolCalls;
   let request = first;
@@ -361,9 +363,9 @@ async function relay(deps: Deps, reply: FastifyReply, live: LiveTurn, first: Rou
   let failure: Failure | undefined;
   try {
     for (;;) {
-      const out = await relayRound(sse, live, round, parts, maxCalls - toolCalls);
+      const roundIndex = usage.length;
+      const out = await relayRound(sse, live, round, parts, maxCalls - toolCalls, (u) => void (usage[roundIndex] = u));
       toolCalls += out.ran;
-      if (out.usage) usage.push(out.usage);
       if (out.finish !== 'tool_calls' || out.calls.length === 0 || signal.aborted) {
         finish = out.finish === 'tool_calls' ? 'stop' : out.finish;
         break;
@@ -387,6 +389,7 @@ async function relay(deps: Deps, reply: FastifyReply, live: LiveTurn, first: Rou
   } catch (err) {
     if (!signal.aborted) failure = toFailure(err, live.log);
   }
+  if (failure?.code === 'PROVIDER_AUTH_FAILED') await live.keyRefused(failure.status);
   const cause = live.cause;
   if (finish === undefined) {
     if (cause === 'shutdown') failure = { code: 'SHUTTING_DOWN', retryable: true, detail: 'drain deadline reached' };
@@ -398,11 +401,23 @@ async function relay(deps: Deps, reply: FastifyReply, live: LiveTurn, first: Rou
   const status: repo.TurnEnd['status'] = finish !== undefined ? 'complete' : cause !== undefined ? 'interrupted' : 'failed';
   const error = finish === undefined && failure ? { code: failure.code, retryable: failure.retryable } : undefined;
   const finishReason = finish ?? (cause === 'client' ? 'aborted' : null);
-  const total = turnUsage(usage);
-  const end = { replyId: live.assistantMessageId, now: deps.clock.now(), content: storable(parts.text), parts: parts.stored(), status, finishReason, usage: total, error };
+  const receipt = receiptOf(usage.filter(Boolean), findModel(deps.config.catalogue, live.provider, live.model)?.pricing);
+  const end: repo.TurnEnd = {
+    replyId: live.assistantMessageId,
+    userId: live.userId,
+    provider: live.provider,
+    model: live.model,
+    now: deps.clock.now(),
+    content: storable(parts.text),
+    parts: parts.stored(),
+    status,
+    finishReason,
+    receipt,
+    error,
+  };
   await live.settle(end, parts.deltas > 0);
 
-  if (finish !== undefined) sse.event('done', doneData(finish, total, toolCalls));
+  if (finish !== undefined) sse.event('done', doneData(finish, receipt, toolCalls));
   else if (error) sse.event('error', errorData(error.code, error.retryable));
   sse.end();
   // At shutdown a client that stopped reading must not hold the server open.
@@ -437,7 +452,6 @@ interface RunningCall {
 interface RoundOut {
   /** Undefined: the stream ended without the provider's finish (or the turn was stopped). */
   readonly finish: FinishReason | undefined;
-  readonly usage: RoundUsage | undefined;
   /** This round's text (the assistant message the next round is sent back). */
   readonly text: string;
   readonly calls: readonly RunningCall[];
@@ -451,13 +465,19 @@ interface RoundOut {
  * turn's remaining budget are answered TOOL_CALL_LIMIT_REACHED without running. Throws the
  * provider's failure.
  */
-async function relayRound(sse: SseWriter, live: LiveTurn, round: PendingRound, parts: PartsLog, budget: number): Promise<RoundOut> {
+async function relayRound(
+  sse: SseWriter,
+  live: LiveTurn,
+  round: PendingRound,
+  parts: PartsLog,
+  budget: number,
+  onUsage: (u: RoundUsage) => void,
+): Promise<RoundOut> {
   if ('failed' in round) throw round.failed;
   const signal = live.signal;
   const calls: RunningCall[] = [];
   let text = '';
   let ran = 0;
-  let usage: RoundUsage | undefined;
   let finish: FinishReason | undefined;
   let firstRead: Promise<IteratorResult<readonly ChatEvent[]>> | undefined = round.first;
   try {
@@ -481,7 +501,7 @@ async function relayRound(sse: SseWriter, live: LiveTurn, round: PendingRound, p
           calls.push({ call, outcome });
           written = sse.event('tool_call', toolCallData(call));
         } else if (ev.type === 'usage') {
-          usage = ev;
+          onUsage(ev);
         } else {
           finish = ev.reason;
           break read;
@@ -497,11 +517,11 @@ async function relayRound(sse: SseWriter, live: LiveTurn, round: PendingRound, p
     if (finish !== undefined) void drain(round.events);
     else void round.events.return?.().catch(() => undefined);
   }
-  return { finish, usage, text, calls, ran };
+  return { finish, text, calls, ran };
 }
 
 function toFailure(err: unknown, log: FastifyReply['log']): Failure {
-  if (err instanceof ProviderError) return { code: err.code, retryable: err.retryable, detail: err.detail };
+  if (err instanceof ProviderError) return { code: err.code, retryable: err.retryable, detail: err.detail, status: err.status };
   log.error({ err }, 'advisor stream failed');
   return { code: 'INTERNAL', retryable: true, detail: 'internal error' };
 }

@@ -133,6 +133,8 @@ class AnthropicTranslator implements Translator {
           this.#input = inputOf(usage);
           this.#output = num(usage.output_tokens);
           this.#cached = typeof usage.cache_read_input_tokens === 'number' ? usage.cache_read_input_tokens : null;
+          // Counted so far: a stream cut off later still reports its input (DESIGN §13).
+          this.#usage(out);
         }
         return;
       }
@@ -145,6 +147,7 @@ class AnthropicTranslator implements Translator {
           if (typeof e.usage.output_tokens === 'number') this.#output = e.usage.output_tokens;
           if (typeof e.usage.input_tokens === 'number') this.#input = inputOf(e.usage);
           if (typeof e.usage.cache_read_input_tokens === 'number') this.#cached = e.usage.cache_read_input_tokens;
+          this.#usage(out);
         }
         return;
       }
@@ -167,9 +170,13 @@ class AnthropicTranslator implements Translator {
   }
 
   #close(out: ChatEvent[], reason: FinishReason): void {
-    // Anthropic does not report reasoning tokens apart from output tokens.
-    if (this.#input >= 0) out.push({ type: 'usage', input: this.#input, output: this.#output, cachedInput: this.#cached, reasoning: null, costUsd: null });
+    this.#usage(out);
     out.push({ type: 'finish', reason });
+  }
+
+  /** The figures so far; a later usage event replaces an earlier one. Anthropic does not report reasoning apart from output. */
+  #usage(out: ChatEvent[]): void {
+    if (this.#input >= 0) out.push({ type: 'usage', input: this.#input, output: this.#output, cachedInput: this.#cached, reasoning: null, costUsd: null });
   }
 }
 

@@ -92,13 +92,16 @@ class GeminiTranslator implements Translator {
         }
       }
     }
-    // usageMetadata carries running totals on every chunk; the last one wins.
+    // usageMetadata carries running totals on every chunk; the last one wins. Its JSON is proto3's,
+    // which leaves out fields whose value is zero: an absent cache or thoughts count is a reported 0.
     const usage = chunk.usageMetadata;
     if (usage) {
       this.#input = num(usage.promptTokenCount);
       this.#output = num(usage.candidatesTokenCount) + num(usage.thoughtsTokenCount);
-      this.#cached = typeof usage.cachedContentTokenCount === 'number' ? usage.cachedContentTokenCount : null;
-      this.#reasoning = typeof usage.thoughtsTokenCount === 'number' ? usage.thoughtsTokenCount : null;
+      this.#cached = num(usage.cachedContentTokenCount);
+      this.#reasoning = num(usage.thoughtsTokenCount);
+      // Counted so far: a stream cut off later keeps what it reported (DESIGN §13).
+      this.#usage(out);
     }
     const finish = candidate?.finishReason;
     if (typeof finish === 'string' && finish !== 'FINISH_REASON_UNSPECIFIED') this.#reason = FINISH[finish] ?? 'stop';
@@ -106,11 +109,12 @@ class GeminiTranslator implements Translator {
     if (chunk.promptFeedback?.blockReason !== undefined) this.#reason = 'content_filter';
   }
 
+  #usage(out: ChatEvent[]): void {
+    if (this.#input >= 0) out.push({ type: 'usage', input: this.#input, output: this.#output, cachedInput: this.#cached, reasoning: this.#reasoning, costUsd: null });
+  }
+
   end(out: ChatEvent[]): void {
     if (this.#reason === undefined) throw incomplete('google');
-    if (this.#input >= 0) {
-      out.push({ type: 'usage', input: this.#input, output: this.#output, cachedInput: this.#cached, reasoning: this.#reasoning, costUsd: null });
-    }
     // Gemini ends a round of function calls with STOP.
     out.push({ type: 'finish', reason: this.#called && this.#reason === 'stop' ? 'tool_calls' : this.#reason });
   }
