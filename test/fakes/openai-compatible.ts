@@ -306,9 +306,10 @@ function chunkWriter(
     },
     gap: processing,
     finish() {
-      // Mistral reports usage on the finishing chunk itself and has no separate usage chunk.
       const usage = usageOf(flavor, script);
-      data(chunk([choice({}, script.finishReason)], flavor === 'mistral' ? { usage } : {}));
+      // Mistral reports usage on the finishing chunk; Groq too, under `x_groq` (and again in the usage chunk when asked).
+      const onFinish = flavor === 'mistral' ? { usage } : flavor === 'groq' ? { x_groq: { id: randomId('req_'), usage } } : {};
+      data(chunk([choice({}, script.finishReason)], onFinish));
       if ((includeUsage || flavor === 'openrouter') && flavor !== 'mistral') data(chunk([], { usage }));
       res.write('data: [DONE]\n\n');
     },
