@@ -207,6 +207,13 @@ export function loadConfig(env: Env = process.env): Config {
     reservationSweepAfterMs: int('RESERVATION_SWEEP_AFTER_MS', 10 * 60_000, 1000, 7 * 24 * 3_600_000),
     reservationSweepIntervalMs: int('RESERVATION_SWEEP_INTERVAL_MS', 30_000, 100, 3_600_000),
   };
+  // A running turn shows it is alive every STREAM_HEARTBEAT_MS; the sweeper must wait for several missed ones.
+  if (config.reservationSweepAfterMs < 3 * config.streamHeartbeatMs) {
+    problems.push(
+      `RESERVATION_SWEEP_AFTER_MS (${config.reservationSweepAfterMs}) must be at least 3 × STREAM_HEARTBEAT_MS (${config.streamHeartbeatMs}): ` +
+        'a running turn shows it is alive at each heartbeat, and one without a sign of life that long is taken for crashed',
+    );
+  }
   if (problems.length > 0) throw new ConfigError(problems);
   return deepFreeze(config);
 }

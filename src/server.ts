@@ -1,7 +1,7 @@
 import { ConfigError, loadConfig } from './config.ts';
 import { createDeps } from './deps.ts';
 import { buildApp } from './app.ts';
-import { sweepStaleReservations } from './features/billing/turn-billing.ts';
+import { sweepCrashedTurns } from './features/conversations/crashed-turns.ts';
 
 async function main(): Promise<void> {
   let config;
@@ -18,15 +18,14 @@ async function main(): Promise<void> {
   const app = await buildApp(deps);
   const address = await app.listen({ port: config.port, host: config.host });
   const log = deps.logger;
-  // Returns what a crashed instance's turns reserved. The age (RESERVATION_SWEEP_AFTER_MS, 10 min by
-  // default) is well past any live stream, which settles itself; a turn outliving it ends uncharged
-  // rather than charged twice.
+  // Settles the turns of a crashed (or frozen) instance: no sign of life for RESERVATION_SWEEP_AFTER_MS
+  // (10 min by default; a running turn shows one at every heartbeat, however long it runs).
   let sweeping = false;
   const sweeper = setInterval(() => {
     if (sweeping) return;
     sweeping = true;
-    sweepStaleReservations(deps, config.reservationSweepAfterMs)
-      .catch((err: unknown) => log.error({ err }, 'sweeping stale turn reservations failed'))
+    sweepCrashedTurns(deps, config.reservationSweepAfterMs)
+      .catch((err: unknown) => log.error({ err }, 'sweeping crashed turns failed'))
       .finally(() => (sweeping = false));
   }, config.reservationSweepIntervalMs);
   sweeper.unref();

@@ -6,8 +6,15 @@ describe('configuration', () => {
   test('DESIGN §1: the reservation sweeper defaults to settling reservations open 10 min, looking every 30 s', () => {
     const config = loadConfig({});
     assert.deepEqual([config.reservationSweepAfterMs, config.reservationSweepIntervalMs], [600_000, 30_000]);
-    const tuned = loadConfig({ RESERVATION_SWEEP_AFTER_MS: '4000', RESERVATION_SWEEP_INTERVAL_MS: '500' });
+    const tuned = loadConfig({ RESERVATION_SWEEP_AFTER_MS: '4000', RESERVATION_SWEEP_INTERVAL_MS: '500', STREAM_HEARTBEAT_MS: '1000' });
     assert.deepEqual([tuned.reservationSweepAfterMs, tuned.reservationSweepIntervalMs], [4000, 500]);
+  });
+
+  test('DESIGN §10: a sweep age shorter than three heartbeats (a live turn could be taken for crashed) stops the start', () => {
+    assert.throws(
+      () => loadConfig({ RESERVATION_SWEEP_AFTER_MS: '4000', STREAM_HEARTBEAT_MS: '1500' }),
+      (err: unknown) => err instanceof ConfigError && err.problems.some((p) => p.startsWith('RESERVATION_SWEEP_AFTER_MS (4000) must be at least 3 × STREAM_HEARTBEAT_MS (1500)')),
+    );
   });
 
   test('DESIGN §1: a bad sweeper setting stops the start with a message naming each variable', () => {

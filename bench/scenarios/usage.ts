@@ -121,7 +121,7 @@ export async function usage(h: Harness): Promise<Row> {
         `Baseline: the service's own summary statement (its repo function, through Kysely on a pg pool of ${CLIENTS}) from ${CLIENTS} ` +
         'concurrent loops.',
       notes: [
-        `Usage summary: paced p50 ${ms(paced.p50)} ms, p99 ${ms(paced.p99)} ms, max ${ms(paced.max)} ms; closed loop groupBy=day p50 ${ms(day.p50)} / p99 ${ms(day.p99)} ms, groupBy=model p50 ${ms(model.p50)} / p99 ${ms(model.p99)} ms, ` +
+        `paced p50 ${ms(paced.p50)} ms, p99 ${ms(paced.p99)} ms, max ${ms(paced.max)} ms; closed loop groupBy=day p50 ${ms(day.p50)} / p99 ${ms(day.p99)} ms, groupBy=model p50 ${ms(model.p50)} / p99 ${ms(model.p99)} ms, ` +
           `max ${ms(all.max)} ms; one client alone p50 ${ms(alone.p50)} ms, p99 ${ms(alone.p99)} ms`,
       ],
     };

@@ -12,6 +12,7 @@ import * as m0009 from './migrations/0009-account-name-key.ts';
 import * as m0010 from './migrations/0010-billing-rules-once.ts';
 import * as m0013 from './migrations/0013-message-parts.ts';
 import * as m0014 from './migrations/0014-usage-receipts.ts';
+import * as m0015 from './migrations/0015-turn-alive.ts';
 
 /** Every migration, in order. A feature adds its file here; names never change once shipped. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -26,6 +27,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0010-billing-rules-once': m0010,
   '0013-message-parts': m0013,
   '0014-usage-receipts': m0014,
+  '0015-turn-alive': m0015,
 };
 
 class StaticProvider implements MigrationProvider {

@@ -129,6 +129,8 @@ export interface TurnChargesTable {
   status: 'reserved' | 'charged' | 'returned';
   created_at: Date;
   settled_at: Date | null;
+  /** Last sign of life of the running turn (its heartbeat); null until the first one (migration 0015). */
+  alive_at: Date | null;
 }
 
 /** A checkout started for a pack, with credits and amount fixed at that moment. */

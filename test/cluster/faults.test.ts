@@ -31,9 +31,10 @@ import {
 const PROBE_TIMEOUT_MS = 1000;
 const IDLE_TIMEOUT_MS = 1500;
 const WEBHOOK_SECRET = 'whsec_faults_test';
-// Small so a crashed instance's reservation is settled within the test; no stream here lasts this long.
+// Small so a crashed instance's reservation is settled within the test.
 const SWEEP_AFTER_MS = 4000;
 const SWEEP_INTERVAL_MS = 500;
+const HEARTBEAT_MS = 1000;
 
 if (CLUSTER_AVAILABLE) {
   describe('faults: three instances, one PostgreSQL, one Redis', () => {
@@ -43,6 +44,8 @@ if (CLUSTER_AVAILABLE) {
       STREAM_IDLE_TIMEOUT_MS: String(IDLE_TIMEOUT_MS),
       RESERVATION_SWEEP_AFTER_MS: String(SWEEP_AFTER_MS),
       RESERVATION_SWEEP_INTERVAL_MS: String(SWEEP_INTERVAL_MS),
+      // A running turn shows it is alive at each heartbeat; the sweep age must cover three.
+      STREAM_HEARTBEAT_MS: String(HEARTBEAT_MS),
     });
     const c = setup.cluster;
 

@@ -152,16 +152,22 @@ export function finishTurnCharge(
     .executeTakeFirst();
 }
 
+/** Reserved turns with no sign of life since `before` (their last heartbeat, else their reservation). */
 export async function staleReservations(db: Db, before: Date, limit: number): Promise<string[]> {
   const rows = await db
     .selectFrom('turn_charges')
     .select('turn_id')
     .where('status', '=', 'reserved')
-    .where('created_at', '<', before)
+    .where((eb) => eb.fn.coalesce('alive_at', 'created_at'), '<', before)
     .orderBy('created_at')
     .limit(limit)
     .execute();
   return rows.map((r) => r.turn_id);
+}
+
+/** A running turn's sign of life (its heartbeat); nothing once it is settled. */
+export async function markAlive(db: Db, turnId: string, now: Date): Promise<void> {
+  await db.updateTable('turn_charges').set({ alive_at: now }).where('turn_id', '=', turnId).where('status', '=', 'reserved').execute();
 }
 
 export async function insertPurchase(db: Db, row: PurchaseRow): Promise<void> {

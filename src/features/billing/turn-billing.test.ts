@@ -7,7 +7,7 @@ import { AppError } from '../../http/errors.ts';
 import { buildTestApp, STORES, type TestApp } from '../../../test/helpers/app.ts';
 import { ManualClock } from '../../../test/helpers/manual-clock.ts';
 import type { Db } from '../../db/types.ts';
-import { createTurnBilling, sweepStaleReservations, type ReservationQuery, type ReservedRow, type TurnBilling, type TurnCharge } from './turn-billing.ts';
+import { createTurnBilling, markTurnAlive, settleAbandonedTurn, silentTurns, type ReservationQuery, type ReservedRow, type TurnBilling, type TurnCharge } from './turn-billing.ts';
 import { assertLedgerInvariant, ensureTestUser, giveCredits, ledgerCount, reservationOnly, settlementOnly, turnStatus, writeTestCatalogue } from './testing.ts';
 
 type Wallet = { credits: number; tier: string; allowance: { used: number; remaining: number }; images: { used: number; remaining: number; resetsAt: string } };
@@ -203,19 +203,34 @@ describe('turn billing (DESIGN §8)', () => {
       clock.set(new Date('2030-01-15T12:00:00Z'));
     });
 
-    test('sweepStaleReservations settles as not produced only reservations older than the age', async () => {
-      const u = await user(10);
+    test('DESIGN §10: only reservations without a sign of life for the age are the sweeper\'s; a heartbeat keeps a long turn out', async () => {
+      const u = await user(20);
       const old = await reserve(u, 'big-1');
+      const long = await reserve(u, 'big-1');
       clock.advance(3 * 60_000);
+      await markTurnAlive(t.deps, long.turnId);
       const fresh = await reserve(u, 'big-1');
-      await sweepStaleReservations(t.deps, 2 * 60_000);
-      assert.deepEqual([await turnStatus(t, old.turnId), await turnStatus(t, fresh.turnId)], ['returned', 'reserved']);
-      assert.equal(await assertLedgerInvariant(t, u), 5);
-      await t.deps.billing.settle(old, true, settlementOnly);
-      assert.equal(await turnStatus(t, old.turnId), 'returned');
-      await t.deps.billing.settle(fresh, true, settlementOnly);
-      assert.equal(await assertLedgerInvariant(t, u), 5);
+      const silent = await silentTurns(t.deps, 2 * 60_000);
+      assert.ok(silent.includes(old.turnId), 'silent for 3 minutes');
+      assert.ok(!silent.includes(long.turnId), 'reserved 3 minutes ago, alive just now');
+      assert.ok(!silent.includes(fresh.turnId));
       clock.set(new Date('2030-01-15T12:00:00Z'));
+    });
+
+    test('DESIGN §10: an abandoned turn is settled by what it stored: returned without content, charged with it; once', async () => {
+      const u = await user(10);
+      const empty = await reserve(u, 'big-1');
+      const partial = await reserve(u, 'big-1');
+      assert.equal(await settleAbandonedTurn(t.deps, empty.turnId, false), true);
+      assert.equal(await settleAbandonedTurn(t.deps, partial.turnId, true), true);
+      assert.deepEqual([await turnStatus(t, empty.turnId), await turnStatus(t, partial.turnId)], ['returned', 'charged']);
+      assert.equal(await assertLedgerInvariant(t, u), 5);
+      // The turn's own settlement, if its instance comes back, changes nothing.
+      assert.equal(await settleAbandonedTurn(t.deps, empty.turnId, true), false);
+      await t.deps.billing.settle(empty, true, settlementOnly);
+      await t.deps.billing.settle(partial, false, settlementOnly);
+      assert.deepEqual([await turnStatus(t, empty.turnId), await turnStatus(t, partial.turnId)], ['returned', 'charged']);
+      assert.equal(await assertLedgerInvariant(t, u), 5);
     });
 
     test('a negative balance blocks spending until it is positive again', async () => {

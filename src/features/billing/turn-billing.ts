@@ -1,6 +1,6 @@
 import type { Provider, TierConfig } from '../../catalogue.ts';
 import { findModel } from '../../catalogue.ts';
-import type { RawBuilder } from 'kysely';
+import { sql, type RawBuilder } from 'kysely';
 import { isDatabaseUnavailable, pgErrorCode } from '../../db/create-db.ts';
 import type { Db } from '../../db/types.ts';
 import type { Deps } from '../../deps.ts';
@@ -229,12 +229,24 @@ async function returnTurn(deps: BillingDeps, turnId: string): Promise<boolean> {
  * Settles as not produced every reservation older than `olderThanMs` (its instance crashed before
  * settling). Returns how many were returned.
  */
-export async function sweepStaleReservations(deps: BillingDeps, olderThanMs: number, batch = 500): Promise<number> {
-  const before = new Date(deps.clock.now().getTime() - olderThanMs);
-  let returned = 0;
-  for (const turnId of await repo.staleReservations(deps.db, before, batch)) {
-    if (await returnTurn(deps, turnId)) returned += 1;
-  }
-  if (returned > 0) deps.logger.warn({ returned }, 'returned stale turn reservations');
-  return returned;
+/** Reserved turns with no sign of life for `silentForMs` (their instance crashed or froze): the sweeper's candidates. */
+export function silentTurns(deps: BillingDeps, silentForMs: number, batch = 500): Promise<string[]> {
+  return repo.staleReservations(deps.db, new Date(deps.clock.now().getTime() - silentForMs), batch);
+}
+
+/** A running turn's heartbeat on its reservation (DESIGN §10: the sweeper never takes a live turn). */
+export function markTurnAlive(deps: BillingDeps, turnId: string): Promise<void> {
+  return repo.markAlive(deps.db, turnId, deps.clock.now());
+}
+
+/**
+ * Settles a turn whose instance is gone, by what it stored: charged when its reply has content,
+ * else returned. Idempotent like settle; false when it was settled already.
+ */
+export async function settleAbandonedTurn(deps: BillingDeps, turnId: string, produced: boolean): Promise<boolean> {
+  if (!produced) return returnTurn(deps, turnId);
+  const { rows } = await sql<{ credits: number }>`with settlement as (${repo.chargeQuery(turnId, deps.clock.now())}) select credits from settlement`.execute(deps.db);
+  const row = rows[0];
+  if (row && row.credits > 0) deps.metrics.creditsSpent.inc(row.credits);
+  return row !== undefined;
 }

@@ -7,7 +7,7 @@ import { Ticker } from '../../platform/ticker.ts';
 import type { ChatEvent, ChatMessage, ToolSpec } from '../../providers/llm/index.ts';
 import type { Toolbox } from '../advisor-tools/toolbox.ts';
 import { markProviderKeyRejected, type UsableProviderKey } from '../advisor-keys/service.ts';
-import type { TurnCharge } from '../billing/turn-billing.ts';
+import { markTurnAlive, type TurnCharge } from '../billing/turn-billing.ts';
 import type { TurnIds } from './frames.ts';
 import * as repo from './repo.ts';
 
@@ -15,8 +15,14 @@ import * as repo from './repo.ts';
 export const LEASE_TTL_MS = 30_000;
 /** Generous for an advisor answer; every protocol gets it in its own field (Anthropic requires one). */
 export const MAX_OUTPUT_TOKENS = 8192;
-const SETTLE_ATTEMPTS = 3;
+/**
+ * How long a turn's end keeps being retried while the database is unreachable (backing off from
+ * SETTLE_RETRY_MS to SETTLE_RETRY_MAX_MS): long enough to ride out a failover or a short outage, so
+ * what the client saw is what is stored and charged. The turn keeps showing it is alive meanwhile.
+ */
+export const SETTLE_WINDOW_MS = 60_000;
 const SETTLE_RETRY_MS = 100;
+const SETTLE_RETRY_MAX_MS = 5_000;
 
 /** Why a turn ended before its answer did. */
 export type StopCause = 'client' | 'shutdown';
@@ -41,15 +47,25 @@ export interface LiveTurnInit extends TurnIds {
   readonly log: FastifyBaseLogger;
 }
 
-/** The heartbeat and lease-renewal tickers of one app (tests run several apps, with their own settings, in one process). */
-const tickers = new WeakMap<Deps, { heartbeat: Ticker<LiveTurn>; renewal: Ticker<LiveTurn> }>();
+interface Tickers {
+  /** The client's keep-alive comment. */
+  readonly heartbeat: Ticker<LiveTurn>;
+  /** The stream lease's renewal. */
+  readonly renewal: Ticker<LiveTurn>;
+  /** The reservation's sign of life, at the heartbeat's pace (DESIGN §10: the sweeper never takes a live turn). */
+  readonly alive: Ticker<LiveTurn>;
+}
 
-function tickersOf(deps: Deps): { heartbeat: Ticker<LiveTurn>; renewal: Ticker<LiveTurn> } {
+/** The tickers of one app (tests run several apps, with their own settings, in one process). */
+const tickers = new WeakMap<Deps, Tickers>();
+
+function tickersOf(deps: Deps): Tickers {
   let t = tickers.get(deps);
   if (t === undefined) {
     t = {
       heartbeat: new Ticker(deps.config.streamHeartbeatMs, (live) => live.ping()),
       renewal: new Ticker(LEASE_TTL_MS / 3, (live) => void live.renewLease()),
+      alive: new Ticker(deps.config.streamHeartbeatMs, (live) => void live.markAlive()),
     };
     tickers.set(deps, t);
   }
@@ -114,9 +130,10 @@ export class LiveTurn implements TurnIds {
    */
   open(ping: () => void): void {
     this.#ping = ping;
-    const { heartbeat, renewal } = tickersOf(this.#deps);
+    const { heartbeat, renewal, alive } = tickersOf(this.#deps);
     heartbeat.add(this);
     renewal.add(this);
+    alive.add(this);
     this.#untrack = this.#deps.lifecycle.track(() => this.stop('shutdown'));
     this.#deps.metrics.streamsOpen.inc();
   }
@@ -184,18 +201,29 @@ export class LiveTurn implements TurnIds {
     }
   }
 
+  /** The alive ticker's call: the reservation's sign of life, so no sweeper takes this turn for a crashed one. */
+  async markAlive(): Promise<void> {
+    try {
+      await markTurnAlive(this.#deps, this.charge.turnId);
+    } catch (err) {
+      this.log.warn({ err }, 'marking the turn alive failed');
+    }
+  }
+
   async #settle(end: repo.TurnEnd, produced: boolean): Promise<void> {
     const deps = this.#deps;
-    const { heartbeat, renewal } = tickersOf(deps);
+    const { heartbeat, renewal, alive } = tickersOf(deps);
     heartbeat.delete(this);
-    renewal.delete(this);
     // The reply's end and its charge are one statement (billing's part embedded); the lease goes back
-    // after it, so the user's next turn reads this reply in its history.
+    // after it, so the user's next turn reads this reply in its history. Lease and sign of life are
+    // kept up while a database outage is ridden out.
     try {
       await persist(() => deps.billing.settle(this.charge, produced, (db, settlement) => repo.finishTurn(db, end, settlement)));
     } catch (err) {
       this.log.error({ err, assistantMessageId: this.assistantMessageId, turnId: this.charge.turnId }, 'storing and settling the turn failed');
     }
+    renewal.delete(this);
+    alive.delete(this);
     try {
       await deps.leases.release(this.userId, this.#leaseToken);
     } catch (err) {
@@ -210,12 +238,13 @@ export class LiveTurn implements TurnIds {
  * charged. The settlement is idempotent (an update by id; a charge or return of a still-reserved turn).
  */
 async function persist(op: () => Promise<void>): Promise<void> {
-  for (let attempt = 1; ; attempt++) {
+  const giveUpAt = Date.now() + SETTLE_WINDOW_MS;
+  for (let wait = SETTLE_RETRY_MS; ; wait = Math.min(wait * 2, SETTLE_RETRY_MAX_MS)) {
     try {
       return await op();
     } catch (err) {
-      if (attempt >= SETTLE_ATTEMPTS || !isDatabaseUnavailable(err)) throw err;
-      await sleep(SETTLE_RETRY_MS * attempt);
+      if (!isDatabaseUnavailable(err) || Date.now() + wait > giveUpAt) throw err;
+      await sleep(wait);
     }
   }
 }

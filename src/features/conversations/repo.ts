@@ -270,6 +270,22 @@ export async function finishTurn(db: Db, e: TurnEnd, settlement: RawBuilder<{ cr
   return rows[0];
 }
 
+/**
+ * A turn whose instance is gone (DESIGN §10): its reply, if still 'streaming', is closed interrupted;
+ * returns whether the reply holds anything (text or tool calls) — how the turn is settled. A reply
+ * deleted with its conversation holds nothing.
+ */
+export async function closeCrashedReply(db: Db, replyId: string, now: Date): Promise<{ produced: boolean }> {
+  const { rows } = await sql<{ produced: boolean }>`
+    with closed as (
+      update messages set status = ${STREAMING_LEFT_BEHIND.status}, error_code = ${STREAMING_LEFT_BEHIND.error_code},
+        error_retryable = ${STREAMING_LEFT_BEHIND.error_retryable}, completed_at = ${now}
+      where id = ${replyId} and status = 'streaming'
+      returning 1)
+    select (content <> '' or parts is not null) as produced from messages, (select count(*) from closed) as waited where id = ${replyId}`.execute(db);
+  return { produced: rows[0]?.produced === true };
+}
+
 /** Closes replies of this user left 'streaming' by a crashed instance (caller holds the lease). */
 export async function closeAbandonedReplies(db: Db, userId: string, now: Date): Promise<void> {
   await db

@@ -1,0 +1,104 @@
+// DESIGN §10: the reservation sweeper never takes a running turn, however long it runs, and settles a
+// crashed one by what it stored. Real app and real streams (loopback OpenAI fake), on PGlite or PostgreSQL.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { startOpenAiCompatibleFake, type OpenAiCompatibleFake } from '../../../test/fakes/index.ts';
+import { buildTestApp, type TestApp } from '../../../test/helpers/app.ts';
+import { assertLedgerInvariant, giveCredits, turnStatus } from '../billing/testing.ts';
+import { sweepCrashedTurns } from './crashed-turns.ts';
+import * as repo from './repo.ts';
+import { message, newUser, replyRow, saveKey, send, startOf } from './test-kit.ts';
+
+const SWEEP_AFTER_MS = 1000;
+const HEARTBEAT_MS = 100;
+/** A model of the built-in catalogue that costs credits. */
+const PAID_MODEL = 'gpt-4o';
+const PAID_CREDITS = 5;
+
+describe('crashed turns (DESIGN §10)', () => {
+  let fake: OpenAiCompatibleFake;
+  let t: TestApp;
+  before(async () => {
+    fake = await startOpenAiCompatibleFake({ flavor: 'openai' });
+    t = await buildTestApp({
+      env: { OPENAI_BASE_URL: fake.url, STREAM_HEARTBEAT_MS: String(HEARTBEAT_MS), RESERVATION_SWEEP_AFTER_MS: String(SWEEP_AFTER_MS) },
+    });
+  });
+  after(async () => {
+    await t.close();
+    await fake.close();
+  });
+
+  async function payingUser(): Promise<string> {
+    const user = newUser('sweep');
+    await saveKey(t, user, 'openai', fake.validKey, PAID_MODEL);
+    await giveCredits(t, user, 2 * PAID_CREDITS);
+    return user;
+  }
+
+  test('DESIGN §10: a running turn that outlives RESERVATION_SWEEP_AFTER_MS is never swept: it is charged at its end', async () => {
+    const user = await payingUser();
+    // 8 pieces 250 ms apart: twice the sweep age; the sweeper looks every 50 ms meanwhile.
+    fake.enqueueStream({ chunks: Array.from({ length: 8 }, (_, i) => `part ${i} `), delayMs: 250 });
+    let done = false;
+    const turn = send(t, user, null, message()).finally(() => (done = true));
+    let swept = 0;
+    while (!done) {
+      swept += await sweepCrashedTurns(t.deps, SWEEP_AFTER_MS);
+      await sleep(50);
+    }
+    const res = await turn;
+    assert.equal(res.frames.at(-1)?.event, 'done', res.body);
+    assert.equal(swept, 0, 'the sweeper took a running turn');
+    const turnId = String(startOf(res)['assistantMessageId']);
+    assert.equal(await turnStatus(t, turnId), 'charged');
+    assert.equal(await assertLedgerInvariant(t, user), PAID_CREDITS);
+  });
+
+  /** A turn reserved and stored as it starts, whose instance then died (no live turn, no heartbeat). */
+  async function crashedTurn(user: string): Promise<string> {
+    const replyId = randomUUID();
+    const conversationId = randomUUID();
+    const rows: repo.TurnRows = {
+      now: t.deps.clock.now(),
+      userId: user,
+      conversationId,
+      newConversation: { id: conversationId, title: 'Crashed', provider: 'openai', model: PAID_MODEL, persona_id: null },
+      personaId: undefined,
+      userMessage: { id: randomUUID(), content: 'Will it be charged?', clientMessageId: randomUUID() },
+      replyId,
+      attachments: [],
+    };
+    await t.deps.billing.reserve({ turnId: replyId, userId: user, provider: 'openai', model: PAID_MODEL, images: 0 }, (db, reservation) =>
+      repo.startReservedTurn(db, rows, reservation),
+    );
+    return replyId;
+  }
+
+  test('DESIGN §10: a crashed turn (no sign of life past the age) → its reply closed interrupted, nothing stored → its charge returned; once', async () => {
+    const user = await payingUser();
+    const turnId = await crashedTurn(user);
+    assert.equal(await assertLedgerInvariant(t, user), PAID_CREDITS);
+    assert.equal(await sweepCrashedTurns(t.deps, SWEEP_AFTER_MS), 0, 'not silent long enough yet');
+    await sleep(60);
+    assert.equal(await sweepCrashedTurns(t.deps, 50), 1);
+    const reply = await replyRow(t, turnId);
+    assert.deepEqual([reply?.status, reply?.error_code, reply?.completed_at instanceof Date], ['interrupted', 'SHUTTING_DOWN', true]);
+    assert.equal(await turnStatus(t, turnId), 'returned');
+    assert.equal(await assertLedgerInvariant(t, user), 2 * PAID_CREDITS);
+    assert.equal(await sweepCrashedTurns(t.deps, 50), 0, 'settled once');
+  });
+
+  test('DESIGN §10: a crashed turn whose reply holds content is charged, not made free', async () => {
+    const user = await payingUser();
+    const turnId = await crashedTurn(user);
+    await t.deps.db.updateTable('messages').set({ content: 'Half an answer' }).where('id', '=', turnId).execute();
+    await sleep(60);
+    assert.equal(await sweepCrashedTurns(t.deps, 50), 1);
+    assert.equal((await replyRow(t, turnId))?.status, 'interrupted');
+    assert.equal(await turnStatus(t, turnId), 'charged');
+    assert.equal(await assertLedgerInvariant(t, user), PAID_CREDITS);
+  });
+});
