@@ -73,6 +73,10 @@ export interface Config {
   readonly marketDataProbeTimeoutMs: number;
   readonly streamHeartbeatMs: number;
   readonly streamIdleTimeoutMs: number;
+  /** DESIGN §10: a stream client that reads nothing for this long while frames wait is treated as gone. */
+  readonly streamStallTimeoutMs: number;
+  /** DESIGN §10: a turn running longer ends with UPSTREAM_TIMEOUT. */
+  readonly streamMaxDurationMs: number;
   readonly shutdownDrainMs: number;
   readonly maxImageBytes: number;
   readonly maxBodyBytes: number;
@@ -197,6 +201,8 @@ export function loadConfig(env: Env = process.env): Config {
     marketDataProbeTimeoutMs: int('MARKET_DATA_PROBE_TIMEOUT_MS', 5000, 1, 120_000),
     streamHeartbeatMs: int('STREAM_HEARTBEAT_MS', 15_000, 10, 3_600_000),
     streamIdleTimeoutMs: int('STREAM_IDLE_TIMEOUT_MS', 60_000, 10, 3_600_000),
+    streamStallTimeoutMs: int('STREAM_STALL_TIMEOUT_MS', 60_000, 10, 3_600_000),
+    streamMaxDurationMs: int('STREAM_MAX_DURATION_MS', 900_000, 100, 24 * 3_600_000),
     shutdownDrainMs: int('SHUTDOWN_DRAIN_MS', 25_000, 0, 3_600_000),
     maxImageBytes: int('MAX_IMAGE_BYTES', 3 * 1024 * 1024, 1, 3_375_000),
     maxBodyBytes,

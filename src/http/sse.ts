@@ -19,13 +19,16 @@ const FLUSH_CHARS = 32 * 1024;
  */
 export class SseWriter {
   readonly #res: ServerResponse;
+  /** A client that reads nothing for this long while frames wait is treated as gone (DESIGN §10). */
+  readonly #stallMs: number | undefined;
   #id = 0;
   /** Frames not yet handed to the response. */
   #pending = '';
   #scheduled = false;
 
-  constructor(res: ServerResponse) {
+  constructor(res: ServerResponse, opts: { stallMs?: number } = {}) {
     this.#res = res;
+    this.#stallMs = opts.stallMs;
   }
 
   /** Sends the status line and headers (the caller's, e.g. X-Request-Id, plus the SSE ones). */
@@ -61,12 +64,18 @@ export class SseWriter {
     else res.end();
   }
 
-  /** Resolves when the socket buffer has drained, the connection closed, or `signal` aborted. */
+  /**
+   * Resolves when the socket buffer has drained, the connection closed, or `signal` aborted. A client
+   * that has not read for the stall timeout is cut off (its connection destroyed, the frames waiting
+   * for it dropped), which closes the connection.
+   */
   drained(signal: AbortSignal): Promise<void> {
     const res = this.#res;
     if (!res.writableNeedDrain || res.destroyed || signal.aborted) return Promise.resolve();
     return new Promise((resolve) => {
+      const stall = this.#stallMs === undefined ? undefined : setTimeout(() => res.destroy(), this.#stallMs);
       const done = (): void => {
+        clearTimeout(stall);
         res.off('drain', done);
         res.off('close', done);
         signal.removeEventListener('abort', done);

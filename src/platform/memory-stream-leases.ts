@@ -26,8 +26,9 @@ export function createMemoryStreamLeases(clock: Clock): StreamLeases {
     async renew(userId, token, ttlMs) {
       const nowMs = clock.now().getTime();
       const lease = live(userId, nowMs);
-      if (lease?.token !== token) return false;
-      lease.expiresAtMs = nowMs + ttlMs;
+      if (lease !== undefined && lease.token !== token) return false;
+      // Extended, or taken back when it expired and nobody took it.
+      leases.set(userId, { token, expiresAtMs: nowMs + ttlMs });
       return true;
     },
     async release(userId, token) {

@@ -28,15 +28,19 @@ export function createPgStreamLeases(db: Db, clock: Clock): StreamLeases {
     },
     async renew(userId, token, ttlMs) {
       const now = clock.now();
-      // An expired lease is lost even if nobody took it yet, matching Redis where the key is gone.
-      const result = await db
-        .updateTable('stream_leases')
-        .set({ expires_at: new Date(now.getTime() + ttlMs) })
-        .where('user_id', '=', userId)
-        .where('token', '=', token)
-        .where('expires_at', '>', now)
+      // Extends this holder's lease, or takes it back when it expired (or vanished) and nobody took it.
+      const row = await db
+        .insertInto('stream_leases')
+        .values({ user_id: userId, token, expires_at: new Date(now.getTime() + ttlMs) })
+        .onConflict((oc) =>
+          oc
+            .column('user_id')
+            .doUpdateSet((eb) => ({ token: eb.ref('excluded.token'), expires_at: eb.ref('excluded.expires_at') }))
+            .where((eb) => eb.or([eb('stream_leases.token', '=', token), eb('stream_leases.expires_at', '<=', now)])),
+        )
+        .returning('token')
         .executeTakeFirst();
-      return result.numUpdatedRows > 0n;
+      return row?.token === token;
     },
     async release(userId, token) {
       await db.deleteFrom('stream_leases').where('user_id', '=', userId).where('token', '=', token).execute();

@@ -66,6 +66,27 @@ export async function redisCall<T>(client: Redis, op: (c: Redis) => Promise<T>):
   }
 }
 
+const UNDO_RETRY_MS = 250;
+
+/**
+ * Undoes, in the background, a command whose caller gave up on it (timed out, connection lost): the
+ * command may still run when Redis answers again — a frozen Redis runs what it had read when it
+ * wakes — so its effect is undone then. The undo goes out on the same connection after the command
+ * (Redis runs one connection's commands in order) and is retried through reconnections until it has
+ * run or `forMs` has passed (after which the effect has expired on its own). It must be idempotent and
+ * touch only what the command made (a token, a member).
+ */
+export function undoLater(client: Redis, undo: (c: Redis) => Promise<unknown>, forMs: number): void {
+  const giveUpAt = Date.now() + forMs;
+  const attempt = (): void => {
+    if (client.status === 'end') return;
+    undo(client).catch(() => {
+      if (Date.now() + UNDO_RETRY_MS < giveUpAt) setTimeout(attempt, UNDO_RETRY_MS).unref();
+    });
+  };
+  attempt();
+}
+
 /** A Lua script run by SHA, loaded on first use or after a Redis restart (NOSCRIPT). */
 export class LuaScript {
   readonly #source: string;

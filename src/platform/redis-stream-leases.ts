@@ -1,13 +1,20 @@
 import type { Redis } from 'ioredis';
 import { randomToken } from './ids.ts';
-import { LuaScript, redisCall } from './redis-connection.ts';
+import { LuaScript, redisCall, undoLater } from './redis-connection.ts';
 import type { StreamLeases } from './stream-lease.ts';
 
 // Compare-and-act in one script: checking the token and then acting in two commands would let a
 // lease that expired and was taken in between be extended or deleted by its former holder.
+// A lease gone from Redis (expired, or Redis restarted empty) is set again for its holder: without it
+// a second stream of the same user could start beside the running one.
 const RENEW = new LuaScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+local holder = redis.call('GET', KEYS[1])
+if holder == ARGV[1] then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+if not holder then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 1
 end
 return 0
 `);
@@ -35,8 +42,15 @@ export function createRedisStreamLeases(opts: RedisStreamLeasesOptions): StreamL
   return {
     async acquire(userId, ttlMs) {
       const token = randomToken(16);
-      const reply = await redisCall(client, (c) => c.set(key(userId), token, 'PX', ttlMs, 'NX'));
-      return reply === 'OK' ? token : null;
+      try {
+        const reply = await redisCall(client, (c) => c.set(key(userId), token, 'PX', ttlMs, 'NX'));
+        return reply === 'OK' ? token : null;
+      } catch (err) {
+        // The caller answers 503 and gives the lease up; a SET that still runs when a frozen Redis
+        // wakes (or whose reply was lost) must not leave the user a lease nobody holds.
+        undoLater(client, (c) => RELEASE.run(c, [key(userId)], [token]), ttlMs);
+        throw err;
+      }
     },
     async renew(userId, token, ttlMs) {
       const reply = await redisCall(client, (c) => RENEW.run(c, [key(userId)], [token, ttlMs]));

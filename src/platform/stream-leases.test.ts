@@ -10,7 +10,7 @@ import { migrateToLatest } from '../db/migrate.ts';
 import { createMemoryStreamLeases } from './memory-stream-leases.ts';
 import { createPgStreamLeases } from './pg-stream-leases.ts';
 import { createRedisStreamLeases } from './redis-stream-leases.ts';
-import { closeRedis, openRedis } from './redis-connection.ts';
+import { closeRedis, openRedis, redisCall } from './redis-connection.ts';
 import type { StreamLeases } from './stream-lease.ts';
 
 // Backends that need a service are registered only when it is configured.
@@ -177,19 +177,25 @@ for (const backend of backends) {
         assert.equal(await a.renew(user, token, ttl), true);
       }));
 
-    test('DESIGN §4: renew after the lease was lost returns false and disturbs the new holder in no way', () =>
+    test('DESIGN §4: a lease that vanished (expired, or a store restarted empty) is taken back by its holder\'s renewal, so no second stream starts beside it', () =>
       withInstances(async ({ a, b, elapse }) => {
-        const released = uniqueUser();
-        const first = await a.acquire(released, ttl);
-        assert.ok(first);
-        await a.release(released, first);
-        assert.equal(await a.renew(released, first, ttl), false, 'lost by release');
+        const user = uniqueUser();
+        const token = await a.acquire(user, ttl);
+        assert.ok(token);
+        await elapse(ttl + (backend.realTime ? ttl / 2 : 0));
+        assert.equal(await a.renew(user, token, ttl), true, 'expired, nobody took it: taken back');
+        assert.equal(await b.acquire(user, ttl), null, 'held again');
+        await a.release(user, token);
+        assert.equal(await a.renew(user, token, ttl), true, 'gone from the store: set again for its holder');
+        assert.equal(await b.acquire(user, ttl), null);
+      }));
 
+    test('DESIGN §4: renew of a lease another holder took returns false and disturbs the new holder in no way', () =>
+      withInstances(async ({ a, b, elapse }) => {
         const user = uniqueUser();
         const old = await a.acquire(user, ttl);
         assert.ok(old);
         await elapse(ttl + (backend.realTime ? ttl / 2 : 0));
-        assert.equal(await a.renew(user, old, ttl), false, 'lost by expiry');
         const taken = await b.acquire(user, ttl);
         assert.ok(taken);
         assert.equal(await a.renew(user, old, ttl), false, 'lost to another holder');
@@ -197,5 +203,32 @@ for (const backend of backends) {
         assert.equal(await a.acquire(user, ttl), null, "the old holder's release left the new lease alone");
         assert.equal(await b.renew(user, taken, ttl), true);
       }));
+  });
+}
+
+if (REDIS_URL) {
+  describe('stream leases (Redis frozen past the command timeout)', () => {
+    test('DESIGN §4 / issue 14 item 8: an acquire whose caller gave up (503) never takes effect when Redis wakes: no phantom lease', async () => {
+      const prefix = `test:lease-frozen:${randomBytes(6).toString('hex')}:`;
+      const client = openRedis(REDIS_URL);
+      const admin = new Redis(REDIS_URL);
+      const leases = createRedisStreamLeases({ client, prefix });
+      const user = uniqueUser();
+      try {
+        await redisCall(client, (c) => c.ping());
+        // Every client but a replica waits 2.5 s: the SET is read and runs only then, after the 1 s command timeout.
+        await admin.call('CLIENT', 'PAUSE', '2500', 'ALL');
+        await assert.rejects(leases.acquire(user, 30_000), { code: 'SERVICE_UNAVAILABLE' });
+        await delay(2000);
+        const token = await leases.acquire(user, 30_000);
+        assert.notEqual(token, null, 'the user can stream: the abandoned acquire left no lease');
+      } finally {
+        await admin.call('CLIENT', 'UNPAUSE').catch(() => undefined);
+        const keys = await admin.keys(`${prefix}*`);
+        if (keys.length > 0) await admin.del(...keys);
+        await admin.quit();
+        await closeRedis(client);
+      }
+    });
   });
 }

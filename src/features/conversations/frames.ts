@@ -6,7 +6,7 @@ import { usageDto, type Receipt } from '../usage/receipt.ts';
 import { apiParts, parsedArguments, type ToolResultBody } from './parts.ts';
 import type { MessageRow } from './repo.ts';
 
-export type StreamErrorCode = ProviderErrorCode | 'SHUTTING_DOWN' | 'INTERNAL';
+export type StreamErrorCode = ProviderErrorCode | 'SHUTTING_DOWN' | 'STREAM_IN_PROGRESS' | 'INTERNAL';
 
 /** What the start frame tells the client: where the turn is stored and how it is paid. */
 export interface TurnIds {
@@ -26,6 +26,7 @@ const MESSAGES: Record<StreamErrorCode, string> = {
   PROVIDER_ERROR: 'The provider could not process this request',
   UPSTREAM_TIMEOUT: 'The provider sent nothing for too long',
   SHUTTING_DOWN: 'The service is restarting; send the message again with a new clientMessageId',
+  STREAM_IN_PROGRESS: 'Another reply of this user is streaming now; this one was ended',
   INTERNAL: 'Internal error',
 };
 

@@ -25,7 +25,18 @@ const SETTLE_RETRY_MS = 100;
 const SETTLE_RETRY_MAX_MS = 5_000;
 
 /** Why a turn ended before its answer did. */
-export type StopCause = 'client' | 'shutdown';
+/**
+ * Why a turn ended before its answer did: its client went away (or stopped reading), the service is
+ * draining, it ran past STREAM_MAX_DURATION_MS, or another stream of its user holds the lease now.
+ */
+export type StopCause = 'client' | 'shutdown' | 'deadline' | 'superseded';
+
+const STOP_REASONS: Readonly<Record<StopCause, string>> = {
+  client: 'client went away',
+  shutdown: 'service is shutting down',
+  deadline: 'the turn ran past STREAM_MAX_DURATION_MS',
+  superseded: 'another stream of the user holds the lease',
+};
 
 /** What one provider round is sent besides the turn's provider, model and key. */
 export interface RoundRequest {
@@ -97,6 +108,7 @@ export class LiveTurn implements TurnIds {
   #cause: StopCause | undefined;
   #ping: () => void = () => undefined;
   #untrack: (() => void) | undefined;
+  #deadline: NodeJS.Timeout | undefined;
   #settlement: Promise<void> | undefined;
 
   constructor(deps: Deps, init: LiveTurnInit) {
@@ -135,6 +147,7 @@ export class LiveTurn implements TurnIds {
     renewal.add(this);
     alive.add(this);
     this.#untrack = this.#deps.lifecycle.track(() => this.stop('shutdown'));
+    this.#deadline = setTimeout(() => this.stop('deadline'), this.#deps.config.streamMaxDurationMs).unref();
     this.#deps.metrics.streamsOpen.inc();
   }
 
@@ -142,7 +155,7 @@ export class LiveTurn implements TurnIds {
   stop(cause: StopCause): void {
     if (this.#settlement !== undefined || this.#cause !== undefined) return;
     this.#cause = cause;
-    this.#abort.abort(new Error(cause === 'client' ? 'client went away' : 'service is shutting down'));
+    this.#abort.abort(new Error(STOP_REASONS[cause]));
   }
 
   /**
@@ -192,10 +205,16 @@ export class LiveTurn implements TurnIds {
     this.#ping();
   }
 
-  /** The renewal ticker's call. Losing the lease means it expired (a stall longer than its ttl); the turn still finishes and stores. */
+  /**
+   * The renewal ticker's call. A lease that vanished (expired during a stall, or a store restarted
+   * empty) is taken back; one another stream of the user holds now ends this turn (DESIGN §4: one
+   * stream per user).
+   */
   async renewLease(): Promise<void> {
     try {
-      if (!(await this.#deps.leases.renew(this.userId, this.#leaseToken, LEASE_TTL_MS))) this.log.warn('stream lease was lost');
+      if (await this.#deps.leases.renew(this.userId, this.#leaseToken, LEASE_TTL_MS)) return;
+      this.log.warn('stream lease taken by another stream of the user: ending this turn');
+      this.stop('superseded');
     } catch (err) {
       this.log.warn({ err }, 'renewing the stream lease failed');
     }
@@ -214,6 +233,7 @@ export class LiveTurn implements TurnIds {
     const deps = this.#deps;
     const { heartbeat, renewal, alive } = tickersOf(deps);
     heartbeat.delete(this);
+    clearTimeout(this.#deadline);
     // The reply's end and its charge are one statement (billing's part embedded); the lease goes back
     // after it, so the user's next turn reads this reply in its history. Lease and sign of life are
     // kept up while a database outage is ridden out.

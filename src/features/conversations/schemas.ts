@@ -236,7 +236,7 @@ const StreamErrorFrameSchema = named(
   Type.Object(
     {
       code: Type.String({
-        description: 'PROVIDER_AUTH_FAILED, PROVIDER_RATE_LIMITED, PROVIDER_UNAVAILABLE, PROVIDER_ERROR, UPSTREAM_TIMEOUT, SHUTTING_DOWN or INTERNAL',
+        description: 'PROVIDER_AUTH_FAILED, PROVIDER_RATE_LIMITED, PROVIDER_UNAVAILABLE, PROVIDER_ERROR, UPSTREAM_TIMEOUT (also a turn past STREAM_MAX_DURATION_MS), SHUTTING_DOWN, STREAM_IN_PROGRESS (another stream of the user took over) or INTERNAL',
       }),
       message: Type.String(),
       retryable: Type.Boolean(),

@@ -336,7 +336,7 @@ type Failure = { code: StreamErrorCode; retryable: boolean; detail: string; stat
 async function relay(deps: Deps, reply: FastifyReply, live: LiveTurn, first: RoundRequest): Promise<void> {
   reply.hijack();
   const raw = reply.raw;
-  const sse = new SseWriter(raw);
+  const sse = new SseWriter(raw, { stallMs: deps.config.streamStallTimeoutMs });
   const onClose = (): void => live.stop('client');
   raw.on('close', onClose);
   // A backed-up socket does not need keep-alives, and must not grow.
@@ -394,11 +394,14 @@ async function relay(deps: Deps, reply: FastifyReply, live: LiveTurn, first: Rou
   if (finish === undefined) {
     if (cause === 'shutdown') failure = { code: 'SHUTTING_DOWN', retryable: true, detail: 'drain deadline reached' };
     else if (cause === 'client') failure = undefined;
+    else if (cause === 'deadline') failure = { code: 'UPSTREAM_TIMEOUT', retryable: true, detail: 'STREAM_MAX_DURATION_MS reached' };
+    else if (cause === 'superseded') failure = { code: 'STREAM_IN_PROGRESS', retryable: false, detail: 'another stream of the user holds the lease' };
     else failure ??= { code: 'PROVIDER_UNAVAILABLE', retryable: true, detail: 'stream ended early' };
   }
   raw.off('close', onClose);
 
-  const status: repo.TurnEnd['status'] = finish !== undefined ? 'complete' : cause !== undefined ? 'interrupted' : 'failed';
+  // Stopped from outside (client, drain, another stream): interrupted; ran too long or failed: failed.
+  const status: repo.TurnEnd['status'] = finish !== undefined ? 'complete' : cause !== undefined && cause !== 'deadline' ? 'interrupted' : 'failed';
   const error = finish === undefined && failure ? { code: failure.code, retryable: failure.retryable } : undefined;
   const finishReason = finish ?? (cause === 'client' ? 'aborted' : null);
   const receipt = receiptOf(usage.filter(Boolean), findModel(deps.config.catalogue, live.provider, live.model)?.pricing);
