@@ -29,6 +29,10 @@ export interface Cluster {
   readonly dbProxy: TcpProxy;
   readonly redisProxy: TcpProxy;
   readonly redisPort: number;
+  /** Sends a signal to the cluster's redis-server (SIGSTOP freezes it, SIGCONT wakes it). */
+  signalRedis(signal: NodeJS.Signals): void;
+  /** Kills redis-server and starts an empty one on the same port (every key lost). */
+  restartRedis(): Promise<void>;
   readonly dbProxyPort: number;
   readonly redisProxyPort: number;
   token(userId: string): Promise<string>;
@@ -70,9 +74,9 @@ export async function startCluster(opts: { instances: number; env?: Record<strin
   };
 
   const redisPort = await unusedPort();
-  const redis = spawn('redis-server', ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
-    stdio: 'ignore',
-  });
+  const spawnRedis = (): ChildProcess =>
+    spawn('redis-server', ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+  let redis = spawnRedis();
   let spawnError: Error | undefined;
   redis.on('error', (err) => (spawnError = err));
   try {
@@ -123,6 +127,15 @@ export async function startCluster(opts: { instances: number; env?: Record<strin
     dbProxy,
     redisProxy,
     redisPort,
+    signalRedis: (signal) => void redis.kill(signal),
+    async restartRedis() {
+      const old = redis;
+      const exited = once(old, 'exit');
+      old.kill('SIGKILL');
+      await exited;
+      redis = spawnRedis();
+      await waitForPort(redisPort);
+    },
     dbProxyPort,
     redisProxyPort,
     token: (userId) => mintToken(TEST_JWT_SECRET, userId),

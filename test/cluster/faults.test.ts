@@ -278,6 +278,65 @@ if (CLUSTER_AVAILABLE) {
       process.stdout.write(`# outcomes of the terminated rounds: ${JSON.stringify(counts)}\n`);
     });
 
+    test('issue 14 item 8: Redis frozen (SIGSTOP) 3 s while users start streams → each start is answered 503 within the command timeout; once Redis wakes, none holds a phantom lease: every next start is 200', async () => {
+      const live = liveInstances(c());
+      const users = await Promise.all(Array.from({ length: 6 }, async (_, n) => {
+        const user = newUser(`redis-frozen-${n}`);
+        await saveKey(c(), user, setup.fake.validKey);
+        return user;
+      }));
+      c().signalRedis('SIGSTOP');
+      let woke = 0;
+      try {
+        const began = performance.now();
+        const refused = await Promise.all(users.map(async (user, n) => outcome(await c().call(user, 'POST', streamPath(), message(), live[n % live.length]))));
+        const slowest = performance.now() - began;
+        for (const r of refused) assert.deepEqual([r.status, r.code], [503, 'SERVICE_UNAVAILABLE']);
+        assert.ok(slowest < 2900, `the frozen Redis held a start for ${Math.round(slowest)} ms`);
+        await sleep(Math.max(0, 3000 - slowest));
+      } finally {
+        c().signalRedis('SIGCONT');
+        woke = performance.now();
+      }
+      // The abandoned acquires ran when Redis woke, and their undo right behind them.
+      await sleep(1000);
+      for (const [n, user] of users.entries()) {
+        setup.fake.enqueueStream({ chunks: ['ok'] });
+        const r = await outcome(await c().call(user, 'POST', streamPath(), message(), live[n % live.length]));
+        assert.equal(r.status, 200, `user ${n} after Redis woke (${Math.round(performance.now() - woke)} ms): ${r.status} ${r.code ?? ''}`);
+      }
+    });
+
+    test('issue 14 item 8: Redis restarted empty mid-stream → a second stream of the user may start in the gap, and the first ends with error STREAM_IN_PROGRESS at its next lease renewal: one stream per user again', async () => {
+      const [first, second] = liveInstances(c());
+      if (first === undefined || second === undefined) throw new Error('two live instances are needed');
+      const user = newUser('redis-empty');
+      await saveKey(c(), user, setup.fake.validKey);
+      // Longer than a lease renewal period (10 s).
+      setup.fake.enqueueStream({ chunks: Array.from({ length: 60 }, (_, i) => `w${i} `), delayMs: 250 });
+      const running = await c().call(user, 'POST', streamPath(), message(), first);
+      assert.equal(running.status, 200);
+      const ended = outcome(running);
+      await sleep(300);
+      await c().restartRedis();
+      // The second stream runs on past the first one's renewal, which then finds it holding the lease.
+      setup.fake.enqueueStream({ chunks: Array.from({ length: 60 }, (_, i) => `v${i} `), delayMs: 250 });
+      const next = await waitFor('a stream start once Redis answers again', async () => {
+        const r = await c().call(user, 'POST', streamPath(), message(), second);
+        if (r.status !== 503) return r;
+        await r.text();
+        return undefined;
+      }, 5000, 200);
+      assert.equal(next.status, 200, `${next.status} ${await (next.status === 200 ? '' : next.text())}`);
+      const firstOutcome = await ended;
+      await next.body?.cancel();
+      const last = lastFrame(firstOutcome);
+      assert.deepEqual([last?.event, last?.data['code']], ['error', 'STREAM_IN_PROGRESS'], 'the older stream gave way');
+      const assistantMessageId = String(firstOutcome.frames[0]?.data['assistantMessageId']);
+      const [reply] = await c().sql('select status, error_code from messages where id = $1', [assistantMessageId]);
+      assert.deepEqual(reply, { status: 'interrupted', error_code: 'STREAM_IN_PROGRESS' });
+    });
+
     test('DESIGN §4/§8: kill -9 of an instance mid-stream → the lease frees within 60 s (a new stream starts on another instance); the reply is closed interrupted; the sweeper returns the turn', async () => {
       const [victim, other] = liveInstances(c());
       if (victim === undefined || other === undefined) throw new Error('two live instances are needed');
