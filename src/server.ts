@@ -50,6 +50,9 @@ async function main(): Promise<void> {
     clearInterval(sweeper);
     log.info({ signal, liveStreams: deps.lifecycle.liveStreams }, 'draining');
     await deps.lifecycle.drain(config.shutdownDrainMs);
+    // Streams are stored and ended by now; whatever is still open (a request whose body trickles in,
+    // a client that never reads its answer) is cut rather than waited for, so the exit is bounded.
+    app.server.closeAllConnections();
     await app.close();
     await deps.close();
     log.info('stopped');

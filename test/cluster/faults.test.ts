@@ -4,6 +4,7 @@
 // (`npm run test:cluster`, or CI's second pass).
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseFrames } from '../../src/features/conversations/test-kit.ts';
 import { makeStripeEvent, signStripePayload } from '../fakes/index.ts';
@@ -35,6 +36,8 @@ const WEBHOOK_SECRET = 'whsec_faults_test';
 const SWEEP_AFTER_MS = 4000;
 const SWEEP_INTERVAL_MS = 500;
 const HEARTBEAT_MS = 1000;
+const STALL_MS = 1000;
+const DRAIN_MS = 2000;
 
 if (CLUSTER_AVAILABLE) {
   describe('faults: three instances, one PostgreSQL, one Redis', () => {
@@ -46,6 +49,8 @@ if (CLUSTER_AVAILABLE) {
       RESERVATION_SWEEP_INTERVAL_MS: String(SWEEP_INTERVAL_MS),
       // A running turn shows it is alive at each heartbeat; the sweep age must cover three.
       STREAM_HEARTBEAT_MS: String(HEARTBEAT_MS),
+      STREAM_STALL_TIMEOUT_MS: String(STALL_MS),
+      SHUTDOWN_DRAIN_MS: String(DRAIN_MS),
     });
     const c = setup.cluster;
 
@@ -335,6 +340,149 @@ if (CLUSTER_AVAILABLE) {
       const assistantMessageId = String(firstOutcome.frames[0]?.data['assistantMessageId']);
       const [reply] = await c().sql('select status, error_code from messages where id = $1', [assistantMessageId]);
       assert.deepEqual(reply, { status: 'interrupted', error_code: 'STREAM_IN_PROGRESS' });
+    });
+
+    /** Polls /healthz on every live instance every 50 ms until stopped; returns the worst answer time (printed, not asserted). */
+    function watchHealth(): { stop(): Promise<number> } {
+      let worst = 0;
+      let running = true;
+      const loop = (async () => {
+        while (running) {
+          await Promise.all(liveInstances(c()).map(async (i) => {
+            const t0 = performance.now();
+            const res = await fetch(`${c().instances[i]?.url}/healthz`).catch(() => undefined);
+            if (res?.status === 200) worst = Math.max(worst, performance.now() - t0);
+          }));
+          await sleep(50);
+        }
+      })();
+      return { stop: async () => ((running = false), await loop, worst) };
+    }
+
+    test('issue 14: PostgreSQL frozen 4 s as a paid stream ends → its end is stored and charged once after the thaw; ledger = wallet; nothing left streaming; /healthz answered throughout', async () => {
+      const [i] = liveInstances(c());
+      const user = await payingUser('pg-frozen', 1);
+      setup.fake.enqueueStream({ chunks: Array.from({ length: 8 }, (_, n) => `p${n} `), delayMs: 150 });
+      const res = await c().call(user, 'POST', streamPath(), message(), i);
+      assert.equal(res.status, 200);
+      const health = watchHealth();
+      let worst = 0;
+      let result: Awaited<ReturnType<typeof outcome>>;
+      try {
+        await sleep(300);
+        c().dbProxy.freeze();
+        try {
+          // The stream's deltas keep flowing (no database on that path); its end waits for the database.
+          await sleep(4000);
+        } finally {
+          c().dbProxy.thaw();
+        }
+        result = await outcome(res);
+      } finally {
+        worst = await health.stop();
+      }
+      process.stdout.write(`# /healthz worst answer during the PostgreSQL freeze: ${Math.round(worst)} ms\n`);
+      assert.equal(lastFrame(result)?.event, 'done', JSON.stringify(lastFrame(result)));
+      const turnId = String(result.frames[0]?.data['assistantMessageId']);
+      const [reply] = await c().sql('select status, content from messages where id = $1', [turnId]);
+      assert.deepEqual(reply, { status: 'complete', content: Array.from({ length: 8 }, (_, n) => `p${n} `).join('') });
+      const m = await money(c(), user);
+      assert.deepEqual(m, { balance: 0, ledgerSum: 0, apiCredits: 0, turnCharges: { charged: 1 } });
+    });
+
+    test('issue 14: a stream client that stops reading is cut off after STREAM_STALL_TIMEOUT_MS: its reply stored interrupted, charged by what was sent, its lease free', async () => {
+      const [i] = liveInstances(c());
+      const user = await payingUser('stalled-reader', 2);
+      const piece = 'y'.repeat(8192);
+      setup.fake.enqueueStream({ chunks: Array.from({ length: 2000 }, () => piece) });
+      const url = new URL(c().instances[i ?? 0]?.url ?? '');
+      const body = JSON.stringify(message());
+      const socket = net.connect(Number(url.port), url.hostname);
+      await new Promise<void>((resolve) => socket.once('connect', resolve));
+      socket.pause();
+      socket.write(
+        `POST ${streamPath()} HTTP/1.1\r\nhost: ${url.host}\r\nauthorization: Bearer ${await c().token(user)}\r\n` +
+          `content-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+      );
+      try {
+        const [reply] = await waitFor('the stalled reply to end', async () => {
+          const rows = await c().sql<{ status: string; content_length: number }>(
+            "select status, length(content) as content_length from messages where user_id = $1 and role = 'assistant' and status <> 'streaming'",
+            [user],
+          );
+          return rows.length > 0 ? rows : undefined;
+        }, STALL_MS + 10_000, 100);
+        assert.equal(reply?.status, 'interrupted');
+        assert.ok((reply?.content_length ?? 0) > 0);
+        setup.fake.enqueueStream({ chunks: ['next'] });
+        const next = await outcome(await c().call(user, 'POST', streamPath(), message(), i));
+        assert.equal(next.status, 200, 'the lease was freed');
+        const m = await money(c(), user);
+        assert.deepEqual(m, { balance: 0, ledgerSum: 0, apiCredits: 0, turnCharges: { charged: 2 } });
+      } finally {
+        socket.destroy();
+      }
+    });
+
+    test('issue 14: an 18 MB JSON body on a small route → 413 at once, and /healthz stays answered', async () => {
+      const user = newUser('oversized');
+      const big = JSON.stringify({ name: 'x', nested: Array.from({ length: 400_000 }, () => ({ a: [1, 2, 3], b: 'abcdefghijklmnopqrstuvwxyz' })) });
+      assert.ok(big.length > 18_000_000, String(big.length));
+      const health = watchHealth();
+      let res: Awaited<ReturnType<typeof outcome>>;
+      let took: number;
+      try {
+        const began = performance.now();
+        res = await outcome(await c().call(user, 'POST', '/api/accounts', JSON.parse(big)));
+        took = performance.now() - began;
+      } finally {
+        const worst = await health.stop();
+        process.stdout.write(`# /healthz worst answer while the oversized body arrived: ${Math.round(worst)} ms\n`);
+      }
+      process.stdout.write(`# oversized body answered in ${Math.round(took)} ms\n`);
+      assert.deepEqual([res.status, res.code], [413, 'PAYLOAD_TOO_LARGE']);
+      await assertAllServe();
+    });
+
+    test('issue 14: SIGTERM with live paid streams and a slow-body connection → the instance exits 0 within the drain bound; every stream ends with SHUTTING_DOWN, stored and charged (none left streaming); ledger = wallet', async () => {
+      const [i] = liveInstances(c());
+      if (i === undefined) throw new Error('no live instance');
+      const instance = c().instances[i];
+      const users = await Promise.all(Array.from({ length: 3 }, async (_, n) => payingUser(`sigterm-${n}`, 1)));
+      const streams = await Promise.all(users.map(async (user) => {
+        setup.fake.enqueueStream({ chunks: Array.from({ length: 100 }, (_, n) => `s${n} `), delayMs: 100 });
+        const res = await c().call(user, 'POST', streamPath(), message(), i);
+        assert.equal(res.status, 200);
+        return res;
+      }));
+      // A client trickling a request body, one byte every 200 ms.
+      const url = new URL(instance?.url ?? '');
+      const slow = net.connect(Number(url.port), url.hostname);
+      slow.on('error', () => undefined);
+      await new Promise<void>((resolve) => slow.once('connect', resolve));
+      slow.write(`POST /api/accounts HTTP/1.1\r\nhost: ${url.host}\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{`);
+      const trickle = setInterval(() => slow.write(' '), 200);
+      try {
+        await sleep(500);
+        const began = performance.now();
+        const code = await instance?.kill('SIGTERM');
+        const took = performance.now() - began;
+        process.stdout.write(`# SIGTERM: exited ${code} after ${Math.round(took)} ms\n`);
+        assert.equal(code, 0);
+        assert.ok(took < DRAIN_MS + 3000, `exited ${Math.round(took)} ms after SIGTERM`);
+        const outcomes = await Promise.all(streams.map((r) => outcome(r)));
+        for (const o of outcomes) assert.deepEqual([lastFrame(o)?.event, lastFrame(o)?.data['code']], ['error', 'SHUTTING_DOWN']);
+        for (const user of users) {
+          const rows = await c().sql<{ status: string }>("select status from messages where user_id = $1 and role = 'assistant'", [user]);
+          assert.deepEqual(rows, [{ status: 'interrupted' }]);
+          assert.deepEqual(await money(c(), user), { balance: 0, ledgerSum: 0, apiCredits: 0, turnCharges: { charged: 1 } });
+        }
+      } finally {
+        clearInterval(trickle);
+        slow.destroy();
+        // Any test after this one still finds three instances.
+        await c().startInstance();
+      }
     });
 
     test('DESIGN §4/§8: kill -9 of an instance mid-stream → the lease frees within 60 s (a new stream starts on another instance); the reply is closed interrupted; the sweeper returns the turn', async () => {
