@@ -9,7 +9,7 @@ import { buildTestApp, type TestApp } from '../../../test/helpers/app.ts';
 import { assertLedgerInvariant, giveCredits, turnStatus } from '../billing/testing.ts';
 import { sweepCrashedTurns } from './crashed-turns.ts';
 import * as repo from './repo.ts';
-import { message, newUser, replyRow, saveKey, send, startOf } from './test-kit.ts';
+import { message, newUser, replyRow, saveKey, send, startOf, waitFor } from './test-kit.ts';
 
 const SWEEP_AFTER_MS = 1000;
 const HEARTBEAT_MS = 100;
@@ -100,5 +100,37 @@ describe('crashed turns (DESIGN §10)', () => {
     assert.equal((await replyRow(t, turnId))?.status, 'interrupted');
     assert.equal(await turnStatus(t, turnId), 'charged');
     assert.equal(await assertLedgerInvariant(t, user), PAID_CREDITS);
+  });
+
+  test('issue 14 item 3: a start whose commit acknowledgement was lost → 402 BILLING_NOT_AVAILABLE, and the reservation it did commit is returned within seconds, not held until the sweep age', async () => {
+    const lostAck = await buildTestApp({
+      env: { OPENAI_BASE_URL: fake.url },
+      deps: {
+        billing: (real) => ({
+          ...real,
+          // The start statement commits, then its acknowledgement is lost on the connection.
+          reserve: (req, store) =>
+            real.reserve(req, async (db, reservation) => {
+              await store(db, reservation);
+              throw new Error('Connection terminated unexpectedly');
+            }),
+        }),
+      },
+    });
+    try {
+      const user = newUser('lost-ack');
+      await saveKey(lostAck, user, 'openai', fake.validKey, PAID_MODEL);
+      await giveCredits(lostAck, user, 2 * PAID_CREDITS);
+      const res = await send(lostAck, user, null, message());
+      assert.equal(res.statusCode, 402, res.body);
+      assert.equal(res.code, 'BILLING_NOT_AVAILABLE');
+      const reply = await lostAck.deps.db.selectFrom('messages').select('id').where('user_id', '=', user).where('role', '=', 'assistant').executeTakeFirstOrThrow();
+      assert.equal(await turnStatus(lostAck, reply.id), 'reserved', 'the statement did commit');
+      await waitFor('the abandoned reservation returned', async () => ((await turnStatus(lostAck, reply.id)) === 'returned' ? true : undefined), 3000);
+      assert.equal((await replyRow(lostAck, reply.id))?.status, 'interrupted');
+      assert.equal(await assertLedgerInvariant(lostAck, user), 2 * PAID_CREDITS);
+    } finally {
+      await lostAck.close();
+    }
   });
 });

@@ -2,7 +2,7 @@
 // admission → body and images → reads → decision → reserve and store → relay → settle.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { findModel, PROVIDERS, type Provider } from '../../catalogue.ts';
-import { FOREIGN_KEY_VIOLATION, UNIQUE_VIOLATION, pgErrorCode } from '../../db/create-db.ts';
+import { FOREIGN_KEY_VIOLATION, UNIQUE_VIOLATION, isDatabaseUnavailable, pgErrorCode } from '../../db/create-db.ts';
 import type { Deps } from '../../deps.ts';
 import { AppError } from '../../http/errors.ts';
 import { enforceRateLimit } from '../../http/rate-limit.ts';
@@ -12,6 +12,7 @@ import { ProviderError, type ChatEvent, type ChatImage, type FinishReason, type 
 import type { UsableMarketDataKey } from '../advisor-keys/market-data-service.ts';
 import { keysForTurn, type TurnKeys, type UsableProviderKey } from '../advisor-keys/service.ts';
 import { overLimit, Toolbox, type ToolOutcome } from '../advisor-tools/toolbox.ts';
+import { abandonTurn } from './crashed-turns.ts';
 import { buildMessages, defaultTitle, systemPrompt } from './context.ts';
 import { deltaData, doneData, errorData, replayTurn, startData, toolCallData, toolResultData, type StreamErrorCode, type TurnIds } from './frames.ts';
 import { receiptOf } from '../usage/receipt.ts';
@@ -308,6 +309,8 @@ async function reserveAndStore(
     return { kind: 'live', live, request };
   } catch (err) {
     await releaseLease(deps, userId, leaseToken);
+    // The start statement failed on the connection: it may have committed all the same.
+    if ((err instanceof AppError && err.code === 'BILLING_NOT_AVAILABLE') || isDatabaseUnavailable(err)) abandonTurn(deps, assistantMessageId);
     const code = pgErrorCode(err);
     // Lost a race with a concurrent duplicate (the unique index decided) or with a delete.
     if (code === UNIQUE_VIOLATION) {
