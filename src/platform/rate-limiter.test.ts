@@ -5,6 +5,7 @@ import { after, before, describe, test } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { sql } from 'kysely';
+import { withFreezableRedis } from '../../test/helpers/frozen-redis.ts';
 import { ManualClock } from '../../test/helpers/manual-clock.ts';
 import { createDb, type DbHandle } from '../db/create-db.ts';
 import { migrateToLatest } from '../db/migrate.ts';
@@ -15,7 +16,7 @@ import { createMemoryRateLimiter } from './memory-rate-limiter.ts';
 import { createPgRateLimiter } from './pg-rate-limiter.ts';
 import type { RateLimiter, RateLimitRule } from './rate-limiter.ts';
 import { createRedisRateLimiter } from './redis-rate-limiter.ts';
-import { closeRedis, openRedis, redisCall } from './redis-connection.ts';
+import { closeRedis, openRedis } from './redis-connection.ts';
 
 // Backends that need a service are registered only when it is configured.
 const { DATABASE_URL, REDIS_URL } = process.env;
@@ -292,27 +293,16 @@ describe('DESIGN §3: rate-limit headers', () => {
 
 if (REDIS_URL) {
   describe('rate limiter (Redis frozen past the command timeout)', () => {
-    test('DESIGN §4 / issue 14 item 8: a hit whose caller gave up (503) never counts when Redis wakes', async () => {
-      const prefix = `test:rl-frozen:${randomBytes(6).toString('hex')}:`;
-      const client = openRedis(REDIS_URL);
-      const admin = new Redis(REDIS_URL);
-      const limiter = createRedisRateLimiter({ client, prefix, clock: { now: () => new Date() } });
-      const rule: RateLimitRule = { name: 'frozen', limit: 1, windowMs: 60_000 };
-      try {
-        await redisCall(client, (c) => c.ping());
-        // Every client but a replica waits 2.5 s: the hit is read and runs only then, after the 1 s command timeout.
-        await admin.call('CLIENT', 'PAUSE', '2500', 'ALL');
+    test('DESIGN §4 / issue 14 item 8: a hit whose caller gave up (503) never counts when Redis wakes', () =>
+      withFreezableRedis(REDIS_URL, 'rl-frozen', async ({ client, prefix, freeze }) => {
+        const limiter = createRedisRateLimiter({ client, prefix, clock: { now: () => new Date() } });
+        const rule: RateLimitRule = { name: 'frozen', limit: 1, windowMs: 60_000 };
+        // The hit is read and runs only after 2.5 s, past the 1 s command timeout.
+        await freeze(2500);
         await assert.rejects(limiter.hit(rule, 'subject'), { code: 'SERVICE_UNAVAILABLE' });
         await delay(2000);
         const d = await limiter.hit(rule, 'subject');
         assert.equal(d.allowed, true, 'the abandoned hit did not use up the limit');
-      } finally {
-        await admin.call('CLIENT', 'UNPAUSE').catch(() => undefined);
-        const keys = await admin.keys(`${prefix}*`);
-        if (keys.length > 0) await admin.del(...keys);
-        await admin.quit();
-        await closeRedis(client);
-      }
-    });
+      }));
   });
 }

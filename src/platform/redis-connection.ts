@@ -52,18 +52,33 @@ function whenReady(client: Redis): Promise<void> {
   return pending;
 }
 
-/** Runs a Redis operation; any failure (down, timeout, closed) becomes a retryable 503. */
-export async function redisCall<T>(client: Redis, op: (c: Redis) => Promise<T>): Promise<T> {
+/** How to take back an operation whose caller gave up on it (see undoLater). */
+export interface Undo {
+  readonly undo: (c: Redis) => Promise<unknown>;
+  /** How long the operation's effect could last. */
+  readonly forMs: number;
+}
+
+/**
+ * Runs a Redis operation; any failure (down, timeout, closed) becomes a retryable 503. An operation
+ * with `undo` sent before it failed is taken back in the background should it run after all.
+ */
+export async function redisCall<T>(client: Redis, op: (c: Redis) => Promise<T>, undo?: Undo): Promise<T> {
+  await whenReady(client).catch((err: unknown) => {
+    throw unavailable(err);
+  });
   try {
-    await whenReady(client);
     return await op(client);
   } catch (err) {
-    const unavailable = new AppError('SERVICE_UNAVAILABLE', 'A shared service is temporarily unavailable', {
-      headers: { 'Retry-After': '5' },
-    });
-    unavailable.cause = err;
-    throw unavailable;
+    if (undo) undoLater(client, undo.undo, undo.forMs);
+    throw unavailable(err);
   }
+}
+
+function unavailable(cause: unknown): AppError {
+  const err = new AppError('SERVICE_UNAVAILABLE', 'A shared service is temporarily unavailable', { headers: { 'Retry-After': '5' } });
+  err.cause = cause;
+  return err;
 }
 
 const UNDO_RETRY_MS = 250;
@@ -76,7 +91,7 @@ const UNDO_RETRY_MS = 250;
  * run or `forMs` has passed (after which the effect has expired on its own). It must be idempotent and
  * touch only what the command made (a token, a member).
  */
-export function undoLater(client: Redis, undo: (c: Redis) => Promise<unknown>, forMs: number): void {
+function undoLater(client: Redis, undo: (c: Redis) => Promise<unknown>, forMs: number): void {
   const giveUpAt = Date.now() + forMs;
   const attempt = (): void => {
     if (client.status === 'end') return;

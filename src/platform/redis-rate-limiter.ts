@@ -2,7 +2,7 @@ import { secureRandomBytes } from './ids.ts';
 import type { Redis } from 'ioredis';
 import type { Clock } from './clock.ts';
 import { assertRule, windowDecision, type RateLimiter } from './rate-limiter.ts';
-import { LuaScript, redisCall, undoLater } from './redis-connection.ts';
+import { LuaScript, redisCall } from './redis-connection.ts';
 
 // One script, so trimming, counting and recording are one atomic step across every instance.
 // Time comes from the caller (ARGV) rather than Redis TIME so an injected clock governs the window.
@@ -44,14 +44,11 @@ export function createRedisRateLimiter(opts: RedisRateLimiterOptions): RateLimit
       // (rule, subject) pairs share a key.
       const key = `${opts.prefix}rl:${encodeURIComponent(rule.name)}:${subject}`;
       const member = `${nowMs}:${secureRandomBytes(8).toString('hex')}`;
-      let reply: unknown;
-      try {
-        reply = await redisCall(client, (c) => HIT.run(c, [key], [nowMs, rule.windowMs, rule.limit, nowMs - rule.windowMs, member]));
-      } catch (err) {
-        // The request is answered 503; a hit that still runs when a frozen Redis wakes must not count.
-        undoLater(client, (c) => c.zrem(key, member), rule.windowMs);
-        throw err;
-      }
+      // The request is answered 503 when this fails; a hit that still runs when a frozen Redis wakes must not count.
+      const reply = await redisCall(client, (c) => HIT.run(c, [key], [nowMs, rule.windowMs, rule.limit, nowMs - rule.windowMs, member]), {
+        undo: (c) => c.zrem(key, member),
+        forMs: rule.windowMs,
+      });
       if (!Array.isArray(reply) || reply.length !== 4) throw new Error('unexpected reply from the rate-limit script');
       const [allowed, count, oldest, newest] = reply.map(String);
       return windowDecision(rule, nowMs, {

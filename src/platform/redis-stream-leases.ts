@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import { randomToken } from './ids.ts';
-import { LuaScript, redisCall, undoLater } from './redis-connection.ts';
+import { LuaScript, redisCall } from './redis-connection.ts';
 import type { StreamLeases } from './stream-lease.ts';
 
 // Compare-and-act in one script: checking the token and then acting in two commands would let a
@@ -42,15 +42,13 @@ export function createRedisStreamLeases(opts: RedisStreamLeasesOptions): StreamL
   return {
     async acquire(userId, ttlMs) {
       const token = randomToken(16);
-      try {
-        const reply = await redisCall(client, (c) => c.set(key(userId), token, 'PX', ttlMs, 'NX'));
-        return reply === 'OK' ? token : null;
-      } catch (err) {
-        // The caller answers 503 and gives the lease up; a SET that still runs when a frozen Redis
-        // wakes (or whose reply was lost) must not leave the user a lease nobody holds.
-        undoLater(client, (c) => RELEASE.run(c, [key(userId)], [token]), ttlMs);
-        throw err;
-      }
+      // The caller answers 503 when this fails and gives the lease up; a SET that still runs when a
+      // frozen Redis wakes (or whose reply was lost) must not leave the user a lease nobody holds.
+      const reply = await redisCall(client, (c) => c.set(key(userId), token, 'PX', ttlMs, 'NX'), {
+        undo: (c) => RELEASE.run(c, [key(userId)], [token]),
+        forMs: ttlMs,
+      });
+      return reply === 'OK' ? token : null;
     },
     async renew(userId, token, ttlMs) {
       const reply = await redisCall(client, (c) => RENEW.run(c, [key(userId)], [token, ttlMs]));

@@ -4,13 +4,14 @@ import { after, before, describe, test } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { sql } from 'kysely';
+import { withFreezableRedis } from '../../test/helpers/frozen-redis.ts';
 import { ManualClock } from '../../test/helpers/manual-clock.ts';
 import { createDb, type DbHandle } from '../db/create-db.ts';
 import { migrateToLatest } from '../db/migrate.ts';
 import { createMemoryStreamLeases } from './memory-stream-leases.ts';
 import { createPgStreamLeases } from './pg-stream-leases.ts';
 import { createRedisStreamLeases } from './redis-stream-leases.ts';
-import { closeRedis, openRedis, redisCall } from './redis-connection.ts';
+import { closeRedis, openRedis } from './redis-connection.ts';
 import type { StreamLeases } from './stream-lease.ts';
 
 // Backends that need a service are registered only when it is configured.
@@ -208,27 +209,16 @@ for (const backend of backends) {
 
 if (REDIS_URL) {
   describe('stream leases (Redis frozen past the command timeout)', () => {
-    test('DESIGN §4 / issue 14 item 8: an acquire whose caller gave up (503) never takes effect when Redis wakes: no phantom lease', async () => {
-      const prefix = `test:lease-frozen:${randomBytes(6).toString('hex')}:`;
-      const client = openRedis(REDIS_URL);
-      const admin = new Redis(REDIS_URL);
-      const leases = createRedisStreamLeases({ client, prefix });
-      const user = uniqueUser();
-      try {
-        await redisCall(client, (c) => c.ping());
-        // Every client but a replica waits 2.5 s: the SET is read and runs only then, after the 1 s command timeout.
-        await admin.call('CLIENT', 'PAUSE', '2500', 'ALL');
+    test('DESIGN §4 / issue 14 item 8: an acquire whose caller gave up (503) never takes effect when Redis wakes: no phantom lease', () =>
+      withFreezableRedis(REDIS_URL, 'lease-frozen', async ({ client, prefix, freeze }) => {
+        const leases = createRedisStreamLeases({ client, prefix });
+        const user = uniqueUser();
+        // The SET is read and runs only after 2.5 s, past the 1 s command timeout.
+        await freeze(2500);
         await assert.rejects(leases.acquire(user, 30_000), { code: 'SERVICE_UNAVAILABLE' });
         await delay(2000);
         const token = await leases.acquire(user, 30_000);
         assert.notEqual(token, null, 'the user can stream: the abandoned acquire left no lease');
-      } finally {
-        await admin.call('CLIENT', 'UNPAUSE').catch(() => undefined);
-        const keys = await admin.keys(`${prefix}*`);
-        if (keys.length > 0) await admin.del(...keys);
-        await admin.quit();
-        await closeRedis(client);
-      }
-    });
+      }));
   });
 }

@@ -112,14 +112,44 @@ function bars(f: Fixture, stepMinutes: number | 'day', from: string, to: string)
   return out;
 }
 
-function behaviourAnswer(
-  market: MarketBehaviour,
-  refuse: (res: ServerResponse, b: Exclude<MarketBehaviour, 'ok' | 'stall'>) => void,
+/** What a test scripts on a market fake: the probe's answer, the market reads' answer, a delay before each. */
+interface Script {
+  probe: ProbeBehaviour;
+  market: MarketBehaviour;
+  latency: number;
+}
+
+type Refusal = Exclude<MarketBehaviour, 'ok' | 'stall'>;
+
+/**
+ * The part of every answer both fakes share: the scripted delay, then a scripted market refusal
+ * (or silence), then for the key probe its own scripted answer. True when that answered (or stalls).
+ */
+async function scriptedAnswer(
+  script: Script,
   res: ServerResponse,
-): boolean {
-  if (market === 'ok') return false;
-  if (market !== 'stall') refuse(res, market);
+  isProbe: boolean,
+  signal: AbortSignal,
+  refuse: (res: ServerResponse, b: Refusal) => void,
+  fail: (res: ServerResponse, status: number) => void,
+): Promise<boolean> {
+  await sleep(script.latency, signal);
+  if (script.market !== 'ok') {
+    if (script.market !== 'stall') refuse(res, script.market);
+    return true;
+  }
+  if (!isProbe || script.probe === 'ok') return false;
+  const forced = probeStatus(script.probe, 500);
+  if (forced !== undefined) fail(res, forced);
   return true;
+}
+
+function scriptControls(script: Script): Pick<MarketDataFake, 'setProbe' | 'setMarket' | 'setLatency'> {
+  return {
+    setProbe: (b) => void (script.probe = b),
+    setMarket: (b) => void (script.market = b),
+    setLatency: (ms) => void (script.latency = ms),
+  };
 }
 
 // --- Polygon ---------------------------------------------------------------------------------------
@@ -129,9 +159,7 @@ const POLYGON_SPANS: Readonly<Record<string, number | 'day'>> = { minute: 1, hou
 /** `url` is the origin; the key travels as `?apiKey=` or a bearer token. */
 export async function startPolygonFake(): Promise<MarketDataFake> {
   const keys = keyRing('pk-valid-polygon');
-  let probe: ProbeBehaviour = 'ok';
-  let market: MarketBehaviour = 'ok';
-  let latency = 0;
+  const script: Script = { probe: 'ok', market: 'ok', latency: 0 };
   const fail = (res: ServerResponse, status: number, text?: string): void => {
     const request_id = randomId('', 16);
     // Polygon puts the reason in `error` for auth/limit failures and in `message` for entitlement.
@@ -145,7 +173,7 @@ export async function startPolygonFake(): Promise<MarketDataFake> {
             : { status: 'ERROR', request_id, error: text ?? (status >= 500 ? 'Internal server error' : 'Unknown API Key') };
     sendJson(res, status, body, status === 429 ? { 'retry-after': '1' } : {});
   };
-  const refuse = (res: ServerResponse, b: Exclude<MarketBehaviour, 'ok' | 'stall'>): void => {
+  const refuse = (res: ServerResponse, b: Refusal): void => {
     if (b === 'unauthorized' || b === 'forbidden-key' || b === 'error-under-200') return fail(res, 401);
     if (b === 'not-entitled') return fail(res, 403);
     if (b === 'rate-limited') return fail(res, 429);
@@ -156,13 +184,7 @@ export async function startPolygonFake(): Promise<MarketDataFake> {
   const fake = await startFake(async (req, res) => {
     if (req.method !== 'GET') return fail(res, 404);
     const isProbe = req.path === '/v1/marketstatus/now';
-    await sleep(latency, fake.signal);
-    if (behaviourAnswer(market, refuse, res)) return;
-    if (isProbe) {
-      if (probe === 'stall') return;
-      const forced = probeStatus(probe, 500);
-      if (forced !== undefined) return fail(res, forced);
-    }
+    if (await scriptedAnswer(script, res, isProbe, fake.signal, refuse, fail)) return;
     const key = req.query['apiKey'] ?? bearer(req);
     if (key === undefined) return fail(res, 401, 'API Key was not provided');
     if (!keys.isValid(key)) return fail(res, 401);
@@ -216,9 +238,7 @@ export async function startPolygonFake(): Promise<MarketDataFake> {
     ...fake,
     ...keys,
     origin: fake.url,
-    setProbe: (b) => void (probe = b),
-    setMarket: (b) => void (market = b),
-    setLatency: (ms) => void (latency = ms),
+    ...scriptControls(script),
   };
 }
 
@@ -265,9 +285,7 @@ const FMP_INTRADAY: Readonly<Record<string, number>> = { '1min': 1, '5min': 5, '
 /** `url` is the origin plus `/stable`; the key travels as `?apikey=`. */
 export async function startFmpFake(): Promise<MarketDataFake> {
   const keys = keyRing('fmp-valid');
-  let probe: ProbeBehaviour = 'ok';
-  let market: MarketBehaviour = 'ok';
-  let latency = 0;
+  const script: Script = { probe: 'ok', market: 'ok', latency: 0 };
   const fail = (res: ServerResponse, status: number): void => {
     const message =
       status === 401 || status === 400
@@ -281,7 +299,7 @@ export async function startFmpFake(): Promise<MarketDataFake> {
               : 'Internal Server Error';
     sendJson(res, status, { 'Error Message': message });
   };
-  const refuse = (res: ServerResponse, b: Exclude<MarketBehaviour, 'ok' | 'stall'>): void => {
+  const refuse = (res: ServerResponse, b: Refusal): void => {
     if (b === 'unauthorized') return fail(res, 401);
     if (b === 'forbidden-key') return sendJson(res, 403, { 'Error Message': FMP_MESSAGES.invalidKey });
     if (b === 'not-entitled') return fail(res, 402);
@@ -293,13 +311,7 @@ export async function startFmpFake(): Promise<MarketDataFake> {
     if (req.method !== 'GET' || !req.path.startsWith('/stable/')) return fail(res, 404);
     const path = req.path.slice('/stable'.length);
     const isProbe = path === '/quote';
-    await sleep(latency, fake.signal);
-    if (behaviourAnswer(market, refuse, res)) return;
-    if (isProbe) {
-      if (probe === 'stall') return;
-      const forced = probeStatus(probe, 500);
-      if (forced !== undefined) return fail(res, forced);
-    }
+    if (await scriptedAnswer(script, res, isProbe, fake.signal, refuse, fail)) return;
     if (!keys.isValid(req.query['apikey'])) return fail(res, 401);
     const symbol = req.query['symbol'];
     const f = fixture(symbol);
@@ -352,9 +364,7 @@ export async function startFmpFake(): Promise<MarketDataFake> {
     ...keys,
     url: `${fake.url}/stable`,
     origin: fake.url,
-    setProbe: (b) => void (probe = b),
-    setMarket: (b) => void (market = b),
-    setLatency: (ms) => void (latency = ms),
+    ...scriptControls(script),
   };
 }
 

@@ -101,7 +101,7 @@ export function openMarketDataKey(deps: Pick<Deps, 'vault' | 'logger' | 'marketD
  */
 export async function markMarketDataKeyRefused(deps: Pick<Deps, 'db' | 'logger' | 'clock'>, userId: string, key: UsableMarketDataKey, status: number | undefined): Promise<void> {
   const reason = `the market-data provider refused the key${status === undefined ? '' : ` (HTTP ${status})`} during an advisor turn`;
-  if (await repo.markKeyRejected(deps.db, { table: 'market_data_keys', userId }, key.version, deps.clock.now(), reason)) {
+  if (await repo.markKeyRejected(deps.db, 'market_data_keys', userId, key.version, deps.clock.now(), reason)) {
     deps.logger.info({ userId }, 'market-data key refused during a turn: marked unverified');
   }
 }

@@ -166,16 +166,19 @@ export async function deleteMarketDataKey(db: Db, userId: string): Promise<boole
  */
 export async function markKeyRejected(
   db: Db,
-  key: { table: 'provider_keys'; userId: string; provider: string } | { table: 'market_data_keys'; userId: string },
+  table: 'provider_keys' | 'market_data_keys',
+  userId: string,
   version: Uint8Array,
   at: Date,
   reason: string,
 ): Promise<boolean> {
-  const set = { last_verified_at: null, rejected_at: at, rejected_reason: reason };
-  const r =
-    key.table === 'provider_keys'
-      ? await db.updateTable('provider_keys').set(set).where('user_id', '=', key.userId).where('provider', '=', key.provider).where('nonce', '=', version).executeTakeFirst()
-      : await db.updateTable('market_data_keys').set(set).where('user_id', '=', key.userId).where('nonce', '=', version).executeTakeFirst();
+  // The nonce names one stored key (a user's provider keys each have their own), so no provider is needed.
+  const r = await db
+    .updateTable(table)
+    .set({ last_verified_at: null, rejected_at: at, rejected_reason: reason })
+    .where('user_id', '=', userId)
+    .where('nonce', '=', version)
+    .executeTakeFirst();
   return r.numUpdatedRows > 0n;
 }
 

@@ -147,7 +147,7 @@ export async function saveProviderKey(
  */
 export async function markProviderKeyRejected(deps: Pick<Deps, 'db' | 'logger' | 'clock'>, userId: string, key: UsableProviderKey, status: number | undefined): Promise<void> {
   const reason = `${key.provider} refused the key${status === undefined ? '' : ` (HTTP ${status})`} during an advisor turn`;
-  if (await repo.markKeyRejected(deps.db, { table: 'provider_keys', userId, provider: key.provider }, key.version, deps.clock.now(), reason)) {
+  if (await repo.markKeyRejected(deps.db, 'provider_keys', userId, key.version, deps.clock.now(), reason)) {
     deps.logger.info({ userId, provider: key.provider }, 'provider key refused during a turn: marked unverified');
   }
 }

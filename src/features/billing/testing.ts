@@ -8,7 +8,7 @@ import type { TestApp } from '../../../test/helpers/app.ts';
 import { ensureUser } from '../users/service.ts';
 import { grantCredits } from './wallet-service.ts';
 import * as repo from './repo.ts';
-import type { StoreReservedTurn, StoreSettledTurn, ReservedRow } from './turn-billing.ts';
+import { settlementAlone, type StoreReservedTurn, type StoreSettledTurn, type ReservedRow } from './turn-billing.ts';
 
 /** DESIGN §8: the wallet balance equals the sum of the user's ledger, in the database and through the API. */
 export async function assertLedgerInvariant(t: TestApp, userId: string): Promise<number> {
@@ -32,10 +32,7 @@ export const reservationOnly: StoreReservedTurn = async (db, reservation) => {
 };
 
 /** A turn's end with no rows of its own besides billing's settlement (TurnBilling.settle, for tests of billing alone). */
-export const settlementOnly: StoreSettledTurn = async (db, settlement) => {
-  const { rows } = await sql<{ credits: number }>`with settlement as (${settlement}) select credits from settlement`.execute(db);
-  return rows[0];
-};
+export const settlementOnly: StoreSettledTurn = settlementAlone;
 
 /** The sum of the user's ledger, read apart from the cached balance. */
 export async function ledgerSum(t: TestApp, userId: string): Promise<number> {

@@ -185,17 +185,25 @@ function failedInReservation(err: unknown): boolean {
   return where.includes('reserve_turn(');
 }
 
-async function chargeTurn(deps: BillingDeps, turnId: string, store: StoreSettledTurn): Promise<void> {
+/** A turn's end with nothing of its own but the settlement (a turn settled without its caller's rows). */
+export const settlementAlone: StoreSettledTurn = async (db, settlement) => {
+  const { rows } = await sql<{ credits: number }>`with settlement as (${settlement}) select credits from settlement`.execute(db);
+  return rows[0];
+};
+
+/** Charges a reserved turn in `store`'s statement; false when it was not reserved any more. */
+async function chargeTurn(deps: BillingDeps, turnId: string, store: StoreSettledTurn): Promise<boolean> {
   const row = await store(deps.db, repo.chargeQuery(turnId, deps.clock.now()));
   if (row) {
     if (row.credits > 0) deps.metrics.creditsSpent.inc(row.credits);
-    return;
+    return true;
   }
   const existing = await repo.findTurnCharge(deps.db, turnId);
   if (existing?.status === 'returned') {
     // The sweeper took this reservation for a crashed turn; the turn is left free rather than charged twice.
     deps.logger.warn({ turnId }, 'turn produced output after its reservation was returned; not charged');
   }
+  return false;
 }
 
 /** Gives back what the turn reserved; false when it was already settled (idempotent). */
@@ -225,10 +233,6 @@ async function returnTurn(deps: BillingDeps, turnId: string): Promise<boolean> {
   });
 }
 
-/**
- * Settles as not produced every reservation older than `olderThanMs` (its instance crashed before
- * settling). Returns how many were returned.
- */
 /** Reserved turns with no sign of life for `silentForMs` (their instance crashed or froze): the sweeper's candidates. */
 export function silentTurns(deps: BillingDeps, silentForMs: number, batch = 500): Promise<string[]> {
   return repo.staleReservations(deps.db, new Date(deps.clock.now().getTime() - silentForMs), batch);
@@ -243,10 +247,6 @@ export function markTurnAlive(deps: BillingDeps, turnId: string): Promise<void> 
  * Settles a turn whose instance is gone, by what it stored: charged when its reply has content,
  * else returned. Idempotent like settle; false when it was settled already.
  */
-export async function settleAbandonedTurn(deps: BillingDeps, turnId: string, produced: boolean): Promise<boolean> {
-  if (!produced) return returnTurn(deps, turnId);
-  const { rows } = await sql<{ credits: number }>`with settlement as (${repo.chargeQuery(turnId, deps.clock.now())}) select credits from settlement`.execute(deps.db);
-  const row = rows[0];
-  if (row && row.credits > 0) deps.metrics.creditsSpent.inc(row.credits);
-  return row !== undefined;
+export function settleAbandonedTurn(deps: BillingDeps, turnId: string, produced: boolean): Promise<boolean> {
+  return produced ? chargeTurn(deps, turnId, settlementAlone) : returnTurn(deps, turnId);
 }

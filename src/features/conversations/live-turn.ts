@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyBaseLogger } from 'fastify';
-import type { Provider } from '../../catalogue.ts';
+import type { PricingConfig, Provider } from '../../catalogue.ts';
 import { isDatabaseUnavailable } from '../../db/create-db.ts';
 import type { Deps } from '../../deps.ts';
 import { Ticker } from '../../platform/ticker.ts';
@@ -24,7 +24,6 @@ export const SETTLE_WINDOW_MS = 60_000;
 const SETTLE_RETRY_MS = 100;
 const SETTLE_RETRY_MAX_MS = 5_000;
 
-/** Why a turn ended before its answer did. */
 /**
  * Why a turn ended before its answer did: its client went away (or stopped reading), the service is
  * draining, it ran past STREAM_MAX_DURATION_MS, or another stream of its user holds the lease now.
@@ -55,6 +54,8 @@ export interface LiveTurnInit extends TurnIds {
   readonly key: UsableProviderKey;
   readonly charge: TurnCharge;
   readonly toolbox: Toolbox;
+  /** The model's catalogue prices (DESIGN §13), found when the turn was decided. */
+  readonly pricing: PricingConfig | undefined;
   readonly log: FastifyBaseLogger;
 }
 
@@ -100,6 +101,7 @@ export class LiveTurn implements TurnIds {
   readonly charge: TurnCharge;
   /** Runs the turn's tool calls. */
   readonly toolbox: Toolbox;
+  readonly pricing: PricingConfig | undefined;
   readonly log: FastifyBaseLogger;
   readonly #deps: Deps;
   readonly #leaseToken: string;
@@ -122,6 +124,7 @@ export class LiveTurn implements TurnIds {
     this.userId = init.userId;
     this.charge = init.charge;
     this.toolbox = init.toolbox;
+    this.pricing = init.pricing;
     this.log = init.log;
     this.#leaseToken = init.leaseToken;
     this.#key = init.key;

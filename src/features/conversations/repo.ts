@@ -276,13 +276,14 @@ export async function finishTurn(db: Db, e: TurnEnd, settlement: RawBuilder<{ cr
  * deleted with its conversation holds nothing.
  */
 export async function closeCrashedReply(db: Db, replyId: string, now: Date): Promise<{ produced: boolean }> {
+  // A data-modifying CTE runs whether or not it is read; the select sees the reply as it was before.
   const { rows } = await sql<{ produced: boolean }>`
     with closed as (
       update messages set status = ${STREAMING_LEFT_BEHIND.status}, error_code = ${STREAMING_LEFT_BEHIND.error_code},
         error_retryable = ${STREAMING_LEFT_BEHIND.error_retryable}, completed_at = ${now}
       where id = ${replyId} and status = 'streaming'
       returning 1)
-    select (content <> '' or parts is not null) as produced from messages, (select count(*) from closed) as waited where id = ${replyId}`.execute(db);
+    select (content <> '' or parts is not null) as produced from messages where id = ${replyId}`.execute(db);
   return { produced: rows[0]?.produced === true };
 }
 

@@ -1,7 +1,7 @@
 // An advisor turn, from request to settlement, as named stages run in order by `streamTurn`:
 // admission → body and images → reads → decision → reserve and store → relay → settle.
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { findModel, PROVIDERS, type Provider } from '../../catalogue.ts';
+import { findModel, PROVIDERS, type PricingConfig, type Provider } from '../../catalogue.ts';
 import { FOREIGN_KEY_VIOLATION, UNIQUE_VIOLATION, isDatabaseUnavailable, pgErrorCode } from '../../db/create-db.ts';
 import type { Deps } from '../../deps.ts';
 import { AppError } from '../../http/errors.ts';
@@ -187,6 +187,8 @@ interface NewTurn {
   readonly marketKey: UsableMarketDataKey | undefined;
   /** The model takes tools (its catalogue entry does not say `"tools": false`). */
   readonly toolsEnabled: boolean;
+  /** The model's catalogue prices (DESIGN §13), when it has them. */
+  readonly pricing: PricingConfig | undefined;
 }
 
 type Plan = Replay | NewTurn;
@@ -215,7 +217,7 @@ async function decide(deps: Deps, userId: string, target: string | null, input: 
   if (lease instanceof AppError) throw lease;
   if (lease === null) throw new AppError('STREAM_IN_PROGRESS', 'another reply is streaming for this user');
   const toolsEnabled = entry?.tools !== false && deps.config.advisorMaxToolCalls > 0;
-  return { kind: 'new', conversation, key, provider, model, leaseToken: lease, history: reads.history, marketKey: reads.marketKey, toolsEnabled };
+  return { kind: 'new', conversation, key, provider, model, leaseToken: lease, history: reads.history, marketKey: reads.marketKey, toolsEnabled, pricing: entry?.pricing };
 }
 
 /**
@@ -304,7 +306,7 @@ async function reserveAndStore(
       repo.startReservedTurn(db, rows, reservation),
     );
     const billing = { source: charge.source, credits: charge.credits };
-    const init = { conversationId, userMessageId, assistantMessageId, provider, model, billing, userId, leaseToken, key, charge, toolbox, log };
+    const init = { conversationId, userMessageId, assistantMessageId, provider, model, billing, userId, leaseToken, key, charge, toolbox, pricing: plan.pricing, log };
     const live = new LiveTurn(deps, init);
     return { kind: 'live', live, request };
   } catch (err) {
@@ -407,7 +409,7 @@ async function relay(deps: Deps, reply: FastifyReply, live: LiveTurn, first: Rou
   const status: repo.TurnEnd['status'] = finish !== undefined ? 'complete' : cause !== undefined && cause !== 'deadline' ? 'interrupted' : 'failed';
   const error = finish === undefined && failure ? { code: failure.code, retryable: failure.retryable } : undefined;
   const finishReason = finish ?? (cause === 'client' ? 'aborted' : null);
-  const receipt = receiptOf(usage.filter(Boolean), findModel(deps.config.catalogue, live.provider, live.model)?.pricing);
+  const receipt = receiptOf(usage.filter(Boolean), live.pricing);
   const end: repo.TurnEnd = {
     replyId: live.assistantMessageId,
     userId: live.userId,

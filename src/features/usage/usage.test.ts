@@ -191,6 +191,12 @@ describe('usage receipts end to end (DESIGN §13)', () => {
     assert.deepEqual(byDay.total, body.total);
   });
 
+  test('DESIGN §2: GET /api/advisor/usage without a token → 401 UNAUTHENTICATED', async () => {
+    const res = await t.call('GET', '/api/advisor/usage');
+    assert.equal(res.statusCode, 401, res.body);
+    assert.equal(res.json<{ error: { code: string } }>().error.code, 'UNAUTHENTICATED');
+  });
+
   test('DESIGN §13: the summary is the caller’s own; another user sees none of it', async () => {
     const owner = newUser('owner');
     await saveKey(t, owner, 'openai', llm('openai').validKey);
