@@ -77,6 +77,12 @@ export interface Config {
   readonly streamStallTimeoutMs: number;
   /** DESIGN §10: a turn running longer ends with UPSTREAM_TIMEOUT. */
   readonly streamMaxDurationMs: number;
+  /** DESIGN §12: how long a turn runs on with no client attached; 0 = stopped as its last client goes. */
+  readonly streamDetachGraceMs: number;
+  /** DESIGN §12: how long a turn's frame log is kept after its terminal frame. */
+  readonly streamLogRetentionMs: number;
+  /** DESIGN §12: frames a turn's log holds beyond its snapshot. */
+  readonly streamLogMaxBytes: number;
   readonly shutdownDrainMs: number;
   readonly maxImageBytes: number;
   readonly maxBodyBytes: number;
@@ -203,6 +209,9 @@ export function loadConfig(env: Env = process.env): Config {
     streamIdleTimeoutMs: int('STREAM_IDLE_TIMEOUT_MS', 60_000, 10, 3_600_000),
     streamStallTimeoutMs: int('STREAM_STALL_TIMEOUT_MS', 60_000, 10, 3_600_000),
     streamMaxDurationMs: int('STREAM_MAX_DURATION_MS', 900_000, 100, 24 * 3_600_000),
+    streamDetachGraceMs: int('STREAM_DETACH_GRACE_MS', 30_000, 0, 3_600_000),
+    streamLogRetentionMs: int('STREAM_LOG_RETENTION_MS', 600_000, 1000, 7 * 24 * 3_600_000),
+    streamLogMaxBytes: int('STREAM_LOG_MAX_BYTES', 4 * 1024 * 1024, 1024, 256 * 1024 * 1024),
     shutdownDrainMs: int('SHUTDOWN_DRAIN_MS', 25_000, 0, 3_600_000),
     maxImageBytes: int('MAX_IMAGE_BYTES', 3 * 1024 * 1024, 1, 3_375_000),
     maxBodyBytes,

@@ -11,6 +11,7 @@ import { Lifecycle } from './platform/lifecycle.ts';
 import { createMetrics, type Metrics } from './platform/metrics.ts';
 import type { RateLimiter } from './platform/rate-limiter.ts';
 import type { StreamLeases } from './platform/stream-lease.ts';
+import type { FrameLog } from './platform/frame-log.ts';
 import type { Vault } from './platform/vault.ts';
 import { createVault, loadOrCreateKeyring, loadOrCreateSecret } from './platform/aes-vault.ts';
 import { createCoordination, type Coordination } from './platform/coordination.ts';
@@ -31,6 +32,8 @@ export interface Deps {
   readonly vault: Vault;
   readonly limiter: RateLimiter;
   readonly leases: StreamLeases;
+  /** DESIGN §12: every live turn's frames, readable from any instance. */
+  readonly frames: FrameLog;
   readonly auth: Authenticator;
   readonly metrics: Metrics;
   readonly lifecycle: Lifecycle;
@@ -95,8 +98,10 @@ export async function createDeps(config: Config, opts: DepsOptions = {}): Promis
   const vault = createVault(loadOrCreateKeyring(config.encryptionKeys, config.dataDir, warn));
   const jwtSecret = config.auth.jwtSecret ?? (config.auth.jwksUrl ? '' : loadOrCreateSecret('jwt-secret', config.dataDir, warn));
   const coordination: Coordination = owner
-    ? { limiter: owner.limiter, leases: owner.leases, store: 'memory', close: async () => undefined }
-    : createCoordination(config, handle.db, clock, opts.redisPrefix ?? 'advisor:');
+    ? { limiter: owner.limiter, leases: owner.leases, frames: owner.frames, store: 'memory', close: async () => undefined }
+    : createCoordination(config, handle.db, clock, opts.redisPrefix ?? 'advisor:', (err, what) => logger.warn({ err }, `${what} failed`));
+  // Stops and attaches from other instances are heard from the first request on.
+  await coordination.frames.ready(2000);
   const ids = opts.ids ?? timeOrderedIds;
   const metrics = createMetrics();
   // Keep-alive connections to the providers, shared by chat rounds and key probes.
@@ -126,6 +131,7 @@ export async function createDeps(config: Config, opts: DepsOptions = {}): Promis
     vault,
     limiter: coordination.limiter,
     leases: coordination.leases,
+    frames: coordination.frames,
     auth: createAuthenticator({ ...config.auth, jwtSecret }, clock),
     metrics,
     lifecycle: new Lifecycle(),

@@ -164,11 +164,15 @@ describe('OpenAPI contract (issue 14, item 12)', () => {
       api.response('POST', '/api/billing/webhooks/stripe', forged);
     });
 
-    test('the stream names a schema per event (DESIGN §7), and the frames of a real turn match them', () => {
-      for (const p of ['/api/advisor/conversations/new/messages/stream', '/api/advisor/conversations/{id}/messages/stream']) {
-        const events = doc.paths[p]?.['post']?.responses['200']?.content?.['text/event-stream']?.schema?.['x-sse-events'];
+    test('the stream names a schema per event (DESIGN §7, §12: `snapshot` on attaching), and the frames of a real turn match them', () => {
+      for (const [p, method] of [
+        ['/api/advisor/conversations/new/messages/stream', 'post'],
+        ['/api/advisor/conversations/{id}/messages/stream', 'post'],
+        ['/api/advisor/conversations/{id}/stream', 'get'],
+      ] as const) {
+        const events = doc.paths[p]?.[method]?.responses['200']?.content?.['text/event-stream']?.schema?.['x-sse-events'];
         assert.ok(events, `${p} names its frames`);
-        assert.deepEqual(Object.keys(events), ['start', 'delta', 'tool_call', 'tool_result', 'done', 'error']);
+        assert.deepEqual(Object.keys(events), ['start', 'snapshot', 'delta', 'tool_call', 'tool_result', 'done', 'error']);
         for (const schema of Object.values(events)) assert.ok(doc.components.schemas[String(schema.$ref).replace('#/components/schemas/', '')], String(schema.$ref));
       }
       const events = doc.paths['/api/advisor/conversations/new/messages/stream']?.['post']?.responses['200']?.content?.['text/event-stream']?.schema?.['x-sse-events'] ?? {};

@@ -13,6 +13,7 @@ import * as m0010 from './migrations/0010-billing-rules-once.ts';
 import * as m0013 from './migrations/0013-message-parts.ts';
 import * as m0014 from './migrations/0014-usage-receipts.ts';
 import * as m0015 from './migrations/0015-turn-alive.ts';
+import * as m0016 from './migrations/0016-frame-logs.ts';
 
 /** Every migration, in order. A feature adds its file here; names never change once shipped. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -28,6 +29,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0013-message-parts': m0013,
   '0014-usage-receipts': m0014,
   '0015-turn-alive': m0015,
+  '0016-frame-logs': m0016,
 };
 
 class StaticProvider implements MigrationProvider {

@@ -180,6 +180,8 @@ export interface MessagesTable {
   reasoning_tokens: number | null;
   /** What the turn cost on the user's own key, in micro-dollars ; null when unknown. */
   cost_micros: number | null;
+  /** DESIGN §12: the id of the terminal frame of the reply's stream; null while streaming (or for a turn whose instance died). */
+  last_frame_id: number | null;
   error_code: string | null;
   error_retryable: boolean | null;
   billing_source: string | null;
@@ -188,6 +190,19 @@ export interface MessagesTable {
   parts: unknown;
   created_at: Date;
   completed_at: Date | null;
+}
+
+/** DESIGN §12: a turn's frame log when PostgreSQL is the shared store (migration 0016). */
+export interface StreamLogsTable {
+  turn_id: string;
+  expires_at: Date;
+}
+
+export interface StreamFramesTable {
+  turn_id: string;
+  id: number;
+  wire: string;
+  terminal: boolean;
 }
 
 /** An image sent with a user message. */
@@ -231,6 +246,8 @@ export interface DB {
   account_timezones: AccountTimezonesTable;
   rate_limit_hits: RateLimitHitsTable;
   stream_leases: StreamLeasesTable;
+  stream_logs: StreamLogsTable;
+  stream_frames: StreamFramesTable;
   conversations: ConversationsTable;
   messages: MessagesTable;
   attachments: AttachmentsTable;

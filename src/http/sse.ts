@@ -1,4 +1,5 @@
 import type { ServerResponse } from 'node:http';
+import type { Frame, FrameSink } from '../platform/frame-log.ts';
 
 export const SSE_HEADERS = {
   'content-type': 'text/event-stream; charset=utf-8',
@@ -17,7 +18,7 @@ const FLUSH_CHARS = 32 * 1024;
  * the response's buffer is over its high-water mark (now or after an earlier write), so the caller
  * can respect backpressure with `drained()`; at most FLUSH_CHARS are held back.
  */
-export class SseWriter {
+export class SseWriter implements FrameSink {
   readonly #res: ServerResponse;
   /** A client that reads nothing for this long while frames wait is treated as gone (DESIGN §10). */
   readonly #stallMs: number | undefined;
@@ -44,6 +45,13 @@ export class SseWriter {
   /** `data` must be a single line (JSON.stringify output is). */
   event(name: string, data: string): boolean {
     return this.#write(`id: ${++this.#id}\nevent: ${name}\ndata: ${data}\n\n`);
+  }
+
+  /** Frames of a turn's log, ids and all, as they are (DESIGN §12: the same ids for every client). */
+  write(frames: readonly Frame[]): boolean {
+    let ok = true;
+    for (const f of frames) ok = this.#write(f.wire);
+    return ok;
   }
 
   comment(text: string): boolean {

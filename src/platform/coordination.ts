@@ -11,21 +11,28 @@ import { createRedisStreamLeases } from './redis-stream-leases.ts';
 import { closeRedis, openRedis } from './redis-connection.ts';
 import type { Redis } from 'ioredis';
 import type { StreamLeases } from './stream-lease.ts';
+import { FrameLog, type FrameStore } from './frame-log.ts';
+import { createMemoryFrameStore } from './memory-frame-store.ts';
+import { createPgFrameStore } from './pg-frame-store.ts';
+import { createRedisFrameStore } from './redis-frame-store.ts';
 
 export interface Coordination {
   readonly limiter: RateLimiter;
   readonly leases: StreamLeases;
+  /** DESIGN §12: the turns' frame logs. */
+  readonly frames: FrameLog;
   readonly store: 'redis' | 'postgres' | 'memory';
   close(): Promise<void>;
 }
 
 /**
- * Where limits and leases live: Redis when configured; else the shared PostgreSQL (still exact
+ * Where limits, leases and frame logs live: Redis when configured; else the shared PostgreSQL (still exact
  * across instances); else this process (the embedded single-instance default).
  */
-export function createCoordination(config: Config, db: Db, clock: Clock, redisPrefix: string): Coordination {
+export function createCoordination(config: Config, db: Db, clock: Clock, redisPrefix: string, onError: (err: unknown, what: string) => void): Coordination {
   let limiter: RateLimiter;
   let leases: StreamLeases;
+  let frameStore: FrameStore;
   let store: Coordination['store'];
   let redis: Redis | undefined;
   if (config.redisUrl) {
@@ -33,22 +40,33 @@ export function createCoordination(config: Config, db: Db, clock: Clock, redisPr
     redis = openRedis(config.redisUrl);
     limiter = createRedisRateLimiter({ client: redis, prefix: redisPrefix, clock });
     leases = createRedisStreamLeases({ client: redis, prefix: redisPrefix });
+    frameStore = createRedisFrameStore({ client: redis, prefix: redisPrefix, onError: (err) => onError(err, 'redis frame store') });
     store = 'redis';
   } else if (config.databaseUrl) {
     limiter = createPgRateLimiter(db, clock);
     leases = createPgStreamLeases(db, clock);
+    frameStore = createPgFrameStore({ db, databaseUrl: config.databaseUrl, clock, onError: (err) => onError(err, 'postgres frame store') });
     store = 'postgres';
   } else {
     limiter = createMemoryRateLimiter(clock);
     leases = createMemoryStreamLeases(clock);
+    frameStore = createMemoryFrameStore(clock);
     store = 'memory';
   }
+  const frames = new FrameLog(frameStore, {
+    retentionMs: config.streamLogRetentionMs,
+    maxBytes: config.streamLogMaxBytes,
+    maxDurationMs: config.streamMaxDurationMs,
+    heartbeatMs: config.streamHeartbeatMs,
+    onError,
+  });
   return {
     limiter,
     leases,
+    frames,
     store,
     async close() {
-      await Promise.all([limiter.close(), leases.close()]);
+      await Promise.all([limiter.close(), leases.close(), frames.close()]);
       if (redis) await closeRedis(redis);
     },
   };

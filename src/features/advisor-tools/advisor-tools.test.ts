@@ -53,7 +53,8 @@ describe('advisor tools (DESIGN §11)', () => {
   before(async () => {
     fakes = await startKeyFakes();
     fakes.polygon.addValidKey(CANARY);
-    t = await buildTestApp({ env: fakes.env({ MARKET_DATA_TIMEOUT_MS: '300' }), deps: { marketData: (real) => (watched = watchMarketData(real)) } });
+    // No detach grace: a client that goes ends its turn at once (the grace has its own tests, DESIGN §12).
+    t = await buildTestApp({ env: fakes.env({ MARKET_DATA_TIMEOUT_MS: '300', STREAM_DETACH_GRACE_MS: '0' }), deps: { marketData: (real) => (watched = watchMarketData(real)) } });
     // A catalogue whose OpenAI models say `"tools": false`.
     const dir = mkdtempSync(path.join(os.tmpdir(), 'tools-catalogue-'));
     const file = path.join(dir, 'catalogue.json');
@@ -367,7 +368,7 @@ describe('advisor tools (DESIGN §11)', () => {
     assert.equal(Number(usage.rows[0]?.n), 1);
   });
 
-  test('DESIGN §11: a client that goes away during a tool call ends the tool call too; the reply is stored interrupted with the call', async () => {
+  test('DESIGN §11 with STREAM_DETACH_GRACE_MS=0: a client that goes away during a tool call ends the tool call too; the reply is stored interrupted with the call', async () => {
     const u = await user('openai');
     fakes.polygon.setMarket('stall');
     llm('openai').enqueueStream({ toolCalls: [quoteCall()] });

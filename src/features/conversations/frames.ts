@@ -3,7 +3,7 @@ import type { FastifyReply } from 'fastify';
 import { SseWriter } from '../../http/sse.ts';
 import type { FinishReason, ProviderErrorCode, ToolCallPart } from '../../providers/llm/index.ts';
 import { usageDto, type Receipt } from '../usage/receipt.ts';
-import { apiParts, parsedArguments, type ToolResultBody } from './parts.ts';
+import { apiParts, parsedArguments, type ApiPart, type ToolResultBody } from './parts.ts';
 import type { MessageRow } from './repo.ts';
 
 export type StreamErrorCode = ProviderErrorCode | 'SHUTTING_DOWN' | 'STREAM_IN_PROGRESS' | 'INTERNAL';
@@ -43,7 +43,7 @@ export function startData(t: TurnIds): string {
 
 export const deltaData = (text: string): string => `{"text":${JSON.stringify(text)}}`;
 
-export function doneData(finishReason: FinishReason | 'aborted', receipt: Receipt, toolCalls: number): string {
+export function doneData(finishReason: FinishReason | 'aborted' | 'stopped', receipt: Receipt, toolCalls: number): string {
   return JSON.stringify({ finishReason, usage: usageDto(receipt), toolCalls });
 }
 
@@ -70,13 +70,26 @@ export function replayTurn(reply: FastifyReply, turn: TurnIds, stored: MessageRo
       sse.event('tool_result', toolResultData(part, part));
     }
   }
-  if (stored.error_code !== null) {
-    sse.event('error', errorData(stored.error_code, stored.error_retryable ?? true));
-  } else {
-    const reason = stored.status === 'complete' ? ((stored.finish_reason ?? 'stop') as FinishReason) : 'aborted';
-    sse.event('done', doneData(reason, storedReceipt(stored), toolCalls));
-  }
+  const end = storedTerminal(stored, toolCalls);
+  sse.event(end.event, end.data);
   sse.end();
+}
+
+/** The terminal frame (event and data) of a stored reply that has ended. */
+export function storedTerminal(stored: MessageRow, toolCalls = toolCallsOf(stored)): { event: 'done' | 'error'; data: string } {
+  if (stored.error_code !== null) return { event: 'error', data: errorData(stored.error_code, stored.error_retryable ?? true) };
+  const reason = stored.status === 'complete' ? ((stored.finish_reason ?? 'stop') as FinishReason) : stored.finish_reason === 'stopped' ? 'stopped' : 'aborted';
+  return { event: 'done', data: doneData(reason, storedReceipt(stored), toolCalls) };
+}
+
+/** Tool calls a stored reply ran (those refused over the cap are not counted, DESIGN §11). */
+function toolCallsOf(stored: MessageRow): number {
+  return apiParts(stored.parts, stored.content).filter((p) => p.type === 'tool_result' && (p.ok || p.error.code !== 'TOOL_CALL_LIMIT_REACHED')).length;
+}
+
+/** DESIGN §12: the state of a reply so far, for a client whose Last-Event-ID the log no longer holds. */
+export function snapshotData(assistantMessageId: string, status: string, text: string, parts: readonly ApiPart[], receipt: Receipt | undefined): string {
+  return JSON.stringify({ assistantMessageId, status, text, parts, ...(receipt ? { usage: usageDto(receipt) } : {}) });
 }
 
 /** A stored reply's receipt (DESIGN §13). */

@@ -4,7 +4,11 @@ import type { PricingConfig, Provider } from '../../catalogue.ts';
 import { isDatabaseUnavailable } from '../../db/create-db.ts';
 import type { Deps } from '../../deps.ts';
 import { Ticker } from '../../platform/ticker.ts';
-import type { ChatEvent, ChatMessage, ToolSpec } from '../../providers/llm/index.ts';
+import type { TurnLog } from '../../platform/frame-log.ts';
+import type { ChatEvent, ChatMessage, RoundUsage, ToolSpec } from '../../providers/llm/index.ts';
+import { receiptOf } from '../usage/receipt.ts';
+import { snapshotData } from './frames.ts';
+import { apiParts, PartsLog } from './parts.ts';
 import type { Toolbox } from '../advisor-tools/toolbox.ts';
 import { markProviderKeyRejected, type UsableProviderKey } from '../advisor-keys/service.ts';
 import { markTurnAlive, type TurnCharge } from '../billing/turn-billing.ts';
@@ -25,13 +29,15 @@ const SETTLE_RETRY_MS = 100;
 const SETTLE_RETRY_MAX_MS = 5_000;
 
 /**
- * Why a turn ended before its answer did: its client went away (or stopped reading), the service is
- * draining, it ran past STREAM_MAX_DURATION_MS, or another stream of its user holds the lease now.
+ * Why a turn ended before its answer did: no client came back within the detach grace (DESIGN §12),
+ * a stop was asked for, the service is draining, it ran past STREAM_MAX_DURATION_MS, or another
+ * stream of its user holds the lease now.
  */
-export type StopCause = 'client' | 'shutdown' | 'deadline' | 'superseded';
+export type StopCause = 'client' | 'stopped' | 'shutdown' | 'deadline' | 'superseded';
 
 const STOP_REASONS: Readonly<Record<StopCause, string>> = {
-  client: 'client went away',
+  client: 'no client attached',
+  stopped: 'a stop was asked for',
   shutdown: 'service is shutting down',
   deadline: 'the turn ran past STREAM_MAX_DURATION_MS',
   superseded: 'another stream of the user holds the lease',
@@ -60,7 +66,7 @@ export interface LiveTurnInit extends TurnIds {
 }
 
 interface Tickers {
-  /** The client's keep-alive comment. */
+  /** The turn's sign of life for clients following it from other instances. */
   readonly heartbeat: Ticker<LiveTurn>;
   /** The stream lease's renewal. */
   readonly renewal: Ticker<LiveTurn>;
@@ -75,7 +81,7 @@ function tickersOf(deps: Deps): Tickers {
   let t = tickers.get(deps);
   if (t === undefined) {
     t = {
-      heartbeat: new Ticker(deps.config.streamHeartbeatMs, (live) => live.ping()),
+      heartbeat: new Ticker(deps.config.streamHeartbeatMs, (live) => live.frames.alive()),
       renewal: new Ticker(LEASE_TTL_MS / 3, (live) => void live.renewLease()),
       alive: new Ticker(deps.config.streamHeartbeatMs, (live) => void live.markAlive()),
     };
@@ -86,9 +92,10 @@ function tickersOf(deps: Deps): Tickers {
 
 /**
  * A turn from its reservation to its settlement. It owns what the turn holds — the user's stream
- * lease (renewed while it runs), the charge, the user's key, its place in the heartbeat ticker and
- * in the shutdown drain — and gives each back exactly once. The provider round is a step it can
- * repeat (`round`); `stop` aborts whatever round runs, the first cause winning.
+ * lease (renewed while it runs), the charge, the user's key, its frame log and what the reply holds
+ * so far, its place in the heartbeat ticker and in the shutdown drain — and gives each back exactly
+ * once. The provider round is a step it can repeat (`round`); `stop` aborts whatever round runs, the
+ * first cause winning. It runs whether or not a client is attached, for the detach grace.
  */
 export class LiveTurn implements TurnIds {
   readonly conversationId: string;
@@ -103,14 +110,20 @@ export class LiveTurn implements TurnIds {
   readonly toolbox: Toolbox;
   readonly pricing: PricingConfig | undefined;
   readonly log: FastifyBaseLogger;
+  /** The reply's text, tool calls and results so far. */
+  readonly parts = new PartsLog();
+  /** The latest usage figures of each round, kept as they arrive (a round that fails keeps what it counted). */
+  readonly usage: RoundUsage[] = [];
   readonly #deps: Deps;
   readonly #leaseToken: string;
   readonly #key: UsableProviderKey;
   readonly #abort = new AbortController();
+  #frames: TurnLog | undefined;
   #cause: StopCause | undefined;
-  #ping: () => void = () => undefined;
   #untrack: (() => void) | undefined;
   #deadline: NodeJS.Timeout | undefined;
+  #graceArmed = false;
+  #grace: NodeJS.Timeout | undefined;
   #settlement: Promise<void> | undefined;
 
   constructor(deps: Deps, init: LiveTurnInit) {
@@ -139,12 +152,21 @@ export class LiveTurn implements TurnIds {
     return this.#cause;
   }
 
+  /** The turn's frame log (DESIGN §12), from `open`. */
+  get frames(): TurnLog {
+    if (this.#frames === undefined) throw new Error('the turn is not open');
+    return this.#frames;
+  }
+
   /**
-   * The turn is running: its lease is renewed, `ping` keeps its client's connection alive, and a
-   * drain stops it. Undone by `close`.
+   * The turn is running: its frame log is open (a stop asked for from any instance reaches it), its
+   * lease is renewed, and a drain stops it. Undone by `close`.
    */
-  open(ping: () => void): void {
-    this.#ping = ping;
+  open(): void {
+    this.#frames = this.#deps.frames.open(this.assistantMessageId, () => this.#snapshot(), {
+      stop: () => this.stop('stopped'),
+      attached: (n) => this.#attachedChanged(n),
+    });
     const { heartbeat, renewal, alive } = tickersOf(this.#deps);
     heartbeat.add(this);
     renewal.add(this);
@@ -152,6 +174,35 @@ export class LiveTurn implements TurnIds {
     this.#untrack = this.#deps.lifecycle.track(() => this.stop('shutdown'));
     this.#deadline = setTimeout(() => this.stop('deadline'), this.#deps.config.streamMaxDurationMs).unref();
     this.#deps.metrics.streamsOpen.inc();
+  }
+
+  /**
+   * From now on, the turn with no client attached (on any instance) is stopped after
+   * STREAM_DETACH_GRACE_MS (at once when 0), unless one attaches meanwhile (DESIGN §12).
+   */
+  armGrace(): void {
+    this.#graceArmed = true;
+    this.#attachedChanged(this.frames.attached);
+  }
+
+  #attachedChanged(count: number): void {
+    if (!this.#graceArmed) return;
+    if (count > 0) {
+      clearTimeout(this.#grace);
+      this.#grace = undefined;
+      return;
+    }
+    if (this.#grace !== undefined) return;
+    const graceMs = this.#deps.config.streamDetachGraceMs;
+    if (graceMs === 0) this.stop('client');
+    else this.#grace = setTimeout(() => this.stop('client'), graceMs).unref();
+  }
+
+  /** DESIGN §12: the reply so far, for a client the log can no longer give every frame. */
+  #snapshot(): string {
+    const { text, parts } = this.parts;
+    const usage = this.usage.filter(Boolean);
+    return snapshotData(this.assistantMessageId, 'streaming', text, apiParts(parts, text), usage.length > 0 ? receiptOf(usage, this.pricing) : undefined);
   }
 
   /** Stops the turn for `cause` unless it has stopped or begun to settle. */
@@ -203,11 +254,6 @@ export class LiveTurn implements TurnIds {
     this.#deps.metrics.streamsTotal.inc({ provider: this.provider, outcome });
   }
 
-  /** The heartbeat ticker's call. */
-  ping(): void {
-    this.#ping();
-  }
-
   /**
    * The renewal ticker's call. A lease that vanished (expired during a stall, or a store restarted
    * empty) is taken back; one another stream of the user holds now ends this turn (DESIGN §4: one
@@ -237,6 +283,7 @@ export class LiveTurn implements TurnIds {
     const { heartbeat, renewal, alive } = tickersOf(deps);
     heartbeat.delete(this);
     clearTimeout(this.#deadline);
+    clearTimeout(this.#grace);
     // The reply's end and its charge are one statement (billing's part embedded); the lease goes back
     // after it, so the user's next turn reads this reply in its history. Lease and sign of life are
     // kept up while a database outage is ridden out.

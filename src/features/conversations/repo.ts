@@ -87,6 +87,21 @@ export async function deleteConversation(db: Db, userId: string, id: string): Pr
   return r.numDeletedRows > 0n;
 }
 
+/**
+ * DESIGN §12: whether the user has this conversation (`found`), and its latest reply (the turn a
+ * client attaches to or stops), in one read.
+ */
+export async function latestReply(db: Db, userId: string, conversationId: string): Promise<{ found: boolean; reply: MessageRow | undefined }> {
+  const { rows } = await sql<MessageRow>`
+    select m.* from conversations c
+    left join lateral (
+      select * from messages where conversation_id = c.id and role = 'assistant' order by seq desc limit 1) m on true
+    where c.id = ${conversationId} and c.user_id = ${userId}`.execute(db);
+  const row = rows[0];
+  if (row === undefined) return { found: false, reply: undefined };
+  return { found: true, reply: row.id === null ? undefined : row };
+}
+
 /** A page of a conversation's messages, newest first, below `beforeSeq` when given. */
 export function listMessages(db: Db, conversationId: string, limit: number, beforeSeq: number | undefined): Promise<MessageRow[]> {
   let q = db.selectFrom('messages').selectAll().where('conversation_id', '=', conversationId);
@@ -241,6 +256,8 @@ export interface TurnEnd {
   /** DESIGN §13: what the provider counted, priced. */
   readonly receipt: Receipt;
   readonly error: { code: string; retryable: boolean } | undefined;
+  /** DESIGN §12: the id of the stream's terminal frame. */
+  readonly lastFrameId: number;
 }
 
 /**
@@ -260,7 +277,8 @@ export async function finishTurn(db: Db, e: TurnEnd, settlement: RawBuilder<{ cr
       update messages set content = ${e.content}, parts = ${e.parts}::jsonb, status = ${e.status}, finish_reason = ${e.finishReason},
         input_tokens = ${r.input}::int, output_tokens = ${r.output}::int, cached_input_tokens = ${r.cachedInput}::int,
         reasoning_tokens = ${r.reasoning}::int, cost_micros = ${r.costMicros}::bigint,
-        error_code = ${e.error?.code ?? null}, error_retryable = ${e.error?.retryable ?? null}, completed_at = ${e.now}
+        error_code = ${e.error?.code ?? null}, error_retryable = ${e.error?.retryable ?? null}, completed_at = ${e.now},
+        last_frame_id = ${e.lastFrameId}::int
       where id = ${e.replyId}
       returning conversation_id),
     conversation as (

@@ -4,6 +4,7 @@ import { Type } from 'typebox';
 import type { Deps } from '../../deps.ts';
 import { IdParams, NoContent, responses } from '../../http/schemas.ts';
 import {
+  AttachQuery,
   ConversationList,
   ConversationListItem,
   ConversationWithMessages,
@@ -11,8 +12,10 @@ import {
   EventStream,
   PageQuery,
   RenameBody,
+  StopResult,
   StreamMessageBody,
 } from './schemas.ts';
+import { attachToConversation, lastEventId, stopConversationTurn } from './attach.ts';
 import * as service from './service.ts';
 import { admitTurn, refuseAfterVerdict, streamTurn, TURN_CHECKS_DOC } from './turn.ts';
 
@@ -56,6 +59,44 @@ export async function conversationsRoutes(parent: FastifyInstance, { deps }: { d
     async (req, reply) => streamTurn(deps, req, reply, req.params.id),
   );
 
+  app.get(
+    '/advisor/conversations/:id/stream',
+    {
+      config: { queryToken: true },
+      schema: {
+        tags,
+        operationId: 'attachConversationStream', summary: 'Attach to the latest turn’s stream from any instance (resume)',
+        description:
+          'DESIGN §12. Sends the frames after `Last-Event-ID` (header, or `?lastEventId=`; from the first frame without one), then follows the turn live until its terminal frame. ' +
+          'When the log no longer holds that id (trimmed past STREAM_LOG_MAX_BYTES, or expired STREAM_LOG_RETENTION_MS after the end), one `snapshot` frame carries the reply so far. ' +
+          '204 when no turn ever ran, or when the client already has the terminal frame (an EventSource stops reconnecting). Never counts toward the message limit; never calls a provider.',
+        params: IdParams,
+        querystring: AttachQuery,
+        response: responses({ 200: { description: EVENT_STREAM_DOC, content: { 'text/event-stream': { schema: EventStream } } }, 204: NoContent }),
+      },
+    },
+    async (req, reply) => {
+      const after = lastEventId(req.headers['last-event-id'], req.query.lastEventId);
+      await attachToConversation(deps, req.user.id, req.params.id, after, reply);
+    },
+  );
+  app.post(
+    '/advisor/conversations/:id/stop',
+    {
+      schema: {
+        tags,
+        operationId: 'stopConversationTurn', summary: 'Stop the reply being streamed, from any instance',
+        description:
+          'DESIGN §12. 202 when a live turn was told to stop: its instance aborts the provider (and tool) calls within a second, stores the reply `interrupted` with what was produced (charged if a delta was), and ends every attached stream with `done` `finishReason: "stopped"`. 200 with the latest turn’s status when none is live.',
+        params: IdParams,
+        response: responses({ 200: StopResult, 202: StopResult }),
+      },
+    },
+    async (req, reply) => {
+      const { code, status } = await stopConversationTurn(deps, req.user.id, req.params.id);
+      return reply.code(code).send({ status });
+    },
+  );
   app.get(
     '/advisor/conversations',
     {

@@ -245,14 +245,52 @@ const StreamErrorFrameSchema = named(
   ),
 );
 
+const StreamSnapshotFrameSchema = named(
+  'StreamSnapshotFrame',
+  Type.Object(
+    {
+      assistantMessageId: Type.String({ format: 'uuid' }),
+      status: Type.Union([Type.Literal('streaming'), Type.Literal('complete'), Type.Literal('interrupted'), Type.Literal('failed')]),
+      text: Type.String({ description: 'All the reply’s text so far' }),
+      parts: Type.Array(ref(MessagePartSchema), { description: 'The reply’s text, tool calls and results so far, in order' }),
+      usage: Type.Optional(Usage),
+    },
+    {
+      description:
+        '`event: snapshot` (DESIGN §12, on attaching only): the reply so far, in place of the frames up to this id that the log no longer holds; replaces what the client had. Live frames (or the terminal one) follow.',
+    },
+  ),
+);
+
 const FRAMES = {
   start: StreamStartFrameSchema,
+  snapshot: StreamSnapshotFrameSchema,
   delta: StreamDeltaFrameSchema,
   tool_call: StreamToolCallFrameSchema,
   tool_result: StreamToolResultFrameSchema,
   done: StreamDoneFrameSchema,
   error: StreamErrorFrameSchema,
 };
+
+/** DESIGN §12: where an attaching client resumes, for clients that cannot set the Last-Event-ID header. */
+export const AttachQuery = Type.Object(
+  {
+    lastEventId: Type.Optional(Type.String({ pattern: '^[0-9]{1,15}$', description: 'The id of the last frame the client has; the `Last-Event-ID` header wins' })),
+    access_token: Type.Optional(
+      Type.String({ description: 'The bearer token, for clients that cannot set the Authorization header (a browser’s EventSource); ignored when the header is sent' }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+export const StopResult = Type.Object(
+  {
+    status: Type.Union([Type.Literal('streaming'), Type.Literal('complete'), Type.Literal('interrupted'), Type.Literal('failed'), Type.Null()], {
+      description: '202: `streaming` (the turn was told to stop); 200: the status of the latest turn, which is not live',
+    }),
+  },
+  { description: 'What a stop found' },
+);
 
 export const EVENT_STREAM_DOC =
   'text/event-stream. Frames, each with an increasing `id:`, an `event:` and a JSON `data:` (the schema named in `x-sse-events`): ' +

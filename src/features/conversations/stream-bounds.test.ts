@@ -20,7 +20,8 @@ describe('advisor stream: bounds (DESIGN §10)', () => {
   before(async () => {
     fake = await startOpenAiCompatibleFake({ flavor: 'openai' });
     t = await buildTestApp({
-      env: { OPENAI_BASE_URL: fake.url, STREAM_STALL_TIMEOUT_MS: String(STALL_MS), STREAM_MAX_DURATION_MS: String(MAX_DURATION_MS) },
+      // No detach grace: a client cut off is the turn's last, so the turn stops at once (DESIGN §12).
+      env: { OPENAI_BASE_URL: fake.url, STREAM_STALL_TIMEOUT_MS: String(STALL_MS), STREAM_MAX_DURATION_MS: String(MAX_DURATION_MS), STREAM_DETACH_GRACE_MS: '0' },
     });
     await t.app.listen({ port: 0, host: '127.0.0.1' });
     port = (t.app.server.address() as AddressInfo).port;
@@ -30,11 +31,13 @@ describe('advisor stream: bounds (DESIGN §10)', () => {
     await fake.close();
   });
 
-  test('DESIGN §10: a stream client that reads nothing for STREAM_STALL_TIMEOUT_MS while frames wait is cut off: the turn stops, its reply is stored interrupted, its lease freed', async () => {
+  test('DESIGN §10: a stream client that reads nothing for STREAM_STALL_TIMEOUT_MS while frames wait is cut off; with STREAM_DETACH_GRACE_MS=0 the turn stops, its reply is stored interrupted, its lease freed', async () => {
     const user = await userWithOpenAiKey(t, fake.validKey, 'stall');
-    // ~16 MB of deltas at once: far more than the socket buffers hold for a client that never reads.
-    const piece = 'x'.repeat(8192);
-    fake.enqueueStream({ chunks: Array.from({ length: 2000 }, () => piece) });
+    // ~32 MB of deltas over 2 s or more: far more than the socket buffers hold for a client that never
+    // reads, still streaming when the client is cut off (the turn no longer waits for its clients, DESIGN §12).
+    const piece = 'x'.repeat(32 * 1024);
+    const pieces = 1000;
+    fake.enqueueStream({ chunks: Array.from({ length: pieces }, () => piece), delayMs: 2 });
     const body = JSON.stringify(message());
     const socket = net.connect(port, '127.0.0.1');
     await new Promise<void>((resolve) => socket.once('connect', resolve));
@@ -53,7 +56,7 @@ describe('advisor stream: bounds (DESIGN §10)', () => {
       return row?.status === 'streaming' ? undefined : row;
     }, 10_000);
     assert.deepEqual([stored.status, stored.finish_reason], ['interrupted', 'aborted']);
-    assert.ok(stored.content.length > 0 && stored.content.length < 2000 * piece.length, 'what was produced before the cut is stored');
+    assert.ok(stored.content.length > 0 && stored.content.length < pieces * piece.length, 'what was produced before the cut is stored');
     assert.equal(await turnStatus(t, reply.id), 'charged', 'deltas were produced: charged by the usual rule');
     socket.resume();
     await closed;

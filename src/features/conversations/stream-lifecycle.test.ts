@@ -18,7 +18,8 @@ describe('advisor stream: lifecycle', () => {
     fake = await startOpenAiCompatibleFake({ flavor: 'openai' });
     billing = billingSpy();
     t = await buildTestApp({
-      env: { OPENAI_BASE_URL: fake.url, STREAM_HEARTBEAT_MS: String(HEARTBEAT_MS), STREAM_IDLE_TIMEOUT_MS: String(IDLE_MS) },
+      // No detach grace: the old rule, a client that goes ends its turn at once (DESIGN §12 tests the grace).
+      env: { OPENAI_BASE_URL: fake.url, STREAM_HEARTBEAT_MS: String(HEARTBEAT_MS), STREAM_IDLE_TIMEOUT_MS: String(IDLE_MS), STREAM_DETACH_GRACE_MS: '0' },
       deps: { billing: billing.wrap },
     });
     await t.app.listen({ port: 0, host: '127.0.0.1' });
@@ -32,7 +33,7 @@ describe('advisor stream: lifecycle', () => {
   const userWithKey = (tag: string): Promise<string> => userWithOpenAiKey(t, fake.validKey, tag);
   const settlesOf = (turnId: unknown) => billing.settles.filter((s) => s.charge.turnId === turnId).map((s) => s.produced);
 
-  test('DESIGN §7: a client that disconnects after 5 deltas → upstream closed within 1 s, reply stored interrupted with exactly those deltas, lease free', async () => {
+  test('DESIGN §7 with STREAM_DETACH_GRACE_MS=0: a client that disconnects after 5 deltas → upstream closed within 1 s, reply stored interrupted with exactly those deltas, lease free', async () => {
     const user = await userWithKey('gone');
     fake.enqueueStream({ chunks: Array.from({ length: 10 }, (_, i) => `w${i} `), delayMs: 100 });
     const seen = fake.streams.length;

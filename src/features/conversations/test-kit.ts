@@ -142,8 +142,24 @@ export interface LiveStream {
   destroy(): void;
 }
 
-export function openStream(baseUrl: string, token: string, body: unknown): LiveStream {
+export function openStream(baseUrl: string, token: string, body: unknown, conversationId: string | null = null): LiveStream {
   const payload = JSON.stringify(body);
+  return openSse(`${baseUrl}/api/advisor/conversations/${conversationId ?? 'new'}/messages/stream`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(payload)) },
+    body: payload,
+  });
+}
+
+/** DESIGN §12: GET …/{id}/stream over a real socket, resuming after `lastEventId` (a header, or the query when `via` says so). */
+export function attachStream(baseUrl: string, token: string, conversationId: string, lastEventId?: number, via: 'header' | 'query' = 'header'): LiveStream {
+  const query = lastEventId !== undefined && via === 'query' ? `?lastEventId=${lastEventId}` : '';
+  const headers: Record<string, string> = { authorization: `Bearer ${token}` };
+  if (lastEventId !== undefined && via === 'header') headers['last-event-id'] = String(lastEventId);
+  return openSse(`${baseUrl}/api/advisor/conversations/${conversationId}/stream${query}`, { method: 'GET', headers });
+}
+
+function openSse(url: string, opts: { method: string; headers: Record<string, string>; body?: string }): LiveStream {
   const frames: Frame[] = [];
   const texts = (): string[] => frames.filter((f) => f.event === 'delta').map((f) => String(f.data['text']));
   const waiters: { n: number; resolve: (v: string[]) => void }[] = [];
@@ -152,10 +168,7 @@ export function openStream(baseUrl: string, token: string, body: unknown): LiveS
   let resolveEnded: () => void = () => undefined;
   const status = new Promise<number>((r) => (resolveStatus = r));
   const ended = new Promise<void>((r) => (resolveEnded = r));
-  const req = http.request(`${baseUrl}/api/advisor/conversations/new/messages/stream`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) },
-  });
+  const req = http.request(url, { method: opts.method, headers: opts.headers });
   req.on('response', (res) => {
     resolveStatus(res.statusCode ?? 0);
     res.setEncoding('utf8');
@@ -173,7 +186,7 @@ export function openStream(baseUrl: string, token: string, body: unknown): LiveS
     res.on('error', () => undefined);
   });
   req.on('error', () => resolveEnded());
-  req.end(payload);
+  req.end(opts.body);
   return {
     status,
     frames,

@@ -6,7 +6,6 @@ import { FOREIGN_KEY_VIOLATION, UNIQUE_VIOLATION, isDatabaseUnavailable, pgError
 import type { Deps } from '../../deps.ts';
 import { AppError } from '../../http/errors.ts';
 import { enforceRateLimit } from '../../http/rate-limit.ts';
-import { SseWriter } from '../../http/sse.ts';
 import type { RateLimitRule } from '../../platform/rate-limiter.ts';
 import { ProviderError, type ChatEvent, type ChatImage, type FinishReason, type RoundUsage, type ToolCallPart, type ToolResultPart } from '../../providers/llm/index.ts';
 import type { UsableMarketDataKey } from '../advisor-keys/market-data-service.ts';
@@ -16,7 +15,8 @@ import { abandonTurn } from './crashed-turns.ts';
 import { buildMessages, defaultTitle, systemPrompt } from './context.ts';
 import { deltaData, doneData, errorData, replayTurn, startData, toolCallData, toolResultData, type StreamErrorCode, type TurnIds } from './frames.ts';
 import { receiptOf } from '../usage/receipt.ts';
-import { PartsLog, resultPart, storable } from './parts.ts';
+import { resultPart, storable } from './parts.ts';
+import { serveStream } from './attach.ts';
 import { decodeImages } from './images.ts';
 import { LEASE_TTL_MS, LiveTurn, type RoundRequest } from './live-turn.ts';
 import * as repo from './repo.ts';
@@ -50,7 +50,6 @@ export const TURN_CHECKS_DOC = `Checks, in order (each refusal stores, reserves 
 
 /** A stream request body up to this size is read while the rate-limit verdict is on its way. */
 const READ_BEFORE_VERDICT_BYTES = 64 * 1024;
-const SHUTDOWN_FLUSH_MS = 1000;
 const NOT_NULL_VIOLATION = '23502';
 
 /** The rate-limit verdict of each stream request, asked for as soon as the request is authenticated. */
@@ -101,7 +100,19 @@ export async function streamTurn(deps: Deps, req: FastifyRequest, reply: Fastify
   // Up to 18 MB of base64 is decoded and stored by now; the stream may last minutes.
   (req as { body: unknown }).body = null;
   if (started.kind === 'replay') return replayTurn(reply, started, started.reply);
-  await relay(deps, reply, started.live, started.request);
+  const { live, request } = started;
+  // The provider call goes out first, and the start frame is logged while it is on its way: the
+  // turn is stored by now (DESIGN §7), and the frame's write is then off the path to the first delta.
+  live.open();
+  const first = startRound(live, request);
+  live.frames.append('start', startData(live));
+  // The request's own client is the turn's first follower (DESIGN §12: one path for every client).
+  const serving = serveStream(deps, reply, live.assistantMessageId, 0, true);
+  live.armGrace();
+  // A drain that began meanwhile will not wait for a stream it never saw.
+  if (deps.lifecycle.draining) live.stop('shutdown');
+  await relay(deps, live, first, request);
+  await serving;
 }
 
 /** Stage 2, body and images: what the schema cannot say (DESIGN §7). */
@@ -330,38 +341,18 @@ async function reserveAndStore(
 type Failure = { code: StreamErrorCode; retryable: boolean; detail: string; status?: number | undefined };
 
 /**
- * Stages 6 and 7, relay and settle: the start frame, then rounds with the provider until it answers
- * in text (DESIGN §11): each round's deltas as they come (waiting for the socket when it is full,
- * which stops reading upstream) and its tool calls, run by the turn's toolbox while the round still
- * streams, their results sent back in the next round; then exactly one of done / error. Nothing is
- * written to the database until the turn ends; then the turn settles (reply stored with its parts,
- * charge settled once, lease released) before the last frame goes out, so a client that has seen
- * `done` can send its next message at once and will find the reply stored. Never throws.
+ * Stages 6 and 7, relay and settle, into the turn's frame log (its clients follow the log, DESIGN
+ * §12): rounds with the provider until it answers in text (DESIGN §11): each round's deltas as they
+ * come and its tool calls, run by the turn's toolbox while the round still streams, their results
+ * sent back in the next round; then exactly one of done / error. Nothing is written to the database
+ * until the turn ends; then the turn settles (reply stored with its parts, charge settled once, lease
+ * released) before the last frame is logged, so a client that has seen `done` can send its next
+ * message at once and will find the reply stored. Never throws.
  */
-async function relay(deps: Deps, reply: FastifyReply, live: LiveTurn, first: RoundRequest): Promise<void> {
-  reply.hijack();
-  const raw = reply.raw;
-  const sse = new SseWriter(raw, { stallMs: deps.config.streamStallTimeoutMs });
-  const onClose = (): void => live.stop('client');
-  raw.on('close', onClose);
-  // A backed-up socket does not need keep-alives, and must not grow.
-  live.open(() => sse.needsDrain || sse.comment('ping'));
-
-  // The provider call goes out first, and the start frame is written while it is on its way: the
-  // turn is stored by now (DESIGN §7), and the frame's write is then off the path to the first delta.
-  let round = startRound(live, first);
-  sse.open(reply.getHeaders());
-  sse.event('start', startData(live));
-  // Gone while the turn was being prepared (the close event fired before anyone listened), or a
-  // drain that began meanwhile and will not wait for a stream it never saw.
-  if (raw.destroyed) live.stop('client');
-  else if (deps.lifecycle.draining) live.stop('shutdown');
-
-  const signal = live.signal;
-  const parts = new PartsLog();
-  // The latest usage figures of each round, kept as they arrive (a round that fails keeps what it counted).
-  const usage: RoundUsage[] = [];
+async function relay(deps: Deps, live: LiveTurn, firstRound: PendingRound, first: RoundRequest): Promise<void> {
+  const { signal, parts, usage, frames } = live;
   const maxCalls = deps.config.advisorMaxToolCalls;
+  let round = firstRound;
   let request = first;
   let toolCalls = 0;
   let finish: FinishReason | undefined;
@@ -369,7 +360,7 @@ async function relay(deps: Deps, reply: FastifyReply, live: LiveTurn, first: Rou
   try {
     for (;;) {
       const roundIndex = usage.length;
-      const out = await relayRound(sse, live, round, parts, maxCalls - toolCalls, (u) => void (usage[roundIndex] = u));
+      const out = await relayRound(live, round, maxCalls - toolCalls, (u) => void (usage[roundIndex] = u));
       toolCalls += out.ran;
       if (out.finish !== 'tool_calls' || out.calls.length === 0 || signal.aborted) {
         finish = out.finish === 'tool_calls' ? 'stop' : out.finish;
@@ -380,7 +371,7 @@ async function relay(deps: Deps, reply: FastifyReply, live: LiveTurn, first: Rou
         const result = await outcome;
         parts.addResult(call, result);
         results.push(resultPart(call, result));
-        if (!sse.event('tool_result', toolResultData(call, result))) await sse.drained(signal);
+        frames.append('tool_result', toolResultData(call, result));
       }
       // A model that calls tools after being told to answer in text gets no further round.
       if (request.toolChoice === 'none') {
@@ -398,17 +389,16 @@ async function relay(deps: Deps, reply: FastifyReply, live: LiveTurn, first: Rou
   const cause = live.cause;
   if (finish === undefined) {
     if (cause === 'shutdown') failure = { code: 'SHUTTING_DOWN', retryable: true, detail: 'drain deadline reached' };
-    else if (cause === 'client') failure = undefined;
+    else if (cause === 'client' || cause === 'stopped') failure = undefined;
     else if (cause === 'deadline') failure = { code: 'UPSTREAM_TIMEOUT', retryable: true, detail: 'STREAM_MAX_DURATION_MS reached' };
     else if (cause === 'superseded') failure = { code: 'STREAM_IN_PROGRESS', retryable: false, detail: 'another stream of the user holds the lease' };
     else failure ??= { code: 'PROVIDER_UNAVAILABLE', retryable: true, detail: 'stream ended early' };
   }
-  raw.off('close', onClose);
 
-  // Stopped from outside (client, drain, another stream): interrupted; ran too long or failed: failed.
+  // Stopped from outside (a stop, no client left, drain, another stream): interrupted; ran too long or failed: failed.
   const status: repo.TurnEnd['status'] = finish !== undefined ? 'complete' : cause !== undefined && cause !== 'deadline' ? 'interrupted' : 'failed';
   const error = finish === undefined && failure ? { code: failure.code, retryable: failure.retryable } : undefined;
-  const finishReason = finish ?? (cause === 'client' ? 'aborted' : null);
+  const finishReason = finish ?? (cause === 'stopped' ? 'stopped' : 'aborted');
   const receipt = receiptOf(usage.filter(Boolean), live.pricing);
   const end: repo.TurnEnd = {
     replyId: live.assistantMessageId,
@@ -419,17 +409,15 @@ async function relay(deps: Deps, reply: FastifyReply, live: LiveTurn, first: Rou
     content: storable(parts.text),
     parts: parts.stored(),
     status,
-    finishReason,
+    finishReason: error ? null : finishReason,
     receipt,
     error,
+    lastFrameId: frames.lastId + 1,
   };
   await live.settle(end, parts.deltas > 0);
 
-  if (finish !== undefined) sse.event('done', doneData(finish, receipt, toolCalls));
-  else if (error) sse.event('error', errorData(error.code, error.retryable));
-  sse.end();
-  // At shutdown a client that stopped reading must not hold the server open.
-  if (cause === 'shutdown') setTimeout(() => raw.writableFinished || raw.destroy(), SHUTDOWN_FLUSH_MS).unref();
+  if (error) frames.end('error', errorData(error.code, error.retryable));
+  else frames.end('done', doneData(finishReason, receipt, toolCalls));
   live.close(status);
   live.log.info(
     { conversationId: live.conversationId, provider: live.provider, model: live.model, outcome: status, deltas: parts.deltas, toolCalls, cause, error: failure?.detail },
@@ -468,21 +456,14 @@ interface RoundOut {
 }
 
 /**
- * One round: delta and tool_call frames as the provider streams them, each call started as soon as
+ * One round: delta and tool_call frames logged as the provider streams them, each call started as soon as
  * its arguments are complete (the calls of a round run concurrently, DESIGN §11); calls beyond the
  * turn's remaining budget are answered TOOL_CALL_LIMIT_REACHED without running. Throws the
  * provider's failure.
  */
-async function relayRound(
-  sse: SseWriter,
-  live: LiveTurn,
-  round: PendingRound,
-  parts: PartsLog,
-  budget: number,
-  onUsage: (u: RoundUsage) => void,
-): Promise<RoundOut> {
+async function relayRound(live: LiveTurn, round: PendingRound, budget: number, onUsage: (u: RoundUsage) => void): Promise<RoundOut> {
   if ('failed' in round) throw round.failed;
-  const signal = live.signal;
+  const { signal, parts, frames } = live;
   const calls: RunningCall[] = [];
   let text = '';
   let ran = 0;
@@ -494,11 +475,10 @@ async function relayRound(
       firstRead = undefined;
       if (next.done || signal.aborted) break;
       for (const ev of next.value) {
-        let written = true;
         if (ev.type === 'delta') {
           text += ev.text;
           parts.addText(ev.text);
-          written = sse.event('delta', deltaData(ev.text));
+          frames.append('delta', deltaData(ev.text));
         } else if (ev.type === 'tool_call') {
           const call = ev.call;
           parts.addCall(call);
@@ -507,16 +487,12 @@ async function relayRound(
           const outcome = within ? live.toolbox.run(call, signal) : Promise.resolve(overLimit(live.toolbox.maxCalls));
           outcome.catch(() => undefined);
           calls.push({ call, outcome });
-          written = sse.event('tool_call', toolCallData(call));
+          frames.append('tool_call', toolCallData(call));
         } else if (ev.type === 'usage') {
           onUsage(ev);
         } else {
           finish = ev.reason;
           break read;
-        }
-        if (!written) {
-          await sse.drained(signal);
-          if (signal.aborted) break read;
         }
       }
     }

@@ -246,6 +246,7 @@ describe('usage receipts end to end (DESIGN §13)', () => {
       finishReason: 'stop',
       receipt: { input: 10, output: 2, cachedInput: 0, reasoning: 0, costMicros: 3 },
       error: undefined,
+      lastFrameId: row.last_frame_id ?? 0,
     } as const;
     await conversationsRepo.finishTurn(t.deps.db, again, sql<{ credits: number; source: string }>`select 0::bigint as credits, ''::text as source where false`);
     const body = (await t.call('GET', '/api/advisor/usage?groupBy=provider', { user })).json<{ total: Json }>();

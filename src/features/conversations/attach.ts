@@ -1,0 +1,125 @@
+// DESIGN §12: the clients of a turn's stream — the request that started it, and any that attach
+// later from any instance (a reload, a flaky network, another instance behind the load balancer) —
+// each a follower of the turn's frame log. And the stop of a turn, from any instance.
+import type { FastifyReply } from 'fastify';
+import type { Deps } from '../../deps.ts';
+import { AppError } from '../../http/errors.ts';
+import { SseWriter } from '../../http/sse.ts';
+import { wireOf, type FollowEnd, type Frame, type FrameSink } from '../../platform/frame-log.ts';
+import { Ticker } from '../../platform/ticker.ts';
+import { errorData, snapshotData, storedReceipt, storedTerminal } from './frames.ts';
+import { apiParts } from './parts.ts';
+import * as repo from './repo.ts';
+
+/** The keep-alive comment of every open stream connection of one app. */
+const pingers = new WeakMap<Deps, Ticker<SseWriter>>();
+
+function pingerOf(deps: Deps): Ticker<SseWriter> {
+  let p = pingers.get(deps);
+  if (p === undefined) {
+    // A backed-up socket does not need keep-alives, and must not grow.
+    p = new Ticker(deps.config.streamHeartbeatMs, (sse) => void (sse.needsDrain || sse.comment('ping')));
+    pingers.set(deps, p);
+  }
+  return p;
+}
+
+/**
+ * Serves the frames of a turn after `after` on `reply` (hijacked), then follows the turn live until
+ * its terminal frame, the client's going, or — for a turn whose instance is gone — what was stored.
+ * `live`: the turn was running when the caller looked. A client that reads nothing for
+ * STREAM_STALL_TIMEOUT_MS while frames wait is cut off (the turn runs on, DESIGN §12).
+ */
+export async function serveStream(deps: Deps, reply: FastifyReply, turnId: string, after: number, live: boolean): Promise<void> {
+  reply.hijack();
+  const raw = reply.raw;
+  const sse = new SseWriter(raw, { stallMs: deps.config.streamStallTimeoutMs });
+  sse.open(reply.getHeaders());
+  const gone = new AbortController();
+  const onClose = (): void => gone.abort();
+  raw.on('close', onClose);
+  if (raw.destroyed) gone.abort();
+  const pinger = pingerOf(deps);
+  pinger.add(sse);
+  let pos = after;
+  const sink: FrameSink = {
+    write(frames) {
+      pos = frames.at(-1)?.id ?? pos;
+      return sse.write(frames);
+    },
+    drained: (signal) => sse.drained(signal),
+  };
+  try {
+    const end = await deps.frames.follow(turnId, after, sink, { live, signal: gone.signal });
+    if (end === 'missing' || end === 'silent') await endFromStored(deps, sink, turnId, pos, end);
+  } catch (err) {
+    reply.log.error({ err, turnId }, 'following a turn failed');
+  } finally {
+    pinger.delete(sse);
+    raw.off('close', onClose);
+    sse.end();
+  }
+}
+
+/**
+ * The log holds nothing more for this client: the reply as stored, as a snapshot and its terminal
+ * frame (ids that follow the client's). A reply still `streaming` after a silent log belongs to an
+ * instance that is gone (the sweeper will close it): the client gets SHUTTING_DOWN, never a hang.
+ */
+async function endFromStored(deps: Deps, sink: FrameSink, turnId: string, pos: number, end: FollowEnd): Promise<void> {
+  const row = await deps.db.selectFrom('messages').selectAll().where('id', '=', turnId).executeTakeFirst();
+  if (row === undefined) return;
+  if (row.status === 'streaming') {
+    if (end === 'silent') sink.write([{ id: pos + 1, wire: wireOf(pos + 1, 'error', errorData('SHUTTING_DOWN', true)) }]);
+    return;
+  }
+  const terminalId = Math.max(row.last_frame_id ?? 0, pos + 2);
+  const frames: Frame[] = [];
+  const snapId = terminalId - 1;
+  if (snapId > pos) {
+    const parts = apiParts(row.parts, row.content);
+    frames.push({ id: snapId, wire: wireOf(snapId, 'snapshot', snapshotData(row.id, row.status, row.content, parts, storedReceipt(row))) });
+  }
+  const terminal = storedTerminal(row);
+  frames.push({ id: terminalId, wire: wireOf(terminalId, terminal.event, terminal.data) });
+  sink.write(frames);
+}
+
+/** `Last-Event-ID` (header) or `?lastEventId=`: a frame id, 0 when absent. */
+export function lastEventId(header: string | string[] | undefined, query: string | undefined): number {
+  const raw = (Array.isArray(header) ? header[0] : header) ?? query;
+  if (raw === undefined || raw.trim() === '') return 0;
+  const n = Number(raw.trim());
+  if (!Number.isSafeInteger(n) || n < 0) {
+    throw new AppError('VALIDATION_ERROR', 'Last-Event-ID must be a frame id (a non-negative integer)', {
+      details: [{ path: '/lastEventId', message: 'must be a non-negative integer' }],
+    });
+  }
+  return n;
+}
+
+/**
+ * GET …/{id}/stream: attaches to the conversation's latest turn. No turn, or a client that has had
+ * the terminal frame already → 204 (which also tells a browser's EventSource to stop reconnecting).
+ */
+export async function attachToConversation(deps: Deps, userId: string, conversationId: string, after: number, reply: FastifyReply): Promise<void> {
+  const { found, reply: latest } = await repo.latestReply(deps.db, userId, conversationId);
+  if (!found) throw new AppError('CONVERSATION_NOT_FOUND', 'conversation not found');
+  const live = latest?.status === 'streaming';
+  if (latest === undefined || (!live && latest.last_frame_id !== null && after >= latest.last_frame_id)) {
+    await reply.code(204).send();
+    return;
+  }
+  await serveStream(deps, reply, latest.id, after, live);
+}
+
+type ReplyStatus = 'streaming' | repo.TurnEnd['status'];
+
+/** POST …/{id}/stop: 202 when a live turn was told to stop; else 200 with the latest turn's status. */
+export async function stopConversationTurn(deps: Deps, userId: string, conversationId: string): Promise<{ code: 200 | 202; status: ReplyStatus | null }> {
+  const { found, reply: latest } = await repo.latestReply(deps.db, userId, conversationId);
+  if (!found) throw new AppError('CONVERSATION_NOT_FOUND', 'conversation not found');
+  if (latest?.status !== 'streaming') return { code: 200, status: (latest?.status as ReplyStatus | undefined) ?? null };
+  await deps.frames.requestStop(latest.id);
+  return { code: 202, status: 'streaming' };
+}

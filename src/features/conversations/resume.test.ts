@@ -1,0 +1,277 @@
+// DESIGN §12: streams that survive the connection — attach (resume), stop, detach grace, bounds —
+// through the HTTP API on real sockets, on whichever stores the run has (embedded, PostgreSQL, Redis).
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { AddressInfo } from 'node:net';
+import { setTimeout as delay } from 'node:timers/promises';
+import { randomUUID } from 'node:crypto';
+import { EventSource } from 'undici';
+import { startOpenAiCompatibleFake, type OpenAiCompatibleFake } from '../../../test/fakes/index.ts';
+import { buildTestApp, codeOf, type TestApp } from '../../../test/helpers/app.ts';
+import { turnStatus } from '../billing/testing.ts';
+import { attachStream, message, openStream, replyRow, send, startOf, textOf, userWithOpenAiKey, waitFor, type Frame, type LiveStream } from './test-kit.ts';
+
+const GRACE_MS = 800;
+const LOG_MAX_BYTES = 1024;
+const RETENTION_MS = 1000;
+
+const idsOf = (frames: Frame[]): number[] => frames.map((f) => f.id ?? -1);
+const textsOf = (frames: Frame[]): string => frames.filter((f) => f.event === 'delta').map((f) => String(f.data['text'])).join('');
+
+describe('advisor stream: resume, stop, detach grace (DESIGN §12)', () => {
+  let fake: OpenAiCompatibleFake;
+  let t: TestApp;
+  let base: string;
+  before(async () => {
+    fake = await startOpenAiCompatibleFake({ flavor: 'openai' });
+    t = await buildTestApp({
+      env: {
+        OPENAI_BASE_URL: fake.url,
+        STREAM_DETACH_GRACE_MS: String(GRACE_MS),
+        STREAM_LOG_MAX_BYTES: String(LOG_MAX_BYTES),
+        STREAM_LOG_RETENTION_MS: String(RETENTION_MS),
+      },
+    });
+    await t.app.listen({ port: 0, host: '127.0.0.1' });
+    base = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
+  });
+  after(async () => {
+    await t.close();
+    await fake.close();
+  });
+
+  const user = (tag: string): Promise<string> => userWithOpenAiKey(t, fake.validKey, tag);
+  const chunks = (n: number, size = 4): string[] => Array.from({ length: n }, (_, i) => `${String(i).padStart(size - 1, '0')} `);
+  /** A turn streaming slowly: its POST stream, its conversation, and its upstream call. */
+  async function slowTurn(u: string, n: number, delayMs: number): Promise<{ post: LiveStream; conversationId: string; upstream: NonNullable<OpenAiCompatibleFake['streams'][number]> }> {
+    fake.enqueueStream({ chunks: chunks(n), delayMs });
+    const seen = fake.streams.length;
+    const post = openStream(base, await t.token(u), message());
+    assert.equal(await post.status, 200);
+    await post.deltas(1);
+    const upstream = fake.streams[seen];
+    assert.ok(upstream);
+    return { post, conversationId: String(post.frames[0]?.data['conversationId']), upstream };
+  }
+  const ended = async (s: LiveStream): Promise<Frame[]> => {
+    await s.ended;
+    return s.frames;
+  };
+
+  test('DESIGN §12: GET …/stream with Last-Event-ID (header or ?lastEventId=) gets the frames after it, then live ones, with the ids and data of the original stream', async () => {
+    const u = await user('resume');
+    const { post, conversationId } = await slowTurn(u, 12, 40);
+    await post.deltas(3);
+    const token = await t.token(u);
+    const byHeader = attachStream(base, token, conversationId, 2);
+    const byQuery = attachStream(base, token, conversationId, 3, 'query');
+    const fromStart = attachStream(base, token, conversationId);
+    assert.equal(await byHeader.status, 200);
+    const original = await ended(post);
+    assert.equal(original.at(-1)?.event, 'done');
+    assert.deepEqual(await ended(byHeader), original.filter((f) => (f.id ?? 0) > 2));
+    assert.deepEqual(await ended(byQuery), original.filter((f) => (f.id ?? 0) > 3));
+    assert.deepEqual(await ended(fromStart), original, 'no Last-Event-ID: from the first frame');
+    assert.deepEqual(idsOf(original), Array.from({ length: original.length }, (_, i) => i + 1));
+  });
+
+  test('DESIGN §12 detach grace: a client that reconnects within STREAM_DETACH_GRACE_MS gets every frame it missed; the turn ran on (a new turn meanwhile → 409 STREAM_IN_PROGRESS), stored complete, charged once', async () => {
+    const u = await user('reload');
+    const { post, conversationId, upstream } = await slowTurn(u, 10, 60);
+    await post.deltas(3);
+    post.destroy();
+    await delay(GRACE_MS / 2);
+    assert.equal((await send(t, u, null, message())).code, 'STREAM_IN_PROGRESS', 'the detached turn holds the lease');
+    const seen = post.frames;
+    const lastId = seen.at(-1)?.id ?? 0;
+    const back = attachStream(base, await t.token(u), conversationId, lastId);
+    const rest = await ended(back);
+    assert.equal(upstream.closedByClient, false, 'the provider call ran to its end');
+    const all = [...seen, ...rest];
+    assert.deepEqual(idsOf(all), Array.from({ length: all.length }, (_, i) => i + 1), 'no frame twice, none missing');
+    assert.equal(textsOf(all), chunks(10).join(''));
+    assert.equal(rest.at(-1)?.event, 'done');
+    assert.equal(rest.at(-1)?.data['finishReason'], 'stop');
+    const replyId = String(seen[0]?.data['assistantMessageId']);
+    const row = await replyRow(t, replyId);
+    assert.deepEqual([row?.status, row?.content], ['complete', chunks(10).join('')]);
+    assert.equal(await turnStatus(t, replyId), 'charged');
+  });
+
+  test(`DESIGN §12 detach grace: with no client for STREAM_DETACH_GRACE_MS (${GRACE_MS} ms) the provider call is aborted within a second, the reply stored interrupted, the lease freed`, async () => {
+    const u = await user('grace');
+    const { post, upstream } = await slowTurn(u, 40, 100);
+    await post.deltas(2);
+    const cutAt = Date.now();
+    post.destroy();
+    const closedAt = await upstream.closed;
+    assert.equal(upstream.closedByClient, true, 'the service ended the upstream call');
+    assert.ok(closedAt - cutAt >= GRACE_MS - 50, `aborted ${closedAt - cutAt} ms after the client left, before the grace ended`);
+    assert.ok(closedAt - cutAt < GRACE_MS + 1000, `aborted ${closedAt - cutAt} ms after the client left`);
+    const replyId = String(post.frames[0]?.data['assistantMessageId']);
+    const row = await waitFor('the reply to settle', async () => {
+      const r = await replyRow(t, replyId);
+      return r?.status === 'streaming' ? undefined : r;
+    });
+    assert.deepEqual([row.status, row.finish_reason], ['interrupted', 'aborted']);
+    assert.ok(row.content.startsWith(chunks(2).join('')));
+    fake.enqueueStream({ chunks: ['next'] });
+    assert.equal((await send(t, u, null, message())).statusCode, 200, 'the lease was released');
+  });
+
+  test('DESIGN §12 stop: POST …/stop → 202; the provider call is aborted within a second; every attached stream ends with done finishReason "stopped"; stored interrupted and charged (a delta was produced); a second stop → 200 with the status', async () => {
+    const u = await user('stop');
+    const { post, conversationId, upstream } = await slowTurn(u, 40, 100);
+    const other = attachStream(base, await t.token(u), conversationId, 0);
+    await other.deltas(2);
+    const askedAt = Date.now();
+    const res = await t.call('POST', `/api/advisor/conversations/${conversationId}/stop`, { user: u });
+    assert.equal(res.statusCode, 202, res.body);
+    assert.deepEqual(res.json(), { status: 'streaming' });
+    const closedAt = await upstream.closed;
+    assert.ok(closedAt - askedAt < 1000, `upstream closed ${closedAt - askedAt} ms after the stop`);
+    assert.equal(upstream.closedByClient, true);
+    for (const s of [post, other]) {
+      const last = (await ended(s)).at(-1);
+      assert.equal(last?.event, 'done');
+      assert.equal(last?.data['finishReason'], 'stopped');
+    }
+    assert.deepEqual(idsOf(other.frames), idsOf(post.frames), 'the same frames, the same ids');
+    const replyId = String(post.frames[0]?.data['assistantMessageId']);
+    const row = await replyRow(t, replyId);
+    assert.deepEqual([row?.status, row?.finish_reason, row?.content], ['interrupted', 'stopped', textOf({ frames: post.frames } as never)]);
+    assert.equal(await turnStatus(t, replyId), 'charged');
+    const again = await t.call('POST', `/api/advisor/conversations/${conversationId}/stop`, { user: u });
+    assert.equal(again.statusCode, 200);
+    assert.deepEqual(again.json(), { status: 'interrupted' });
+    // An idempotent retry of the stopped message replays it as it ended.
+    const replay = attachStream(base, await t.token(u), conversationId, 0);
+    assert.equal((await ended(replay)).at(-1)?.data['finishReason'], 'stopped');
+  });
+
+  test('DESIGN §12 stop before the first delta: stored interrupted, nothing charged (the reservation is returned)', async () => {
+    const u = await user('stop-early');
+    fake.enqueueStream({ chunks: ['never'], stallAfterChunks: 0 });
+    const post = openStream(base, await t.token(u), message());
+    assert.equal(await post.status, 200);
+    await waitFor('the start frame', () => (post.frames.length > 0 ? true : undefined));
+    const conversationId = String(startOf({ frames: post.frames } as never)['conversationId']);
+    assert.equal((await t.call('POST', `/api/advisor/conversations/${conversationId}/stop`, { user: u })).statusCode, 202);
+    const last = (await ended(post)).at(-1);
+    assert.equal(last?.data['finishReason'], 'stopped');
+    const replyId = String(post.frames[0]?.data['assistantMessageId']);
+    assert.equal((await replyRow(t, replyId))?.status, 'interrupted');
+    assert.equal(await turnStatus(t, replyId), 'returned');
+  });
+
+  test('DESIGN §12: owner only — another user’s or an unknown conversation → 404 CONVERSATION_NOT_FOUND on attach and stop; no token → 401; a malformed Last-Event-ID → 400 VALIDATION_ERROR', async () => {
+    const u = await user('owner');
+    fake.enqueueStream({ chunks: ['mine'] });
+    const conversationId = String(startOf(await send(t, u, null, message()))['conversationId']);
+    const stranger = await user('stranger');
+    for (const id of [conversationId, randomUUID()]) {
+      const attach = await t.call('GET', `/api/advisor/conversations/${id}/stream`, { user: stranger });
+      assert.deepEqual([attach.statusCode, codeOf(attach)], [404, 'CONVERSATION_NOT_FOUND']);
+      const stop = await t.call('POST', `/api/advisor/conversations/${id}/stop`, { user: stranger });
+      assert.deepEqual([stop.statusCode, codeOf(stop)], [404, 'CONVERSATION_NOT_FOUND']);
+    }
+    const anonymous = await t.call('GET', `/api/advisor/conversations/${conversationId}/stream`);
+    assert.deepEqual([anonymous.statusCode, codeOf(anonymous)], [401, 'UNAUTHENTICATED']);
+    for (const bad of ['-1', 'abc', '1.5']) {
+      const res = await t.call('GET', `/api/advisor/conversations/${conversationId}/stream`, { user: u, headers: { 'last-event-id': bad } });
+      assert.deepEqual([res.statusCode, codeOf(res)], [400, 'VALIDATION_ERROR'], bad);
+    }
+    const badQuery = await t.call('GET', `/api/advisor/conversations/${conversationId}/stream?lastEventId=x`, { user: u });
+    assert.deepEqual([badQuery.statusCode, codeOf(badQuery)], [400, 'VALIDATION_ERROR']);
+  });
+
+  test('DESIGN §12: 204 when no turn ever ran, and when the client already has the terminal frame; an ended turn replays from its log', async () => {
+    const u = await user('ended');
+    fake.enqueueStream({ chunks: ['a', 'b'] });
+    const done = await send(t, u, null, message());
+    const conversationId = String(startOf(done)['conversationId']);
+    const lastId = done.frames.at(-1)?.id ?? 0;
+    const tail = attachStream(base, await t.token(u), conversationId, lastId - 2);
+    assert.deepEqual(await ended(tail), done.frames.slice(-2));
+    assert.equal((await t.call('GET', `/api/advisor/conversations/${conversationId}/stream`, { user: u, headers: { 'last-event-id': String(lastId) } })).statusCode, 204);
+    // A conversation with no turn (not reachable through the API, where a conversation starts with its first message).
+    const empty = randomUUID();
+    await t.deps.db
+      .insertInto('conversations')
+      .values({ id: empty, user_id: u, title: 'empty', provider: 'openai', model: 'gpt-4o-mini', persona_id: null, message_count: 0, last_message_at: new Date(), created_at: new Date(), updated_at: new Date() })
+      .execute();
+    assert.equal((await t.call('GET', `/api/advisor/conversations/${empty}/stream`, { user: u })).statusCode, 204);
+    assert.deepEqual((await t.call('POST', `/api/advisor/conversations/${empty}/stop`, { user: u })).json(), { status: null });
+  });
+
+  test(`DESIGN §12 bound: past STREAM_LOG_MAX_BYTES (${LOG_MAX_BYTES}) a client resuming from an id the log no longer holds gets one snapshot frame with the reply so far, then the frames after it`, async () => {
+    const u = await user('snapshot');
+    const pieces = Array.from({ length: 30 }, (_, i) => `${i}:${'x'.repeat(60)} `);
+    fake.enqueueStream({ chunks: pieces, delayMs: 15 });
+    const post = openStream(base, await t.token(u), message());
+    await post.deltas(25);
+    const conversationId = String(post.frames[0]?.data['conversationId']);
+    const late = attachStream(base, await t.token(u), conversationId, 1);
+    const frames = await ended(late);
+    const original = await ended(post);
+    const [snap, ...rest] = frames;
+    assert.equal(snap?.event, 'snapshot');
+    assert.equal(snap?.data['status'], 'streaming');
+    assert.equal(snap?.data['assistantMessageId'], original[0]?.data['assistantMessageId']);
+    assert.equal(String(snap?.data['text']) + textsOf(rest), pieces.join(''), 'snapshot + what follows = the whole reply');
+    assert.deepEqual(rest, original.filter((f) => (f.id ?? 0) > (snap?.id ?? 0)), 'then exactly the frames after the snapshot’s id');
+  });
+
+  test(`DESIGN §12 retention: after STREAM_LOG_RETENTION_MS (${RETENTION_MS} ms) the stored reply comes as a snapshot and its terminal frame, with ids that follow the client’s; 204 once it has the terminal id`, async () => {
+    const u = await user('retention');
+    fake.enqueueStream({ chunks: ['kept ', 'in ', 'the ', 'database'] });
+    const done = await send(t, u, null, message());
+    const conversationId = String(startOf(done)['conversationId']);
+    await delay(RETENTION_MS + 300);
+    const late = await ended(attachStream(base, await t.token(u), conversationId, 2));
+    const terminalId = done.frames.at(-1)?.id ?? 0;
+    assert.deepEqual(late.map((f) => [f.id, f.event]), [[terminalId - 1, 'snapshot'], [terminalId, 'done']]);
+    assert.deepEqual([late[0]?.data['status'], late[0]?.data['text']], ['complete', 'kept in the database']);
+    assert.deepEqual(late[1]?.data, done.frames.at(-1)?.data);
+    assert.equal((await t.call('GET', `/api/advisor/conversations/${conversationId}/stream`, { user: u, headers: { 'last-event-id': String(terminalId) } })).statusCode, 204);
+  });
+
+  test('DESIGN §12: attaching never counts toward the 30 / 60 s message limit', async () => {
+    const u = await user('no-count');
+    fake.enqueueStream({ chunks: ['one'] });
+    const first = await send(t, u, null, message());
+    const conversationId = String(startOf(first)['conversationId']);
+    for (let i = 0; i < 35; i++) {
+      const res = await t.call('GET', `/api/advisor/conversations/${conversationId}/stream`, { user: u, headers: { 'last-event-id': String(first.frames.at(-1)?.id) } });
+      assert.equal(res.statusCode, 204);
+    }
+    fake.enqueueStream({ chunks: ['two'] });
+    const second = await send(t, u, conversationId, message());
+    assert.equal(second.statusCode, 200);
+    assert.match(String(second.headers['ratelimit']), /;r=28;/, 'two messages counted, no attach');
+  });
+
+  test('DESIGN §12: a browser EventSource (token as ?access_token=) gets every frame once, reconnects with its own Last-Event-ID after the end, and stops on the 204', async () => {
+    const u = await user('eventsource');
+    fake.enqueueStream({ chunks: chunks(6), delayMs: 20 });
+    const post = openStream(base, await t.token(u), message());
+    await post.deltas(1);
+    const conversationId = String(post.frames[0]?.data['conversationId']);
+    const seenHeaders: (string | undefined)[] = [];
+    const onRequest = (req: { url?: string; headers: Record<string, string | string[] | undefined> }): void => {
+      if (req.url?.includes(`/conversations/${conversationId}/stream`)) seenHeaders.push(req.headers['last-event-id'] as string | undefined);
+    };
+    t.app.server.on('request', onRequest);
+    const es = new EventSource(`${base}/api/advisor/conversations/${conversationId}/stream?access_token=${await t.token(u)}`);
+    const got: { id: string; event: string }[] = [];
+    // The connection's own `error` events (closed, reconnecting) are plain events; frames are MessageEvents.
+    for (const event of ['start', 'delta', 'done', 'error', 'snapshot']) {
+      es.addEventListener(event, (e) => void ('lastEventId' in e && got.push({ id: (e as MessageEvent).lastEventId, event })));
+    }
+    await waitFor('the EventSource to stop', () => (es.readyState === EventSource.CLOSED ? true : undefined), 15_000);
+    t.app.server.off('request', onRequest);
+    const original = await ended(post);
+    assert.deepEqual(got, original.map((f) => ({ id: String(f.id), event: f.event })));
+    assert.deepEqual(seenHeaders, [undefined, String(original.at(-1)?.id)], 'the reconnect carried the last id and got 204');
+  });
+});

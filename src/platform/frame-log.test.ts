@@ -1,0 +1,309 @@
+// DESIGN §12: the frame log, on each store, as two instances sharing it use it.
+import assert from 'node:assert/strict';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { after, before, describe, test } from 'node:test';
+import { setTimeout as delay } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import { sql } from 'kysely';
+import { ManualClock } from '../../test/helpers/manual-clock.ts';
+import { createDb, type DbHandle } from '../db/create-db.ts';
+import { migrateToLatest } from '../db/migrate.ts';
+import { FrameLog, type Frame, type FrameLogOptions, type FrameSink, type FrameStore } from './frame-log.ts';
+import { createMemoryFrameStore } from './memory-frame-store.ts';
+import { createPgFrameStore } from './pg-frame-store.ts';
+import { createRedisFrameStore } from './redis-frame-store.ts';
+import { closeRedis, openRedis } from './redis-connection.ts';
+
+const { DATABASE_URL, REDIS_URL } = process.env;
+
+const HEARTBEAT_MS = 60;
+const OPTS: Omit<FrameLogOptions, 'retentionMs' | 'maxBytes'> = { maxDurationMs: 60_000, heartbeatMs: HEARTBEAT_MS, onError: () => undefined };
+
+/** Two instances' frame logs over one store. */
+interface Instances {
+  readonly a: FrameLog;
+  readonly b: FrameLog;
+  /** Lets `ms` of log time pass. */
+  elapse(ms: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+interface Backend {
+  readonly name: string;
+  /** Frames are seen by the other instance only through the store (not in the same process's memory). */
+  readonly shared: boolean;
+  before?(): Promise<void>;
+  after?(): Promise<void>;
+  open(opts: { retentionMs: number; maxBytes: number }): Promise<Instances>;
+}
+
+const memory: Backend = {
+  name: 'memory',
+  shared: false,
+  async open(o) {
+    const clock = new ManualClock();
+    const log = new FrameLog(createMemoryFrameStore(clock), { ...OPTS, ...o });
+    return { a: log, b: log, elapse: async (ms) => clock.advance(ms), close: () => log.close() };
+  },
+};
+
+function pgBackend(url: string): Backend {
+  const schema = `test_frames_${randomBytes(6).toString('hex')}`;
+  let handle: DbHandle | undefined;
+  return {
+    name: 'PostgreSQL',
+    shared: true,
+    async before() {
+      handle = await createDb({ databaseUrl: url, schema });
+      await migrateToLatest(handle.db);
+    },
+    async after() {
+      if (!handle) return;
+      await sql`drop schema ${sql.id(schema)} cascade`.execute(handle.db);
+      await handle.close();
+    },
+    async open(o) {
+      if (!handle) throw new Error('not set up');
+      const clock = new ManualClock(new Date());
+      const store = (): FrameStore => createPgFrameStore({ db: handle!.db, databaseUrl: url, clock, onError: () => undefined });
+      const [a, b] = [new FrameLog(store(), { ...OPTS, ...o }), new FrameLog(store(), { ...OPTS, ...o })];
+      await Promise.all([a.ready(5000), b.ready(5000)]);
+      return { a, b, elapse: async (ms) => clock.advance(ms), close: async () => void (await Promise.all([a.close(), b.close()])) };
+    },
+  };
+}
+
+function redisBackend(url: string): Backend {
+  const prefix = `test:frames:${randomBytes(6).toString('hex')}:`;
+  return {
+    name: 'Redis',
+    shared: true,
+    async after() {
+      const client = new Redis(url);
+      const keys = await client.keys(`${prefix}*`);
+      if (keys.length > 0) await client.del(...keys);
+      await client.quit();
+    },
+    async open(o) {
+      const [ca, cb] = [openRedis(url), openRedis(url)];
+      const a = new FrameLog(createRedisFrameStore({ client: ca, prefix, onError: () => undefined }), { ...OPTS, ...o });
+      const b = new FrameLog(createRedisFrameStore({ client: cb, prefix, onError: () => undefined }), { ...OPTS, ...o });
+      await Promise.all([a.ready(5000), b.ready(5000)]);
+      // PEXPIRE is timed by Redis: real time.
+      return {
+        a,
+        b,
+        elapse: (ms) => delay(ms + 50),
+        close: async () => {
+          await Promise.all([a.close(), b.close()]);
+          await Promise.all([closeRedis(ca), closeRedis(cb)]);
+        },
+      };
+    },
+  };
+}
+
+const backends: Backend[] = [memory];
+if (DATABASE_URL) backends.push(pgBackend(DATABASE_URL));
+if (REDIS_URL) backends.push(redisBackend(REDIS_URL));
+
+/** A client: the frames it got; `cutAfter` closes it once it has that frame id. */
+function client(cutAfter = Infinity): { sink: FrameSink; frames: Frame[]; signal: AbortSignal; ids: () => number[]; events: () => string[] } {
+  const frames: Frame[] = [];
+  const gone = new AbortController();
+  return {
+    frames,
+    signal: gone.signal,
+    sink: {
+      write(batch) {
+        for (const f of batch) {
+          if (gone.signal.aborted) return true;
+          frames.push(f);
+          if (f.id >= cutAfter) gone.abort();
+        }
+        return true;
+      },
+      drained: async () => undefined,
+    },
+    ids: () => frames.map((f) => f.id),
+    events: () => frames.map((f) => /event: (\w+)/.exec(f.wire)?.[1] ?? ''),
+  };
+}
+
+const noEvents = { stop: () => undefined, attached: () => undefined };
+const range = (from: number, to: number): number[] => Array.from({ length: to - from + 1 }, (_, i) => from + i);
+
+for (const backend of backends) {
+  describe(`frame log on ${backend.name} (DESIGN §12)`, () => {
+    before(async () => backend.before?.());
+    after(async () => backend.after?.());
+
+    test('DESIGN §12: a client attaching on another instance gets the frames after its Last-Event-ID, then live ones, and ends after the terminal frame', async () => {
+      const inst = await backend.open({ retentionMs: 60_000, maxBytes: 1 << 20 });
+      try {
+        const turnId = randomUUID();
+        const log = inst.a.open(turnId, () => '{}', noEvents);
+        for (let i = 1; i <= 5; i++) log.append('delta', `{"text":"${i}"}`);
+        await delay(20);
+        const c = client();
+        const following = inst.b.follow(turnId, 2, c.sink, { live: true, signal: c.signal });
+        await delay(30);
+        log.append('delta', '{"text":"6"}');
+        log.end('done', '{}');
+        assert.equal(await following, 'ended');
+        assert.deepEqual(c.ids(), [3, 4, 5, 6, 7]);
+        assert.deepEqual(c.events(), ['delta', 'delta', 'delta', 'delta', 'done']);
+      } finally {
+        await inst.close();
+      }
+    });
+
+    test('DESIGN §12 exactness (property): clients cut at random frames and resumed from their last id, on either instance, see every frame once, in order, with the same ids', async () => {
+      const inst = await backend.open({ retentionMs: 60_000, maxBytes: 1 << 20 });
+      try {
+        for (let trial = 0; trial < 12; trial++) {
+          const turnId = randomUUID();
+          const total = 20 + Math.floor(Math.random() * 40);
+          const log = inst.a.open(turnId, () => '{}', noEvents);
+          log.append('start', '{}');
+          // The turn writes on at its own pace while the client comes and goes.
+          const writing = (async () => {
+            for (let i = 2; i < total; i++) {
+              log.append('delta', `{"text":"${i}"}`);
+              if (Math.random() < 0.3) await delay(Math.floor(Math.random() * 3));
+            }
+            log.end('done', '{}');
+          })();
+          const seen: number[] = [];
+          let lastId = 0;
+          for (let attempt = 0; attempt < 200; attempt++) {
+            const cut = lastId + 1 + Math.floor(Math.random() * 8);
+            const c = client(cut);
+            const via = Math.random() < 0.5 ? inst.a : inst.b;
+            const end = await via.follow(turnId, lastId, c.sink, { live: true, signal: c.signal });
+            seen.push(...c.ids());
+            lastId = c.ids().at(-1) ?? lastId;
+            // A client cut in the middle of the last batch lost its end with the connection: it resumes.
+            if (lastId === total) break;
+            assert.ok(end === 'closed' || end === 'ended', end);
+          }
+          await writing;
+          assert.deepEqual(seen, range(1, total), `trial ${trial}: ${total} frames`);
+        }
+      } finally {
+        await inst.close();
+      }
+    });
+
+    test('DESIGN §12 bound: beyond STREAM_LOG_MAX_BYTES the log keeps a snapshot; a client behind it gets one snapshot frame (the id of the last frame it covers), then the frames after', async () => {
+      const inst = await backend.open({ retentionMs: 60_000, maxBytes: 1024 });
+      try {
+        const turnId = randomUUID();
+        let text = '';
+        const log = inst.a.open(turnId, () => JSON.stringify({ text }), noEvents);
+        for (let i = 0; i < 40; i++) {
+          const piece = `p${i}-${'x'.repeat(40)}`;
+          text += piece;
+          log.append('delta', JSON.stringify({ text: piece }));
+        }
+        log.end('done', '{}');
+        await delay(50);
+        const c = client();
+        assert.equal(await inst.b.follow(turnId, 1, c.sink, { live: false, signal: c.signal }), 'ended');
+        const [snap, ...rest] = c.frames;
+        assert.ok(snap && /event: snapshot/.test(snap.wire), 'the first frame is the snapshot');
+        const snapText = (JSON.parse(/data: (.*)/.exec(snap.wire)?.[1] ?? '{}') as { text: string }).text;
+        // The snapshot plus the frames after it rebuild the whole reply, and the ids run on without a gap.
+        const after = rest.filter((f) => /event: delta/.test(f.wire)).map((f) => (JSON.parse(/data: (.*)/.exec(f.wire)?.[1] ?? '{}') as { text: string }).text);
+        assert.equal(snapText + after.join(''), text);
+        assert.deepEqual(c.ids(), range(snap.id, 41));
+        assert.ok(snap.id > 1);
+        const held = c.frames.slice(1).reduce((n, f) => n + f.wire.length, 0);
+        assert.ok(held <= 1024, `frames held beyond the snapshot: ${held} bytes`);
+      } finally {
+        await inst.close();
+      }
+    });
+
+    test('DESIGN §12 retention: the log of an ended turn is gone after STREAM_LOG_RETENTION_MS (a follower finds no log)', async () => {
+      const inst = await backend.open({ retentionMs: 300, maxBytes: 1 << 20 });
+      try {
+        const turnId = randomUUID();
+        const log = inst.a.open(turnId, () => '{}', noEvents);
+        log.append('delta', '{}');
+        log.end('done', '{}');
+        await delay(30);
+        const kept = client();
+        assert.equal(await inst.b.follow(turnId, 0, kept.sink, { live: false, signal: kept.signal }), 'ended');
+        assert.deepEqual(kept.ids(), [1, 2]);
+        await inst.elapse(300);
+        const late = client();
+        assert.equal(await inst.b.follow(turnId, 0, late.sink, { live: false, signal: late.signal }), 'missing');
+        assert.deepEqual(late.ids(), []);
+      } finally {
+        await inst.close();
+      }
+    });
+
+    test('DESIGN §12: a stop asked for on either instance reaches the turn', async () => {
+      const inst = await backend.open({ retentionMs: 60_000, maxBytes: 1 << 20 });
+      try {
+        for (const asker of [inst.a, inst.b]) {
+          const turnId = randomUUID();
+          let stopped = 0;
+          const log = inst.a.open(turnId, () => '{}', { stop: () => void stopped++, attached: () => undefined });
+          await asker.requestStop(turnId);
+          for (let i = 0; i < 100 && stopped === 0; i++) await delay(10);
+          assert.equal(stopped, 1, `asked on instance ${asker === inst.a ? 'a' : 'b'}`);
+          log.end('done', '{}');
+        }
+      } finally {
+        await inst.close();
+      }
+    });
+
+    test('DESIGN §12 detach grace: a client attached on another instance counts for the running turn until it leaves', async () => {
+      const inst = await backend.open({ retentionMs: 60_000, maxBytes: 1 << 20 });
+      try {
+        const turnId = randomUUID();
+        const counts: number[] = [];
+        const log = inst.a.open(turnId, () => '{}', { stop: () => undefined, attached: (n) => counts.push(n) });
+        log.append('start', '{}');
+        await delay(20);
+        const c = client();
+        const gone = new AbortController();
+        const following = inst.b.follow(turnId, 0, c.sink, { live: true, signal: AbortSignal.any([c.signal, gone.signal]) });
+        for (let i = 0; i < 100 && log.attached === 0; i++) await delay(10);
+        assert.equal(log.attached, 1);
+        gone.abort();
+        assert.equal(await following, 'closed');
+        for (let i = 0; i < 100 && log.attached === 1; i++) await delay(10);
+        assert.equal(log.attached, 0);
+        assert.deepEqual(counts, [1, 0]);
+        log.end('done', '{}');
+      } finally {
+        await inst.close();
+      }
+    });
+
+    if (backend.shared) {
+      test('DESIGN §12: a client following a turn whose instance is gone (no frame, no sign of life) ends within 3 heartbeats instead of hanging', async () => {
+        const inst = await backend.open({ retentionMs: 60_000, maxBytes: 1 << 20 });
+        try {
+          const turnId = randomUUID();
+          const log = inst.a.open(turnId, () => '{}', noEvents);
+          log.append('start', '{}');
+          await delay(30);
+          const c = client();
+          const started = Date.now();
+          // The writer stops writing and showing signs of life, as a killed instance would.
+          assert.equal(await inst.b.follow(turnId, 0, c.sink, { live: true, signal: c.signal }), 'silent');
+          assert.ok(Date.now() - started < 6 * HEARTBEAT_MS, `ended after ${Date.now() - started} ms`);
+          assert.deepEqual(c.ids(), [1]);
+        } finally {
+          await inst.close();
+        }
+      });
+    }
+  });
+}

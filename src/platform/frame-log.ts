@@ -1,0 +1,406 @@
+import { randomToken } from './ids.ts';
+
+// DESIGN §12: every frame of a live turn goes through the turn's frame log, shared by all instances;
+// every client — the turn's own included — reads the log as an attached follower.
+
+/** One frame of a turn's stream: its id and its text as the wire carries it. */
+export interface Frame {
+  readonly id: number;
+  readonly wire: string;
+}
+
+/** The SSE text of a frame (`data` is one line: JSON.stringify output is). */
+export const wireOf = (id: number, event: string, data: string): string => `id: ${id}\nevent: ${event}\ndata: ${data}\n\n`;
+
+/** What a store holds of a turn's log after a frame id. */
+export interface StoredFrames {
+  /** In order. When the id asked after is older than what is held, the first is the log's snapshot frame. */
+  readonly frames: readonly Frame[];
+  /** The terminal frame is among what the store holds. */
+  readonly ended: boolean;
+}
+
+/** A write of a turn's log: the frames after what was written, and the snapshot that replaces what came before. */
+export interface FrameBatch {
+  /** Replaces every frame up to its id (the log outgrew its byte cap). */
+  readonly snapshot?: Frame;
+  readonly frames: readonly Frame[];
+  /** The last frame of `frames` is the terminal one: retention starts. */
+  readonly end: boolean;
+}
+
+/** What instances tell each other about turns: stop one; a client attached to (or left) one from elsewhere. */
+export type ControlMessage =
+  | { readonly kind: 'stop'; readonly turnId: string }
+  | { readonly kind: 'attach' | 'detach'; readonly turnId: string; readonly followerId: string };
+
+/**
+ * Where turns' frame logs are kept so every instance can read them, and how instances reach each
+ * other: Redis (a stream per turn, pub/sub), PostgreSQL (a table, LISTEN/NOTIFY) or this process.
+ */
+export interface FrameStore {
+  /** Writes a batch (one round trip) and tells the turn's watchers. */
+  write(turnId: string, batch: FrameBatch, ttlMs: number): Promise<void>;
+  /** The frames after `after` (a snapshot first when `after` is older than what is held); undefined: no log. */
+  read(turnId: string, after: number): Promise<StoredFrames | undefined>;
+  /** Calls `wake` on every write to the turn's log and every sign of life of it; resolves once listening. */
+  watch(turnId: string, wake: () => void): Promise<() => void>;
+  /** A sign of life of a running turn, for watchers on other instances. */
+  alive(turnId: string): Promise<void>;
+  publish(message: ControlMessage): Promise<void>;
+  /** The instance's one handler of control messages (its own included). */
+  onControl(handler: (message: ControlMessage) => void): void;
+  /** Resolves once control messages and notices are being received. */
+  ready(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Where a follower's frames go: an SSE connection. */
+export interface FrameSink {
+  /** Writes frames; false when the connection's buffer is full (the follower then waits for `drained`). */
+  write(frames: readonly Frame[]): boolean;
+  drained(signal: AbortSignal): Promise<void>;
+}
+
+/**
+ * How a follow ended: the terminal frame was written (`ended`); the store holds no log of the turn
+ * (`missing`, only for a turn known to have ended); nothing came from a live turn for its liveness
+ * window (`silent`: its instance is gone); the follower's signal aborted (`closed`).
+ */
+export type FollowEnd = 'ended' | 'missing' | 'silent' | 'closed';
+
+/** What the log tells the turn that writes it. */
+export interface TurnLogEvents {
+  /** Someone asked (from any instance) to stop the turn. */
+  stop(): void;
+  /** The number of clients attached, on any instance, changed. */
+  attached(count: number): void;
+}
+
+export interface FrameLogOptions {
+  /** STREAM_LOG_RETENTION_MS: how long a log is kept after its terminal frame. */
+  readonly retentionMs: number;
+  /** STREAM_LOG_MAX_BYTES: frames beyond a snapshot held per turn; beyond it the log is compacted. */
+  readonly maxBytes: number;
+  /** STREAM_MAX_DURATION_MS: a live log's expiry is this plus the retention (a crashed turn's log goes away). */
+  readonly maxDurationMs: number;
+  /** STREAM_HEARTBEAT_MS: a live turn shows it is alive this often; followers elsewhere wait 3 of them. */
+  readonly heartbeatMs: number;
+  readonly onError: (err: unknown, what: string) => void;
+}
+
+const FLUSH_RETRY_MS = 100;
+const FLUSH_RETRY_MAX_MS = 2_000;
+/** How long the end of a log keeps being retried while the store is unreachable. */
+const FLUSH_GIVE_UP_MS = 30_000;
+const LIVENESS_BEATS = 3;
+
+/**
+ * The frame logs of one instance: the logs of the turns it runs (held here while they run, written
+ * through to the store), and followers reading any turn's log — from memory when the turn runs here,
+ * else from the store, woken by its notices.
+ */
+export class FrameLog {
+  readonly #store: FrameStore;
+  readonly #opts: FrameLogOptions;
+  readonly #running = new Map<string, TurnLog>();
+
+  constructor(store: FrameStore, opts: FrameLogOptions) {
+    this.#store = store;
+    this.#opts = opts;
+    store.onControl((m) => this.#control(m));
+  }
+
+  /** Starts the log of a turn this instance runs. `snapshot` is the state so far (a snapshot frame's data). */
+  open(turnId: string, snapshot: () => string, events: TurnLogEvents): TurnLog {
+    const log = new TurnLog(turnId, this.#store, this.#opts, snapshot, events, () => this.#running.delete(turnId));
+    this.#running.set(turnId, log);
+    return log;
+  }
+
+  /** Resolves once this instance hears control messages and notices (or after `timeoutMs`, the store being down). */
+  async ready(timeoutMs: number): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)));
+    await Promise.race([this.#store.ready().catch((err: unknown) => this.#opts.onError(err, 'listening for frame-log notices')), late]);
+    clearTimeout(timer);
+  }
+
+  /** The turn runs on this instance. */
+  runs(turnId: string): boolean {
+    return this.#running.has(turnId);
+  }
+
+  /**
+   * Sends the frames of a turn after `after` to `sink`, then follows live until the terminal frame.
+   * `live`: the turn was running when the caller looked (a log not there yet is waited for).
+   */
+  follow(turnId: string, after: number, sink: FrameSink, opts: { readonly live: boolean; readonly signal: AbortSignal }): Promise<FollowEnd> {
+    const local = this.#running.get(turnId);
+    if (local !== undefined) return local.follow(after, sink, opts.signal);
+    return this.#followStored(turnId, after, sink, opts.live, opts.signal);
+  }
+
+  /** Asks the instance running the turn to stop it (this one directly, others through the store). */
+  async requestStop(turnId: string): Promise<void> {
+    const local = this.#running.get(turnId);
+    if (local !== undefined) local.events.stop();
+    else await this.#store.publish({ kind: 'stop', turnId });
+  }
+
+  async close(): Promise<void> {
+    await this.#store.close();
+  }
+
+  #control(m: ControlMessage): void {
+    const log = this.#running.get(m.turnId);
+    if (log === undefined) return;
+    if (m.kind === 'stop') log.events.stop();
+    else log.remote(m.followerId, m.kind === 'attach');
+  }
+
+  async #followStored(turnId: string, after: number, sink: FrameSink, live: boolean, signal: AbortSignal): Promise<FollowEnd> {
+    const store = this.#store;
+    const { heartbeatMs } = this.#opts;
+    const followerId = randomToken(8);
+    let woken: (() => void) | undefined;
+    let heard = Date.now();
+    const wake = (): void => {
+      heard = Date.now();
+      woken?.();
+    };
+    const unwatch = await store.watch(turnId, wake);
+    // Announced now and every heartbeat: the running instance counts this client as attached (detach grace).
+    const announce = (kind: 'attach' | 'detach'): void => void store.publish({ kind, turnId, followerId }).catch((err: unknown) => this.#opts.onError(err, 'announcing a follower'));
+    announce('attach');
+    const beat = setInterval(() => announce('attach'), heartbeatMs);
+    let pos = after;
+    let seen = false;
+    try {
+      for (;;) {
+        if (signal.aborted) return 'closed';
+        const waiting = new Promise<void>((resolve) => (woken = resolve));
+        const stored = await store.read(turnId, pos);
+        if (stored === undefined) {
+          if (!live) return 'missing';
+        } else {
+          seen = true;
+          const frames = stored.frames;
+          const last = frames.at(-1);
+          if (last !== undefined) {
+            pos = last.id;
+            heard = Date.now();
+            if (!sink.write(frames)) await sink.drained(signal);
+          }
+          if (stored.ended) return 'ended';
+        }
+        // A notice, or a look at the store every heartbeat (a notice can be lost); silent past the liveness window.
+        const timer = new Promise<'tick'>((resolve) => setTimeout(resolve, heartbeatMs, 'tick').unref());
+        const aborted = new Promise<'abort'>((resolve) => signal.addEventListener('abort', () => resolve('abort'), { once: true }));
+        await Promise.race([waiting, timer, aborted]);
+        if (Date.now() - heard > LIVENESS_BEATS * heartbeatMs) {
+          // One last look before giving up on it.
+          const again = await store.read(turnId, pos);
+          if (again === undefined || again.frames.length === 0) return seen && again?.ended ? 'ended' : 'silent';
+        }
+      }
+    } finally {
+      clearInterval(beat);
+      unwatch();
+      announce('detach');
+    }
+  }
+}
+
+interface LocalFollower {
+  pos: number;
+  paused: boolean;
+  readonly sink: FrameSink;
+  readonly signal: AbortSignal;
+  readonly done: (end: FollowEnd) => void;
+}
+
+/**
+ * The log of a turn this instance runs: appended to synchronously (ids given here), handed at once
+ * to the followers attached on this instance, written through to the store one batch at a time
+ * (what was appended while a write was out goes in the next one). Beyond the byte cap, the frames
+ * held are replaced by a snapshot of the state so far.
+ */
+export class TurnLog {
+  readonly turnId: string;
+  readonly events: TurnLogEvents;
+  readonly #store: FrameStore;
+  readonly #opts: FrameLogOptions;
+  readonly #snapshot: () => string;
+  readonly #forget: () => void;
+  /** Held frames: contiguous ids, the first a snapshot once the log has been compacted. */
+  #frames: Frame[] = [];
+  #bytes = 0;
+  #lastId = 0;
+  #endId: number | undefined;
+  /** What the store has: frames up to this id. */
+  #written = 0;
+  /** The store must replace what it holds with this snapshot at the next write. */
+  #pendingSnapshot: Frame | undefined;
+  #writing: Promise<void> | undefined;
+  readonly #followers = new Set<LocalFollower>();
+  /** Clients attached on other instances, with when they were last announced. */
+  readonly #remote = new Map<string, number>();
+  #attached = 0;
+
+  constructor(turnId: string, store: FrameStore, opts: FrameLogOptions, snapshot: () => string, events: TurnLogEvents, forget: () => void) {
+    this.turnId = turnId;
+    this.#store = store;
+    this.#opts = opts;
+    this.#snapshot = snapshot;
+    this.events = events;
+    this.#forget = forget;
+  }
+
+  get lastId(): number {
+    return this.#lastId;
+  }
+
+  /** Clients attached, on this instance and others. */
+  get attached(): number {
+    return this.#attached;
+  }
+
+  /** Appends a frame; returns its id. */
+  append(event: string, data: string): number {
+    return this.#append(event, data, false);
+  }
+
+  /** Appends the terminal frame: followers end after it; the log is kept for the retention. */
+  end(event: string, data: string): number {
+    return this.#append(event, data, true);
+  }
+
+  #append(event: string, data: string, terminal: boolean): number {
+    if (this.#endId !== undefined) throw new Error('the log of this turn has ended');
+    const id = ++this.#lastId;
+    if (terminal) this.#endId = id;
+    const frame = { id, wire: wireOf(id, event, data) };
+    this.#frames.push(frame);
+    this.#bytes += frame.wire.length;
+    // Followers keeping up get every frame; only one left behind by a compaction gets the snapshot.
+    for (const f of this.#followers) this.#deliver(f);
+    if (this.#bytes > this.#opts.maxBytes && !terminal) this.#compact();
+    this.#flush();
+    return id;
+  }
+
+  /** A sign of life for followers on other instances; clients announced elsewhere that stopped announcing are dropped. */
+  alive(): void {
+    const stale = Date.now() - LIVENESS_BEATS * this.#opts.heartbeatMs;
+    for (const [id, at] of this.#remote) if (at < stale) this.#remote.delete(id);
+    this.#recount();
+    this.#store.alive(this.turnId).catch((err: unknown) => this.#opts.onError(err, 'telling followers the turn is alive'));
+  }
+
+  /** A client on another instance attached (or left). */
+  remote(followerId: string, attached: boolean): void {
+    if (attached) this.#remote.set(followerId, Date.now());
+    else this.#remote.delete(followerId);
+    this.#recount();
+  }
+
+  follow(after: number, sink: FrameSink, signal: AbortSignal): Promise<FollowEnd> {
+    return new Promise((resolve) => {
+      const f: LocalFollower = {
+        pos: after,
+        paused: false,
+        sink,
+        signal,
+        done: (end) => {
+          if (!this.#followers.delete(f)) return;
+          signal.removeEventListener('abort', onAbort);
+          this.#recount();
+          resolve(end);
+        },
+      };
+      const onAbort = (): void => f.done('closed');
+      if (signal.aborted) return resolve('closed');
+      signal.addEventListener('abort', onAbort, { once: true });
+      this.#followers.add(f);
+      this.#recount();
+      this.#deliver(f);
+    });
+  }
+
+  #recount(): void {
+    const n = this.#followers.size + this.#remote.size;
+    if (n === this.#attached) return;
+    this.#attached = n;
+    if (this.#endId === undefined) this.events.attached(n);
+  }
+
+  #deliver(f: LocalFollower): void {
+    if (f.paused) return;
+    const frames = this.#after(f.pos);
+    const last = frames.at(-1);
+    if (last !== undefined) {
+      f.pos = last.id;
+      if (!f.sink.write(frames)) {
+        f.paused = true;
+        void f.sink.drained(f.signal).then(() => {
+          f.paused = false;
+          if (!f.signal.aborted) this.#deliver(f);
+        });
+        return;
+      }
+    }
+    if (this.#endId !== undefined && f.pos >= this.#endId) f.done('ended');
+  }
+
+  /** Held frames after `pos` (from the snapshot when `pos` is older than it). */
+  #after(pos: number): Frame[] {
+    const first = this.#frames[0];
+    if (first === undefined || pos >= this.#lastId) return [];
+    if (pos < first.id) return this.#frames.slice();
+    return this.#frames.slice(pos + 1 - first.id);
+  }
+
+  #compact(): void {
+    const snap = { id: this.#lastId, wire: wireOf(this.#lastId, 'snapshot', this.#snapshot()) };
+    this.#frames = [snap];
+    this.#bytes = 0;
+    this.#pendingSnapshot = snap;
+  }
+
+  /** One write to the store at a time; the next carries everything appended meanwhile. */
+  #flush(): void {
+    if (this.#writing !== undefined) return;
+    this.#writing = this.#writeAll().finally(() => {
+      this.#writing = undefined;
+      if (this.#written < this.#lastId) this.#flush();
+      else if (this.#endId !== undefined) this.#forget();
+    });
+  }
+
+  async #writeAll(): Promise<void> {
+    const giveUpAt = Date.now() + FLUSH_GIVE_UP_MS;
+    for (let wait = FLUSH_RETRY_MS; this.#written < this.#lastId; ) {
+      const snapshot = this.#pendingSnapshot;
+      const from = snapshot?.id ?? this.#written;
+      const frames = this.#after(from).filter((f) => f !== snapshot);
+      const last = frames.at(-1) ?? snapshot;
+      if (last === undefined) return;
+      const end = this.#endId !== undefined && last.id === this.#endId;
+      try {
+        await this.#store.write(this.turnId, { ...(snapshot ? { snapshot } : {}), frames, end }, end ? this.#opts.retentionMs : this.#opts.maxDurationMs + this.#opts.retentionMs);
+        if (this.#pendingSnapshot === snapshot) this.#pendingSnapshot = undefined;
+        this.#written = Math.max(this.#written, last.id);
+        wait = FLUSH_RETRY_MS;
+      } catch (err) {
+        if (Date.now() + wait > giveUpAt) {
+          this.#opts.onError(err, 'writing a frame log');
+          this.#written = this.#lastId;
+          return;
+        }
+        await new Promise((r) => setTimeout(r, wait));
+        wait = Math.min(wait * 2, FLUSH_RETRY_MAX_MS);
+      }
+    }
+  }
+}

@@ -1,0 +1,116 @@
+import type { ControlMessage, Frame, FrameStore, StoredFrames } from './frame-log.ts';
+import type { Clock } from './clock.ts';
+
+interface Held {
+  frames: Frame[];
+  bytes: number;
+  ended: boolean;
+  expiresAtMs: number;
+}
+
+/** What the logs of ended turns may hold together in this process before the oldest are let go. */
+export const MEMORY_ENDED_LOGS_MAX_BYTES = 64 * 1024 * 1024;
+
+/**
+ * Frame logs in this process: the embedded single-instance default. Expiry is read from the clock.
+ * The logs of ended turns are kept for the retention but within MEMORY_ENDED_LOGS_MAX_BYTES in all,
+ * the oldest let go first (a resume then gets the stored reply as a snapshot): a busy process must
+ * not hold ten minutes of every reply.
+ */
+export function createMemoryFrameStore(clock: Clock, endedMaxBytes = MEMORY_ENDED_LOGS_MAX_BYTES): FrameStore {
+  const logs = new Map<string, Held>();
+  /** Ended logs, oldest ending first. */
+  const ended = new Map<string, Held>();
+  let endedBytes = 0;
+  const watchers = new Map<string, Set<() => void>>();
+  let handler: (m: ControlMessage) => void = () => undefined;
+  let sweep: NodeJS.Timeout | undefined;
+
+  const live = (turnId: string): Held | undefined => {
+    const held = logs.get(turnId);
+    if (held !== undefined && held.expiresAtMs <= clock.now().getTime()) {
+      drop(turnId, held);
+      return undefined;
+    }
+    return held;
+  };
+  const drop = (turnId: string, held: Held): void => {
+    logs.delete(turnId);
+    if (ended.delete(turnId)) endedBytes -= held.bytes;
+  };
+  const notify = (turnId: string): void => {
+    for (const wake of watchers.get(turnId) ?? []) wake();
+  };
+  // Expired logs go away even when nobody reads them again.
+  const sweepExpired = (): void => {
+    const now = clock.now().getTime();
+    for (const [id, held] of logs) if (held.expiresAtMs <= now) drop(id, held);
+    if (logs.size === 0) {
+      clearInterval(sweep);
+      sweep = undefined;
+    }
+  };
+
+  return {
+    async write(turnId, batch, ttlMs) {
+      let held = live(turnId);
+      if (held === undefined) {
+        held = { frames: [], bytes: 0, ended: false, expiresAtMs: 0 };
+        logs.set(turnId, held);
+        sweep ??= setInterval(sweepExpired, 60_000).unref();
+      }
+      if (batch.snapshot) {
+        held.frames = [batch.snapshot];
+        held.bytes = batch.snapshot.wire.length;
+      }
+      for (const f of batch.frames) {
+        held.frames.push(f);
+        held.bytes += f.wire.length;
+      }
+      held.expiresAtMs = clock.now().getTime() + ttlMs;
+      if (batch.end && !held.ended) {
+        held.ended = true;
+        ended.set(turnId, held);
+        endedBytes += held.bytes;
+        for (const [id, old] of ended) {
+          if (endedBytes <= endedMaxBytes || old === held) break;
+          drop(id, old);
+        }
+      }
+      notify(turnId);
+    },
+    async read(turnId, after): Promise<StoredFrames | undefined> {
+      const held = live(turnId);
+      if (held === undefined) return undefined;
+      const first = held.frames[0];
+      const frames = first === undefined ? [] : after < first.id ? held.frames.slice() : held.frames.slice(after + 1 - first.id);
+      return { frames, ended: held.ended };
+    },
+    async watch(turnId, wake) {
+      let set = watchers.get(turnId);
+      if (set === undefined) watchers.set(turnId, (set = new Set()));
+      set.add(wake);
+      return () => {
+        set.delete(wake);
+        if (set.size === 0) watchers.delete(turnId);
+      };
+    },
+    async alive(turnId) {
+      notify(turnId);
+    },
+    async publish(message) {
+      handler(message);
+    },
+    onControl(h) {
+      handler = h;
+    },
+    ready: async () => undefined,
+    async close() {
+      clearInterval(sweep);
+      logs.clear();
+      ended.clear();
+      endedBytes = 0;
+      watchers.clear();
+    },
+  };
+}
