@@ -65,7 +65,8 @@ function pgBackend(url: string): Backend {
     async open(o) {
       if (!handle) throw new Error('not set up');
       const clock = new ManualClock(new Date());
-      const store = (): FrameStore => createPgFrameStore({ db: handle!.db, databaseUrl: url, clock, onError: () => undefined });
+      const db = handle.db;
+      const store = (): FrameStore => createPgFrameStore({ db, databaseUrl: url, clock, onError: () => undefined });
       const [a, b] = [new FrameLog(store(), { ...OPTS, ...o }), new FrameLog(store(), { ...OPTS, ...o })];
       await Promise.all([a.ready(5000), b.ready(5000)]);
       return { a, b, elapse: async (ms) => clock.advance(ms), close: async () => void (await Promise.all([a.close(), b.close()])) };
