@@ -89,6 +89,12 @@ export interface FrameLogOptions {
   readonly onError: (err: unknown, what: string) => void;
 }
 
+/**
+ * Writes of a running log to the store are at least this far apart (the terminal frame goes at once):
+ * a fast provider costs the store a few dozen writes a second, not one per delta; a follower on another
+ * instance sees frames this much later at most.
+ */
+const FLUSH_INTERVAL_MS = 20;
 const FLUSH_RETRY_MS = 100;
 const FLUSH_RETRY_MAX_MS = 2_000;
 /** How long the end of a log keeps being retried while the store is unreachable. */
@@ -243,6 +249,8 @@ export class TurnLog {
   /** The store must replace what it holds with this snapshot at the next write. */
   #pendingSnapshot: Frame | undefined;
   #writing: Promise<void> | undefined;
+  /** The next write's timer (FLUSH_INTERVAL_MS after the last one started). */
+  #waiting: NodeJS.Timeout | undefined;
   readonly #followers = new Set<LocalFollower>();
   /** Clients attached on other instances, with when they were last announced. */
   readonly #remote = new Map<string, number>();
@@ -368,13 +376,21 @@ export class TurnLog {
     this.#pendingSnapshot = snap;
   }
 
-  /** One write to the store at a time; the next carries everything appended meanwhile. */
+  /** One write to the store at a time, FLUSH_INTERVAL_MS apart; the next carries everything appended meanwhile. */
   #flush(): void {
-    if (this.#writing !== undefined) return;
+    if (this.#writing !== undefined || this.#waiting !== undefined) return;
+    const startedAt = Date.now();
     this.#writing = this.#writeAll().finally(() => {
       this.#writing = undefined;
-      if (this.#written < this.#lastId) this.#flush();
-      else if (this.#endId !== undefined) this.#forget();
+      if (this.#written < this.#lastId) {
+        const wait = this.#endId !== undefined ? 0 : FLUSH_INTERVAL_MS - (Date.now() - startedAt);
+        if (wait <= 0) this.#flush();
+        else
+          this.#waiting = setTimeout(() => {
+            this.#waiting = undefined;
+            this.#flush();
+          }, wait);
+      } else if (this.#endId !== undefined) this.#forget();
     });
   }
 

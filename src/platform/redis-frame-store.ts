@@ -2,18 +2,33 @@ import type { Redis } from 'ioredis';
 import type { ControlMessage, Frame, FrameStore, StoredFrames } from './frame-log.ts';
 import { LuaScript, redisCall } from './redis-connection.ts';
 
-// A turn's log is a Redis stream whose entry ids are the frame ids (`N-0`), one field `w` (the wire
-// text) and `e` on the terminal frame. A compaction replaces the stream by its snapshot entry.
-// Reading picks, atomically, everything when the id asked after is older than the first entry held
-// (its snapshot), else what follows the id.
+// A turn's log is a Redis stream with one entry per write (a batch of frames): its id is the batch's
+// last frame id (`N-0`), field `w` the frames' wire text, then `e` on the batch with the terminal frame
+// or `s` on a snapshot. One entry per write keeps a fast provider's log at a few commands a second
+// (an XADD per frame cost the relay half its rate). A compaction replaces the stream by its snapshot
+// entry. Reading picks, atomically, everything when the id asked after is older than the snapshot,
+// else the entries that hold frames after the id (the reader drops those up to it).
 const READ = new LuaScript(`
 local first = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)
 if #first == 0 then return false end
-local firstId = tonumber(string.match(first[1][1], '^(%d+)'))
 local after = tonumber(ARGV[1])
-if after < firstId then return redis.call('XRANGE', KEYS[1], '-', '+') end
+local firstId = tonumber(string.match(first[1][1], '^(%d+)'))
+if first[1][2][3] == 's' and after < firstId then return redis.call('XRANGE', KEYS[1], '-', '+') end
 return redis.call('XRANGE', KEYS[1], string.format('%d-0', after + 1), '+')
 `);
+
+/** The frames of a batch's wire text (frames end with a blank line; a data line never holds one). */
+function framesOf(wire: string): Frame[] {
+  const out: Frame[] = [];
+  for (let at = 0; at < wire.length; ) {
+    const end = wire.indexOf('\n\n', at);
+    const stop = end < 0 ? wire.length : end + 2;
+    const text = wire.slice(at, stop);
+    out.push({ id: Number.parseInt(text.slice(4), 10), wire: text });
+    at = stop;
+  }
+  return out;
+}
 
 export interface RedisFrameStoreOptions {
   /** The instance's Redis connection; its owner closes it. */
@@ -57,12 +72,14 @@ export function createRedisFrameStore(opts: RedisFrameStoreOptions): FrameStore 
       const k = key(turnId);
       await redisCall(client, (c) => {
         const m = c.multi();
-        if (batch.snapshot) m.del(k).xadd(k, `${batch.snapshot.id}-0`, 'w', batch.snapshot.wire);
-        const last = batch.frames.length - 1;
-        batch.frames.forEach((f, i) => {
-          if (batch.end && i === last) m.xadd(k, `${f.id}-0`, 'w', f.wire, 'e', '1');
-          else m.xadd(k, `${f.id}-0`, 'w', f.wire);
-        });
+        if (batch.snapshot) m.del(k).xadd(k, `${batch.snapshot.id}-0`, 'w', batch.snapshot.wire, 's', '1');
+        const last = batch.frames.at(-1);
+        if (last !== undefined) {
+          let wire = '';
+          for (const f of batch.frames) wire += f.wire;
+          if (batch.end) m.xadd(k, `${last.id}-0`, 'w', wire, 'e', '1');
+          else m.xadd(k, `${last.id}-0`, 'w', wire);
+        }
         return m.pexpire(k, ttlMs).publish(k, 'f').exec();
       });
     },
@@ -71,8 +88,8 @@ export function createRedisFrameStore(opts: RedisFrameStoreOptions): FrameStore 
       if (entries === null) return undefined;
       const frames: Frame[] = [];
       let ended = false;
-      for (const [id, fields] of entries) {
-        frames.push({ id: Number.parseInt(id, 10), wire: fields[1] ?? '' });
+      for (const [, fields] of entries) {
+        for (const f of framesOf(fields[1] ?? '')) if (f.id > after) frames.push(f);
         if (fields[2] === 'e') ended = true;
       }
       return { frames, ended };
