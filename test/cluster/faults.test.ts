@@ -43,6 +43,8 @@ if (CLUSTER_AVAILABLE) {
   describe('faults: three instances, one PostgreSQL, one Redis', () => {
     const setup = clusterWithFakes({
       STRIPE_WEBHOOK_SECRET: WEBHOOK_SECRET,
+      // A client gone ends its turn at once here (the detach grace has its own suite, resume.test.ts).
+      STREAM_DETACH_GRACE_MS: '0',
       PROVIDER_PROBE_TIMEOUT_MS: String(PROBE_TIMEOUT_MS),
       STREAM_IDLE_TIMEOUT_MS: String(IDLE_TIMEOUT_MS),
       RESERVATION_SWEEP_AFTER_MS: String(SWEEP_AFTER_MS),
@@ -390,11 +392,12 @@ if (CLUSTER_AVAILABLE) {
       assert.deepEqual(m, { balance: 0, ledgerSum: 0, apiCredits: 0, turnCharges: { charged: 1 } });
     });
 
-    test('issue 14: a stream client that stops reading is cut off after STREAM_STALL_TIMEOUT_MS: its reply stored interrupted, charged by what was sent, its lease free', async () => {
+    test('issue 14 with STREAM_DETACH_GRACE_MS=0: a stream client that stops reading is cut off after STREAM_STALL_TIMEOUT_MS: its reply stored interrupted, charged by what was sent, its lease free', async () => {
       const [i] = liveInstances(c());
       const user = await payingUser('stalled-reader', 2);
-      const piece = 'y'.repeat(8192);
-      setup.fake.enqueueStream({ chunks: Array.from({ length: 2000 }, () => piece) });
+      // Still streaming when the client is cut off (the turn no longer waits for its clients, DESIGN §12).
+      const piece = 'y'.repeat(32 * 1024);
+      setup.fake.enqueueStream({ chunks: Array.from({ length: 1000 }, () => piece), delayMs: 2 });
       const url = new URL(c().instances[i ?? 0]?.url ?? '');
       const body = JSON.stringify(message());
       const socket = net.connect(Number(url.port), url.hostname);
