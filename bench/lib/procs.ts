@@ -132,6 +132,17 @@ export function rssBytes(pid: number): number {
   return Number(m[1]) * 1024;
 }
 
+/** The median of 5 RSS samples `everyMs` apart (one sample catches a GC mid-way). */
+export async function sampleRss(pid: number, everyMs = 500): Promise<number> {
+  const samples: number[] = [];
+  for (let i = 0; i < 5; i++) {
+    samples.push(rssBytes(pid));
+    await delay(everyMs);
+  }
+  samples.sort((a, b) => a - b);
+  return samples[2] ?? 0;
+}
+
 let ticksPerSecond: number | undefined;
 
 /** User + system CPU time of a process so far, in milliseconds. */

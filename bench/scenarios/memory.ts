@@ -2,11 +2,11 @@
 import http from 'node:http';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Harness } from '../lib/harness.ts';
-import { rssBytes, type Proc } from '../lib/procs.ts';
+import { sampleRss, type Proc } from '../lib/procs.ts';
 import type { Row } from '../lib/report.ts';
 import { seedKeysDirect } from '../lib/seed.ts';
 import type { OpenStream } from '../lib/sse-client.ts';
-import { int, median } from '../lib/stats.ts';
+import { int } from '../lib/stats.ts';
 import { proxyStream, serviceStream, userIds } from './targets.ts';
 
 /** Streams being started at once (not yet at their first delta). */
@@ -123,13 +123,4 @@ async function openAll(n: number, open: (i: number) => OpenStream, name: string)
     throw new Error(`${name}: ${failure}`);
   }
   return opened;
-}
-
-async function sampleRss(pid: number): Promise<number> {
-  const samples: number[] = [];
-  for (let i = 0; i < 5; i++) {
-    samples.push(rssBytes(pid));
-    await delay(500);
-  }
-  return median(samples);
 }

@@ -50,7 +50,7 @@ export function createCoordination(config: Config, db: Db, clock: Clock, redisPr
   } else {
     limiter = createMemoryRateLimiter(clock);
     leases = createMemoryStreamLeases(clock);
-    frameStore = createMemoryFrameStore(clock);
+    frameStore = createMemoryFrameStore(clock, (err) => onError(err, 'frame-log control'));
     store = 'memory';
   }
   const frames = new FrameLog(frameStore, {

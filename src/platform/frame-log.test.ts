@@ -42,7 +42,7 @@ const memory: Backend = {
   shared: false,
   async open(o) {
     const clock = new ManualClock();
-    const log = new FrameLog(createMemoryFrameStore(clock), { ...OPTS, ...o });
+    const log = new FrameLog(createMemoryFrameStore(clock, () => undefined), { ...OPTS, ...o });
     return { a: log, b: log, elapse: async (ms) => clock.advance(ms), close: () => log.close() };
   },
 };

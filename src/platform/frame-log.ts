@@ -12,9 +12,33 @@ export interface Frame {
 /** The SSE text of a frame (`data` is one line: JSON.stringify output is). */
 export const wireOf = (id: number, event: string, data: string): string => `id: ${id}\nevent: ${event}\ndata: ${data}\n\n`;
 
+/** The frames of a log (contiguous ids) after `after`: from its snapshot when `after` is older than it. */
+export function framesAfter(frames: readonly Frame[], after: number): Frame[] {
+  const first = frames[0];
+  return first === undefined ? [] : frames.slice(Math.max(0, after + 1 - first.id));
+}
+
+/** A batch of frames as one text (how the shared stores keep a write). */
+export const batchWire = (frames: readonly Frame[]): string => frames.map((f) => f.wire).join('');
+
+/** The frames of a batch's text after `after` (each frame ends with a blank line; a data line never holds one). */
+export function framesOf(wire: string, after: number): Frame[] {
+  const out: Frame[] = [];
+  for (let at = 0; at < wire.length; ) {
+    const end = wire.indexOf('\n\n', at);
+    const stop = end < 0 ? wire.length : end + 2;
+    const text = wire.slice(at, stop);
+    // Every frame starts `id: <n>\n`.
+    const id = Number.parseInt(text.slice(4), 10);
+    if (id > after) out.push({ id, wire: text });
+    at = stop;
+  }
+  return out;
+}
+
 /** What a store holds of a turn's log after a frame id. */
 export interface StoredFrames {
-  /** In order. When the id asked after is older than what is held, the first is the log's snapshot frame. */
+  /** In order, ids above the one asked after; a snapshot frame first when that id is older than it. */
   readonly frames: readonly Frame[];
   /** The terminal frame is among what the store holds. */
   readonly ended: boolean;
@@ -37,6 +61,8 @@ export type ControlMessage =
 /**
  * Where turns' frame logs are kept so every instance can read them, and how instances reach each
  * other: Redis (a stream per turn, pub/sub), PostgreSQL (a table, LISTEN/NOTIFY) or this process.
+ * A shared store keeps each write as one entry (its frames' text, under the id of its last frame),
+ * so "the frames after id n" is the entries above n, less the frames up to n.
  */
 export interface FrameStore {
   /** Writes a batch (one round trip) and tells the turn's watchers. */
@@ -102,6 +128,59 @@ const FLUSH_GIVE_UP_MS = 30_000;
 const LIVENESS_BEATS = 3;
 
 /**
+ * What an instance hears, handed on: a turn's notices to whoever watches that turn, control messages
+ * to the instance's frame log. Each store keeps one.
+ */
+export class Notices {
+  readonly #watchers = new Map<string, Set<() => void>>();
+  readonly #onError: (err: unknown) => void;
+  #control: (m: ControlMessage) => void = () => undefined;
+
+  constructor(onError: (err: unknown) => void) {
+    this.#onError = onError;
+  }
+
+  onControl(handler: (m: ControlMessage) => void): void {
+    this.#control = handler;
+  }
+
+  /** A control message (as JSON text when it came from another instance). */
+  control(message: ControlMessage | string): void {
+    try {
+      this.#control(typeof message === 'string' ? (JSON.parse(message) as ControlMessage) : message);
+    } catch (err) {
+      this.#onError(err);
+    }
+  }
+
+  notice(key: string): void {
+    for (const wake of this.#watchers.get(key) ?? []) wake();
+  }
+
+  /** Adds a watcher of `key`: `first` when nobody watched it; `unwatch` returns true for the last one. */
+  watch(key: string, wake: () => void): { first: boolean; unwatch: () => boolean } {
+    let set = this.#watchers.get(key);
+    const first = set === undefined;
+    if (set === undefined) this.#watchers.set(key, (set = new Set()));
+    set.add(wake);
+    const watching = set;
+    return {
+      first,
+      unwatch: () => {
+        watching.delete(wake);
+        if (watching.size > 0 || this.#watchers.get(key) !== watching) return false;
+        this.#watchers.delete(key);
+        return true;
+      },
+    };
+  }
+
+  clear(): void {
+    this.#watchers.clear();
+  }
+}
+
+/**
  * The frame logs of one instance: the logs of the turns it runs (held here while they run, written
  * through to the store), and followers reading any turn's log — from memory when the turn runs here,
  * else from the store, woken by its notices.
@@ -130,11 +209,6 @@ export class FrameLog {
     const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)));
     await Promise.race([this.#store.ready().catch((err: unknown) => this.#opts.onError(err, 'listening for frame-log notices')), late]);
     clearTimeout(timer);
-  }
-
-  /** The turn runs on this instance. */
-  runs(turnId: string): boolean {
-    return this.#running.has(turnId);
   }
 
   /**
@@ -181,33 +255,31 @@ export class FrameLog {
     announce('attach');
     const beat = setInterval(() => announce('attach'), heartbeatMs);
     let pos = after;
-    let seen = false;
+    const aborted = new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
     try {
       for (;;) {
         if (signal.aborted) return 'closed';
-        const waiting = new Promise<void>((resolve) => (woken = resolve));
+        const woke = new Promise<void>((resolve) => (woken = resolve));
         const stored = await store.read(turnId, pos);
         if (stored === undefined) {
           if (!live) return 'missing';
         } else {
-          seen = true;
-          const frames = stored.frames;
-          const last = frames.at(-1);
+          const last = stored.frames.at(-1);
           if (last !== undefined) {
             pos = last.id;
             heard = Date.now();
-            if (!sink.write(frames)) await sink.drained(signal);
+            if (!sink.write(stored.frames)) await sink.drained(signal);
           }
           if (stored.ended) return 'ended';
         }
         // A notice, or a look at the store every heartbeat (a notice can be lost); silent past the liveness window.
-        const timer = new Promise<'tick'>((resolve) => setTimeout(resolve, heartbeatMs, 'tick').unref());
-        const aborted = new Promise<'abort'>((resolve) => signal.addEventListener('abort', () => resolve('abort'), { once: true }));
-        await Promise.race([waiting, timer, aborted]);
+        let tick: NodeJS.Timeout | undefined;
+        await Promise.race([woke, aborted, new Promise<void>((resolve) => (tick = setTimeout(resolve, heartbeatMs)))]);
+        clearTimeout(tick);
         if (Date.now() - heard > LIVENESS_BEATS * heartbeatMs) {
           // One last look before giving up on it.
           const again = await store.read(turnId, pos);
-          if (again === undefined || again.frames.length === 0) return seen && again?.ended ? 'ended' : 'silent';
+          if (again === undefined || again.frames.length === 0) return 'silent';
         }
       }
     } finally {
@@ -265,8 +337,9 @@ export class TurnLog {
     this.#forget = forget;
   }
 
-  get lastId(): number {
-    return this.#lastId;
+  /** The id the next frame (the terminal one, when the turn is ending) will get. */
+  get nextId(): number {
+    return this.#lastId + 1;
   }
 
   /** Clients attached, on this instance and others. */
@@ -294,6 +367,11 @@ export class TurnLog {
     // Followers keeping up get every frame; only one left behind by a compaction gets the snapshot.
     for (const f of this.#followers) this.#deliver(f);
     if (this.#bytes > this.#opts.maxBytes && !terminal) this.#compact();
+    // The terminal frame does not wait for the write interval.
+    if (terminal && this.#waiting !== undefined) {
+      clearTimeout(this.#waiting);
+      this.#waiting = undefined;
+    }
     this.#flush();
     return id;
   }
@@ -363,10 +441,7 @@ export class TurnLog {
 
   /** Held frames after `pos` (from the snapshot when `pos` is older than it). */
   #after(pos: number): Frame[] {
-    const first = this.#frames[0];
-    if (first === undefined || pos >= this.#lastId) return [];
-    if (pos < first.id) return this.#frames.slice();
-    return this.#frames.slice(pos + 1 - first.id);
+    return pos >= this.#lastId ? [] : framesAfter(this.#frames, pos);
   }
 
   #compact(): void {
@@ -399,7 +474,7 @@ export class TurnLog {
     for (let wait = FLUSH_RETRY_MS; this.#written < this.#lastId; ) {
       const snapshot = this.#pendingSnapshot;
       const from = snapshot?.id ?? this.#written;
-      const frames = this.#after(from).filter((f) => f !== snapshot);
+      const frames = this.#after(from);
       const last = frames.at(-1) ?? snapshot;
       if (last === undefined) return;
       const end = this.#endId !== undefined && last.id === this.#endId;

@@ -1,4 +1,4 @@
-import type { ControlMessage, Frame, FrameStore, StoredFrames } from './frame-log.ts';
+import { framesAfter, Notices, type Frame, type FrameStore, type StoredFrames } from './frame-log.ts';
 import type { Clock } from './clock.ts';
 
 interface Held {
@@ -17,13 +17,12 @@ export const MEMORY_ENDED_LOGS_MAX_BYTES = 64 * 1024 * 1024;
  * the oldest let go first (a resume then gets the stored reply as a snapshot): a busy process must
  * not hold ten minutes of every reply.
  */
-export function createMemoryFrameStore(clock: Clock, endedMaxBytes = MEMORY_ENDED_LOGS_MAX_BYTES): FrameStore {
+export function createMemoryFrameStore(clock: Clock, onError: (err: unknown) => void, endedMaxBytes = MEMORY_ENDED_LOGS_MAX_BYTES): FrameStore {
   const logs = new Map<string, Held>();
   /** Ended logs, oldest ending first. */
   const ended = new Map<string, Held>();
   let endedBytes = 0;
-  const watchers = new Map<string, Set<() => void>>();
-  let handler: (m: ControlMessage) => void = () => undefined;
+  const notices = new Notices(onError);
   let sweep: NodeJS.Timeout | undefined;
 
   const live = (turnId: string): Held | undefined => {
@@ -37,9 +36,6 @@ export function createMemoryFrameStore(clock: Clock, endedMaxBytes = MEMORY_ENDE
   const drop = (turnId: string, held: Held): void => {
     logs.delete(turnId);
     if (ended.delete(turnId)) endedBytes -= held.bytes;
-  };
-  const notify = (turnId: string): void => {
-    for (const wake of watchers.get(turnId) ?? []) wake();
   };
   // Expired logs go away even when nobody reads them again.
   const sweepExpired = (): void => {
@@ -77,40 +73,31 @@ export function createMemoryFrameStore(clock: Clock, endedMaxBytes = MEMORY_ENDE
           drop(id, old);
         }
       }
-      notify(turnId);
+      notices.notice(turnId);
     },
     async read(turnId, after): Promise<StoredFrames | undefined> {
       const held = live(turnId);
       if (held === undefined) return undefined;
-      const first = held.frames[0];
-      const frames = first === undefined ? [] : after < first.id ? held.frames.slice() : held.frames.slice(after + 1 - first.id);
-      return { frames, ended: held.ended };
+      return { frames: framesAfter(held.frames, after), ended: held.ended };
     },
     async watch(turnId, wake) {
-      let set = watchers.get(turnId);
-      if (set === undefined) watchers.set(turnId, (set = new Set()));
-      set.add(wake);
-      return () => {
-        set.delete(wake);
-        if (set.size === 0) watchers.delete(turnId);
-      };
+      const watching = notices.watch(turnId, wake);
+      return () => void watching.unwatch();
     },
     async alive(turnId) {
-      notify(turnId);
+      notices.notice(turnId);
     },
     async publish(message) {
-      handler(message);
+      notices.control(message);
     },
-    onControl(h) {
-      handler = h;
-    },
+    onControl: (handler) => notices.onControl(handler),
     ready: async () => undefined,
     async close() {
       clearInterval(sweep);
       logs.clear();
       ended.clear();
       endedBytes = 0;
-      watchers.clear();
+      notices.clear();
     },
   };
 }

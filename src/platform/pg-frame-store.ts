@@ -2,7 +2,7 @@ import pg from 'pg';
 import { sql } from 'kysely';
 import type { Db } from '../db/types.ts';
 import type { Clock } from './clock.ts';
-import type { ControlMessage, Frame, FrameStore, StoredFrames } from './frame-log.ts';
+import { batchWire, framesOf, Notices, type FrameStore, type StoredFrames } from './frame-log.ts';
 
 const FRAMES_CHANNEL = 'advisor_frames';
 const CONTROL_CHANNEL = 'advisor_control';
@@ -19,31 +19,21 @@ export interface PgFrameStoreOptions {
 
 /**
  * Frame logs in PostgreSQL (`stream_logs`, `stream_frames`; migration 0016) for deployments without
- * Redis: a write is one statement that stores the frames and sends the notice (NOTIFY is delivered
- * at commit, so a woken reader finds the frames); control messages go by NOTIFY too. Expired logs
- * are deleted every minute.
+ * Redis: a write is one statement that stores its frames as one row (under its last frame id; a
+ * compaction's snapshot as another, the rows before it deleted) and sends the notice (NOTIFY is
+ * delivered at commit, so a woken reader finds the frames); control messages go by NOTIFY too.
+ * Expired logs are deleted every minute.
  */
 export function createPgFrameStore(opts: PgFrameStoreOptions): FrameStore {
   const { db, clock } = opts;
-  const watchers = new Map<string, Set<() => void>>();
-  let handler: (m: ControlMessage) => void = () => undefined;
+  const notices = new Notices(opts.onError);
   let listener: pg.Client | undefined;
   let closed = false;
   let listening: Promise<void> = connect();
 
   async function connect(): Promise<void> {
     const client = new pg.Client({ connectionString: opts.databaseUrl });
-    client.on('notification', (n) => {
-      if (n.channel === CONTROL_CHANNEL) {
-        try {
-          handler(JSON.parse(n.payload ?? '') as ControlMessage);
-        } catch (err) {
-          opts.onError(err);
-        }
-      } else {
-        for (const wake of watchers.get(n.payload ?? '') ?? []) wake();
-      }
-    });
+    client.on('notification', (n) => (n.channel === CONTROL_CHANNEL ? notices.control(n.payload ?? '') : notices.notice(n.payload ?? '')));
     const again = (err?: unknown): void => {
       if (err) opts.onError(err);
       if (listener !== client || closed) return;
@@ -71,11 +61,9 @@ export function createPgFrameStore(opts: PgFrameStoreOptions): FrameStore {
   return {
     async write(turnId, batch, ttlMs) {
       const expiresAt = new Date(clock.now().getTime() + ttlMs);
-      const frames = batch.snapshot ? [batch.snapshot, ...batch.frames] : batch.frames;
-      const last = batch.frames.at(-1)?.id;
-      const ids = frames.map((f) => f.id);
-      const wires = frames.map((f) => f.wire);
-      const terminal = frames.map((f) => batch.end && f.id === last);
+      const rows = batch.snapshot ? [{ id: batch.snapshot.id, wire: batch.snapshot.wire, terminal: false }] : [];
+      const last = batch.frames.at(-1);
+      if (last !== undefined) rows.push({ id: last.id, wire: batchWire(batch.frames), terminal: batch.end });
       const cutBelow = batch.snapshot?.id ?? 0;
       await sql`
         with log as (
@@ -84,36 +72,25 @@ export function createPgFrameStore(opts: PgFrameStoreOptions): FrameStore {
         cut as (delete from stream_frames where turn_id = ${turnId} and id < ${cutBelow}),
         ins as (
           insert into stream_frames (turn_id, id, wire, terminal)
-          select ${turnId}, u.id, u.wire, u.terminal from unnest(${ids}::int[], ${wires}::text[], ${terminal}::bool[]) as u(id, wire, terminal)
+          select ${turnId}, u.id, u.wire, u.terminal
+          from unnest(${rows.map((r) => r.id)}::int[], ${rows.map((r) => r.wire)}::text[], ${rows.map((r) => r.terminal)}::bool[]) as u(id, wire, terminal)
           on conflict (turn_id, id) do update set wire = excluded.wire, terminal = excluded.terminal)
         select pg_notify(${FRAMES_CHANNEL}, ${turnId})`.execute(db);
     },
     async read(turnId, after): Promise<StoredFrames | undefined> {
-      const { rows } = await sql<{ ended: boolean; id: number | null; wire: string | null }>`
-        select l.ended, f.id, f.wire from (
-          select turn_id,
-            exists (select 1 from stream_frames t where t.turn_id = ${turnId} and t.terminal) as ended,
-            (select min(id) from stream_frames m where m.turn_id = ${turnId}) as first
-          from stream_logs where turn_id = ${turnId} and expires_at > ${clock.now()}) l
-        left join lateral (
-          select id, wire from stream_frames
-          where turn_id = l.turn_id and id > case when ${after}::int < l.first then -1 else ${after}::int end
-          order by id) f on true`.execute(db);
-      const head = rows[0];
-      if (head === undefined) return undefined;
-      const frames: Frame[] = [];
-      for (const r of rows) if (r.id !== null && r.wire !== null) frames.push({ id: r.id, wire: r.wire });
-      return { frames, ended: head.ended };
+      // The rows above `after` hold every frame after it (the snapshot's among them when `after` is older).
+      const { rows } = await sql<{ wire: string | null; terminal: boolean | null }>`
+        select f.wire, f.terminal from stream_logs l
+        left join stream_frames f on f.turn_id = l.turn_id and f.id > ${after}::int
+        where l.turn_id = ${turnId} and l.expires_at > ${clock.now()}
+        order by f.id`.execute(db);
+      if (rows.length === 0) return undefined;
+      return { frames: rows.flatMap((r) => (r.wire === null ? [] : framesOf(r.wire, after))), ended: rows.some((r) => r.terminal === true) };
     },
     async watch(turnId, wake) {
       await listening;
-      let set = watchers.get(turnId);
-      if (set === undefined) watchers.set(turnId, (set = new Set()));
-      set.add(wake);
-      return () => {
-        set.delete(wake);
-        if (set.size === 0) watchers.delete(turnId);
-      };
+      const watching = notices.watch(turnId, wake);
+      return () => void watching.unwatch();
     },
     async alive(turnId) {
       await sql`select pg_notify(${FRAMES_CHANNEL}, ${turnId})`.execute(db);
@@ -121,14 +98,12 @@ export function createPgFrameStore(opts: PgFrameStoreOptions): FrameStore {
     async publish(message) {
       await sql`select pg_notify(${CONTROL_CHANNEL}, ${JSON.stringify(message)})`.execute(db);
     },
-    onControl(h) {
-      handler = h;
-    },
+    onControl: (handler) => notices.onControl(handler),
     ready: () => listening,
     async close() {
       closed = true;
       clearInterval(cleanup);
-      watchers.clear();
+      notices.clear();
       await listener?.end().catch(() => undefined);
     },
   };

@@ -1,34 +1,6 @@
 import type { Redis } from 'ioredis';
-import type { ControlMessage, Frame, FrameStore, StoredFrames } from './frame-log.ts';
-import { LuaScript, redisCall } from './redis-connection.ts';
-
-// A turn's log is a Redis stream with one entry per write (a batch of frames): its id is the batch's
-// last frame id (`N-0`), field `w` the frames' wire text, then `e` on the batch with the terminal frame
-// or `s` on a snapshot. One entry per write keeps a fast provider's log at a few commands a second
-// (an XADD per frame cost the relay half its rate). A compaction replaces the stream by its snapshot
-// entry. Reading picks, atomically, everything when the id asked after is older than the snapshot,
-// else the entries that hold frames after the id (the reader drops those up to it).
-const READ = new LuaScript(`
-local first = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)
-if #first == 0 then return false end
-local after = tonumber(ARGV[1])
-local firstId = tonumber(string.match(first[1][1], '^(%d+)'))
-if first[1][2][3] == 's' and after < firstId then return redis.call('XRANGE', KEYS[1], '-', '+') end
-return redis.call('XRANGE', KEYS[1], string.format('%d-0', after + 1), '+')
-`);
-
-/** The frames of a batch's wire text (frames end with a blank line; a data line never holds one). */
-function framesOf(wire: string): Frame[] {
-  const out: Frame[] = [];
-  for (let at = 0; at < wire.length; ) {
-    const end = wire.indexOf('\n\n', at);
-    const stop = end < 0 ? wire.length : end + 2;
-    const text = wire.slice(at, stop);
-    out.push({ id: Number.parseInt(text.slice(4), 10), wire: text });
-    at = stop;
-  }
-  return out;
-}
+import { batchWire, framesOf, Notices, type Frame, type FrameStore, type StoredFrames } from './frame-log.ts';
+import { redisCall } from './redis-connection.ts';
 
 export interface RedisFrameStoreOptions {
   /** The instance's Redis connection; its owner closes it. */
@@ -38,45 +10,36 @@ export interface RedisFrameStoreOptions {
   readonly onError: (err: unknown) => void;
 }
 
-type Entry = [string, string[]];
+type Entry = [id: string, fields: string[]];
 
 /**
- * Frame logs in Redis: a stream per turn (expiring after the retention), notices on a channel per
- * turn, control messages on one channel per deployment. Notices and control messages arrive on a
- * second connection of the instance, in subscriber mode (it re-subscribes by itself after a reconnect).
+ * Frame logs in Redis: a stream per turn (expiring after the retention) with one entry per write —
+ * its id the write's last frame id (`N-0`), field `w` its frames' text, then `e` on the write with the
+ * terminal frame — so a fast provider costs a few commands a second (an XADD per frame cost the relay
+ * half its rate). A compaction replaces the stream by its snapshot entry. Notices go on a channel per
+ * turn, control messages on one channel per deployment, in the same MULTI as the write; they arrive
+ * on a second connection of the instance, in subscriber mode (it re-subscribes after a reconnect).
  */
 export function createRedisFrameStore(opts: RedisFrameStoreOptions): FrameStore {
   const { client, prefix } = opts;
   const key = (turnId: string): string => `${prefix}fl:${turnId}`;
   const control = `${prefix}ctl`;
+  const notices = new Notices(opts.onError);
   const sub = client.duplicate({ enableOfflineQueue: true, lazyConnect: false });
   sub.on('error', opts.onError);
-  const watchers = new Map<string, Set<() => void>>();
-  let handler: (m: ControlMessage) => void = () => undefined;
+  sub.on('message', (channel: string, message: string) => (channel === control ? notices.control(message) : notices.notice(channel)));
   const ready = sub.subscribe(control).then(() => undefined);
   ready.catch((err: unknown) => opts.onError(err));
-  sub.on('message', (channel: string, message: string) => {
-    if (channel === control) {
-      try {
-        handler(JSON.parse(message) as ControlMessage);
-      } catch (err) {
-        opts.onError(err);
-      }
-      return;
-    }
-    for (const wake of watchers.get(channel) ?? []) wake();
-  });
 
   return {
     async write(turnId, batch, ttlMs) {
       const k = key(turnId);
       await redisCall(client, (c) => {
         const m = c.multi();
-        if (batch.snapshot) m.del(k).xadd(k, `${batch.snapshot.id}-0`, 'w', batch.snapshot.wire, 's', '1');
+        if (batch.snapshot) m.del(k).xadd(k, `${batch.snapshot.id}-0`, 'w', batch.snapshot.wire);
         const last = batch.frames.at(-1);
         if (last !== undefined) {
-          let wire = '';
-          for (const f of batch.frames) wire += f.wire;
+          const wire = batchWire(batch.frames);
           if (batch.end) m.xadd(k, `${last.id}-0`, 'w', wire, 'e', '1');
           else m.xadd(k, `${last.id}-0`, 'w', wire);
         }
@@ -84,30 +47,25 @@ export function createRedisFrameStore(opts: RedisFrameStoreOptions): FrameStore 
       });
     },
     async read(turnId, after): Promise<StoredFrames | undefined> {
-      const entries = (await redisCall(client, (c) => READ.run(c, [key(turnId)], [after]))) as Entry[] | null;
-      if (entries === null) return undefined;
+      const k = key(turnId);
+      // The entries above `after` hold every frame after it (the snapshot's among them when `after` is older).
+      const replies = await redisCall(client, (c) => c.multi().exists(k).xrange(k, `${after + 1}-0`, '+').exec());
+      const [exists, range] = replies ?? [];
+      if (exists?.[1] !== 1) return undefined;
       const frames: Frame[] = [];
       let ended = false;
-      for (const [, fields] of entries) {
-        for (const f of framesOf(fields[1] ?? '')) if (f.id > after) frames.push(f);
+      for (const [, fields] of (range?.[1] ?? []) as Entry[]) {
+        frames.push(...framesOf(fields[1] ?? '', after));
         if (fields[2] === 'e') ended = true;
       }
       return { frames, ended };
     },
     async watch(turnId, wake) {
       const channel = key(turnId);
-      let set = watchers.get(channel);
-      if (set === undefined) {
-        watchers.set(channel, (set = new Set()));
-        await sub.subscribe(channel);
-      }
-      set.add(wake);
+      const watching = notices.watch(channel, wake);
+      if (watching.first) await sub.subscribe(channel);
       return () => {
-        set.delete(wake);
-        if (set.size === 0 && watchers.get(channel) === set) {
-          watchers.delete(channel);
-          sub.unsubscribe(channel).catch(() => undefined);
-        }
+        if (watching.unwatch()) sub.unsubscribe(channel).catch(() => undefined);
       };
     },
     async alive(turnId) {
@@ -116,13 +74,11 @@ export function createRedisFrameStore(opts: RedisFrameStoreOptions): FrameStore 
     async publish(message) {
       await redisCall(client, (c) => c.publish(control, JSON.stringify(message)));
     },
-    onControl(h) {
-      handler = h;
-    },
+    onControl: (handler) => notices.onControl(handler),
     ready: () => ready,
     async close() {
       await ready.catch(() => undefined);
-      watchers.clear();
+      notices.clear();
       sub.disconnect();
     },
   };

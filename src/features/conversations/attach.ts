@@ -27,10 +27,10 @@ function pingerOf(deps: Deps): Ticker<SseWriter> {
 /**
  * Serves the frames of a turn after `after` on `reply` (hijacked), then follows the turn live until
  * its terminal frame, the client's going, or — for a turn whose instance is gone — what was stored.
- * `live`: the turn was running when the caller looked. A client that reads nothing for
- * STREAM_STALL_TIMEOUT_MS while frames wait is cut off (the turn runs on, DESIGN §12).
+ * `ended`: the stored reply of a turn that has ended (undefined while it runs). A client that reads
+ * nothing for STREAM_STALL_TIMEOUT_MS while frames wait is cut off (the turn runs on, DESIGN §12).
  */
-export async function serveStream(deps: Deps, reply: FastifyReply, turnId: string, after: number, live: boolean): Promise<void> {
+export async function serveStream(deps: Deps, reply: FastifyReply, turnId: string, after: number, ended?: repo.MessageRow): Promise<void> {
   reply.hijack();
   const raw = reply.raw;
   const sse = new SseWriter(raw, { stallMs: deps.config.streamStallTimeoutMs });
@@ -50,8 +50,12 @@ export async function serveStream(deps: Deps, reply: FastifyReply, turnId: strin
     drained: (signal) => sse.drained(signal),
   };
   try {
-    const end = await deps.frames.follow(turnId, after, sink, { live, signal: gone.signal });
-    if (end === 'missing' || end === 'silent') await endFromStored(deps, sink, turnId, pos, end);
+    const end = await deps.frames.follow(turnId, after, sink, { live: ended === undefined, signal: gone.signal });
+    if (end === 'missing' || end === 'silent') {
+      // An ended reply no longer changes; one that was running is looked at again.
+      const row = ended ?? (await deps.db.selectFrom('messages').selectAll().where('id', '=', turnId).executeTakeFirst());
+      if (row !== undefined) endFromStored(sink, row, pos, end);
+    }
   } catch (err) {
     reply.log.error({ err, turnId }, 'following a turn failed');
   } finally {
@@ -66,14 +70,14 @@ export async function serveStream(deps: Deps, reply: FastifyReply, turnId: strin
  * frame (ids that follow the client's). A reply still `streaming` after a silent log belongs to an
  * instance that is gone (the sweeper will close it): the client gets SHUTTING_DOWN, never a hang.
  */
-async function endFromStored(deps: Deps, sink: FrameSink, turnId: string, pos: number, end: FollowEnd): Promise<void> {
-  const row = await deps.db.selectFrom('messages').selectAll().where('id', '=', turnId).executeTakeFirst();
-  if (row === undefined) return;
+function endFromStored(sink: FrameSink, row: repo.MessageRow, pos: number, end: FollowEnd): void {
   if (row.status === 'streaming') {
     if (end === 'silent') sink.write([{ id: pos + 1, wire: wireOf(pos + 1, 'error', errorData('SHUTTING_DOWN', true)) }]);
     return;
   }
-  const terminalId = Math.max(row.last_frame_id ?? 0, pos + 2);
+  // The stream's own terminal id; a reply closed by the sweeper has none, and gets ids after the client's.
+  const terminalId = row.last_frame_id ?? pos + 2;
+  if (terminalId <= pos) return;
   const frames: Frame[] = [];
   const snapId = terminalId - 1;
   if (snapId > pos) {
@@ -110,7 +114,7 @@ export async function attachToConversation(deps: Deps, userId: string, conversat
     await reply.code(204).send();
     return;
   }
-  await serveStream(deps, reply, latest.id, after, live);
+  await serveStream(deps, reply, latest.id, after, live ? undefined : latest);
 }
 
 type ReplyStatus = 'streaming' | repo.TurnEnd['status'];

@@ -6,7 +6,7 @@ import type { Deps } from '../../deps.ts';
 import { Ticker } from '../../platform/ticker.ts';
 import type { TurnLog } from '../../platform/frame-log.ts';
 import type { ChatEvent, ChatMessage, RoundUsage, ToolSpec } from '../../providers/llm/index.ts';
-import { receiptOf } from '../usage/receipt.ts';
+import { receiptOf, type Receipt } from '../usage/receipt.ts';
 import { snapshotData } from './frames.ts';
 import { apiParts, PartsLog } from './parts.ts';
 import type { Toolbox } from '../advisor-tools/toolbox.ts';
@@ -198,11 +198,15 @@ export class LiveTurn implements TurnIds {
     else this.#grace = setTimeout(() => this.stop('client'), graceMs).unref();
   }
 
+  /** DESIGN §13: what the rounds so far counted, priced. */
+  receipt(): Receipt {
+    return receiptOf(this.usage.filter(Boolean), this.pricing);
+  }
+
   /** DESIGN §12: the reply so far, for a client the log can no longer give every frame. */
   #snapshot(): string {
     const { text, parts } = this.parts;
-    const usage = this.usage.filter(Boolean);
-    return snapshotData(this.assistantMessageId, 'streaming', text, apiParts(parts, text), usage.length > 0 ? receiptOf(usage, this.pricing) : undefined);
+    return snapshotData(this.assistantMessageId, 'streaming', text, apiParts(parts, text), this.usage.length > 0 ? this.receipt() : undefined);
   }
 
   /** Stops the turn for `cause` unless it has stopped or begun to settle. */

@@ -177,6 +177,8 @@ describe('advisor stream: resume, stop, detach grace (DESIGN §12)', () => {
     }
     const anonymous = await t.call('GET', `/api/advisor/conversations/${conversationId}/stream`);
     assert.deepEqual([anonymous.statusCode, codeOf(anonymous)], [401, 'UNAUTHENTICATED']);
+    const anonymousStop = await t.call('POST', `/api/advisor/conversations/${conversationId}/stop`);
+    assert.deepEqual([anonymousStop.statusCode, codeOf(anonymousStop)], [401, 'UNAUTHENTICATED']);
     for (const bad of ['-1', 'abc', '1.5']) {
       const res = await t.call('GET', `/api/advisor/conversations/${conversationId}/stream`, { user: u, headers: { 'last-event-id': bad } });
       assert.deepEqual([res.statusCode, codeOf(res)], [400, 'VALIDATION_ERROR'], bad);
@@ -233,6 +235,9 @@ describe('advisor stream: resume, stop, detach grace (DESIGN §12)', () => {
     assert.deepEqual(late.map((f) => [f.id, f.event]), [[terminalId - 1, 'snapshot'], [terminalId, 'done']]);
     assert.deepEqual([late[0]?.data['status'], late[0]?.data['text']], ['complete', 'kept in the database']);
     assert.deepEqual(late[1]?.data, done.frames.at(-1)?.data);
+    // A client that had every frame but the terminal one gets just that, under its own id.
+    const lastOne = await ended(attachStream(base, await t.token(u), conversationId, terminalId - 1));
+    assert.deepEqual(lastOne.map((f) => [f.id, f.event]), [[terminalId, 'done']]);
     assert.equal((await t.call('GET', `/api/advisor/conversations/${conversationId}/stream`, { user: u, headers: { 'last-event-id': String(terminalId) } })).statusCode, 204);
   });
 
@@ -273,5 +278,40 @@ describe('advisor stream: resume, stop, detach grace (DESIGN §12)', () => {
     const original = await ended(post);
     assert.deepEqual(got, original.map((f) => ({ id: String(f.id), event: f.event })));
     assert.deepEqual(seenHeaders, [undefined, String(original.at(-1)?.id)], 'the reconnect carried the last id and got 204');
+  });
+});
+
+describe('advisor stream: the drain and detached turns (DESIGN §12)', () => {
+  let fake: OpenAiCompatibleFake;
+  let t: TestApp;
+  before(async () => {
+    fake = await startOpenAiCompatibleFake({ flavor: 'openai' });
+    // The default grace (30 s): only the drain can end the detached turn within the test.
+    t = await buildTestApp({ env: { OPENAI_BASE_URL: fake.url } });
+    await t.app.listen({ port: 0, host: '127.0.0.1' });
+  });
+  after(async () => {
+    await t.close();
+    await fake.close();
+  });
+
+  test('DESIGN §12: SIGTERM drain covers detached turns — past the drain deadline a turn with no client is stopped (SHUTTING_DOWN), stored interrupted, its provider call closed', async () => {
+    const u = await userWithOpenAiKey(t, fake.validKey, 'drain');
+    fake.enqueueStream({ chunks: Array.from({ length: 100 }, (_, i) => `d${i} `), delayMs: 100 });
+    const seen = fake.streams.length;
+    const post = openStream(`http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`, await t.token(u), message());
+    await post.deltas(2);
+    post.destroy();
+    await delay(100);
+    const upstream = fake.streams[seen];
+    assert.equal(upstream?.closedByClient, false, 'detached, still running');
+    const drainMs = 300;
+    const started = Date.now();
+    await t.deps.lifecycle.drain(drainMs);
+    assert.ok(Date.now() - started < drainMs + 2000, `the drain took ${Date.now() - started} ms`);
+    assert.ok(((await upstream?.closed) ?? 0) > 0);
+    assert.equal(upstream?.closedByClient, true);
+    const row = await replyRow(t, String(post.frames[0]?.data['assistantMessageId']));
+    assert.deepEqual([row?.status, row?.error_code], ['interrupted', 'SHUTTING_DOWN']);
   });
 });

@@ -14,7 +14,6 @@ import { overLimit, Toolbox, type ToolOutcome } from '../advisor-tools/toolbox.t
 import { abandonTurn } from './crashed-turns.ts';
 import { buildMessages, defaultTitle, systemPrompt } from './context.ts';
 import { deltaData, doneData, errorData, replayTurn, startData, toolCallData, toolResultData, type StreamErrorCode, type TurnIds } from './frames.ts';
-import { receiptOf } from '../usage/receipt.ts';
 import { resultPart, storable } from './parts.ts';
 import { serveStream } from './attach.ts';
 import { decodeImages } from './images.ts';
@@ -107,7 +106,7 @@ export async function streamTurn(deps: Deps, req: FastifyRequest, reply: Fastify
   const first = startRound(live, request);
   live.frames.append('start', startData(live));
   // The request's own client is the turn's first follower (DESIGN §12: one path for every client).
-  const serving = serveStream(deps, reply, live.assistantMessageId, 0, true);
+  const serving = serveStream(deps, reply, live.assistantMessageId, 0);
   live.armGrace();
   // A drain that began meanwhile will not wait for a stream it never saw.
   if (deps.lifecycle.draining) live.stop('shutdown');
@@ -399,7 +398,7 @@ async function relay(deps: Deps, live: LiveTurn, firstRound: PendingRound, first
   const status: repo.TurnEnd['status'] = finish !== undefined ? 'complete' : cause !== undefined && cause !== 'deadline' ? 'interrupted' : 'failed';
   const error = finish === undefined && failure ? { code: failure.code, retryable: failure.retryable } : undefined;
   const finishReason = finish ?? (cause === 'stopped' ? 'stopped' : 'aborted');
-  const receipt = receiptOf(usage.filter(Boolean), live.pricing);
+  const receipt = live.receipt();
   const end: repo.TurnEnd = {
     replyId: live.assistantMessageId,
     userId: live.userId,
@@ -412,7 +411,8 @@ async function relay(deps: Deps, live: LiveTurn, firstRound: PendingRound, first
     finishReason: error ? null : finishReason,
     receipt,
     error,
-    lastFrameId: frames.lastId + 1,
+    // The terminal frame is the next one, logged right after the settlement.
+    lastFrameId: frames.nextId,
   };
   await live.settle(end, parts.deltas > 0);
 
