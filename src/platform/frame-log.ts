@@ -323,6 +323,7 @@ export class TurnLog {
   #writing: Promise<void> | undefined;
   /** The next write's timer (FLUSH_INTERVAL_MS after the last one started). */
   #waiting: NodeJS.Timeout | undefined;
+  #writeStartedAt = Date.now();
   readonly #followers = new Set<LocalFollower>();
   /** Clients attached on other instances, with when they were last announced. */
   readonly #remote = new Map<string, number>();
@@ -451,21 +452,25 @@ export class TurnLog {
     this.#pendingSnapshot = snap;
   }
 
-  /** One write to the store at a time, FLUSH_INTERVAL_MS apart; the next carries everything appended meanwhile. */
+  /**
+   * One write to the store at a time, FLUSH_INTERVAL_MS apart (counting from the log's opening, so a
+   * turn shorter than that is one write); the next carries everything appended meanwhile.
+   */
   #flush(): void {
     if (this.#writing !== undefined || this.#waiting !== undefined) return;
-    const startedAt = Date.now();
+    const wait = this.#endId !== undefined ? 0 : this.#writeStartedAt + FLUSH_INTERVAL_MS - Date.now();
+    if (wait > 0) {
+      this.#waiting = setTimeout(() => {
+        this.#waiting = undefined;
+        this.#flush();
+      }, wait);
+      return;
+    }
+    this.#writeStartedAt = Date.now();
     this.#writing = this.#writeAll().finally(() => {
       this.#writing = undefined;
-      if (this.#written < this.#lastId) {
-        const wait = this.#endId !== undefined ? 0 : FLUSH_INTERVAL_MS - (Date.now() - startedAt);
-        if (wait <= 0) this.#flush();
-        else
-          this.#waiting = setTimeout(() => {
-            this.#waiting = undefined;
-            this.#flush();
-          }, wait);
-      } else if (this.#endId !== undefined) this.#forget();
+      if (this.#written < this.#lastId) this.#flush();
+      else if (this.#endId !== undefined) this.#forget();
     });
   }
 
