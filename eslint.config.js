@@ -1,7 +1,7 @@
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', 'data/**', 'coverage/**', '.bench/**'] },
+  { ignores: ['node_modules/**', 'data/**', 'coverage/**', '.bench/**', 'web/dist/**', 'web/src/api/schema.d.ts', 'test-results/**'] },
   ...tseslint.configs.strict,
   {
     rules: {
@@ -16,7 +16,7 @@ export default tseslint.config(
     },
   },
   {
-    files: ['src/config.ts', 'scripts/**', 'bench/**', 'test/**', '**/*.test.ts', 'eslint.config.js'],
+    files: ['src/config.ts', 'scripts/**', 'bench/**', 'test/**', '**/*.test.ts', 'eslint.config.js', 'web/vite.config.ts'],
     rules: { 'no-restricted-syntax': 'off' },
   },
 );

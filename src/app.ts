@@ -6,6 +6,8 @@ import type { Deps } from './deps.ts';
 import { AppError, type ErrorCode, type ErrorDetail } from './http/errors.ts';
 import { authPlugin } from './http/auth-plugin.ts';
 import { opsRoutes } from './http/ops-routes.ts';
+import { localSignInRoutes } from './http/local-sign-in.ts';
+import { webClientRoutes } from './http/web-client.ts';
 import { SMALL_BODY_BYTES, createClientErrorHandler, frameworkError, refuseOversizedHeaders, requestIdOf, sendError, serverLimits } from './http/edge.ts';
 import { StreamMessageBody } from './features/conversations/schemas.ts';
 import { createValidatorCompiler } from './http/validation.ts';
@@ -14,6 +16,7 @@ import { accountsRoutes } from './features/accounts/routes.ts';
 import { billingRoutes } from './features/billing/routes.ts';
 import { advisorKeysRoutes } from './features/advisor-keys/routes.ts';
 import { conversationsRoutes } from './features/conversations/routes.ts';
+import { catalogueRoutes } from './features/conversations/catalogue-routes.ts';
 import { usageRoutes } from './features/usage/routes.ts';
 import { components as httpComponents, shareErrorResponses } from './http/schemas.ts';
 import { components as accountsComponents } from './features/accounts/schemas.ts';
@@ -113,13 +116,16 @@ export async function buildApp(deps: Deps) {
   });
 
   await app.register(opsRoutes, { deps });
+  await app.register(webClientRoutes);
   await app.register(
     async (api) => {
       await api.register(authPlugin, { deps });
+      await api.register(localSignInRoutes, { deps });
       await api.register(accountsRoutes, { deps });
       await api.register(billingRoutes, { deps });
       await api.register(advisorKeysRoutes, { deps });
       await api.register(conversationsRoutes, { deps });
+      await api.register(catalogueRoutes, { deps });
       await api.register(usageRoutes, { deps });
     },
     { prefix: '/api' },

@@ -63,6 +63,11 @@ export interface Config {
     readonly webhookSecret: string | undefined;
     readonly apiBase: string | undefined;
   };
+  /**
+   * The embedded default (no DATABASE_URL, generated JWT secret, no JWKS) listening on loopback: the
+   * web client may sign in as any user id (DESIGN §2). Off everywhere else.
+   */
+  readonly localSignIn: boolean;
   readonly checkoutSuccessUrl: string;
   readonly checkoutCancelUrl: string;
   readonly catalogue: Catalogue;
@@ -176,11 +181,16 @@ export function loadConfig(env: Env = process.env): Config {
     problems.push('METRICS_TOKEN must be 16 to 512 printable ASCII characters without spaces');
   }
 
+  const port = int('PORT', 3000, 0, 65535);
+  const host = str('HOST') ?? '127.0.0.1';
+  const databaseUrl = url('DATABASE_URL', undefined);
+  // The checkout returns to the web client this process serves, unless the operator names a front end.
+  const selfOrigin = `http://${LOOPBACK_HOSTS.test(host) || host === '0.0.0.0' || host === '::' ? 'localhost' : host.includes(':') ? `[${host}]` : host}:${port}`;
   const config: Config = {
-    port: int('PORT', 3000, 0, 65535),
-    host: str('HOST') ?? '127.0.0.1',
+    port,
+    host,
     dataDir: path.resolve(str('DATA_DIR') ?? './data'),
-    databaseUrl: url('DATABASE_URL', undefined),
+    databaseUrl,
     redisUrl: url('REDIS_URL', undefined),
     databasePoolSize: int('DATABASE_POOL_SIZE', 20, 1, 10_000),
     databasePoolIdleMs: int('DATABASE_POOL_IDLE_MS', 300_000, 0, 24 * 3_600_000),
@@ -198,8 +208,9 @@ export function loadConfig(env: Env = process.env): Config {
       webhookSecret: stripeWebhookSecret,
       apiBase: url('STRIPE_API_BASE', undefined),
     },
-    checkoutSuccessUrl: url('CHECKOUT_SUCCESS_URL', 'http://localhost:5173/billing/success?session_id={CHECKOUT_SESSION_ID}') ?? '',
-    checkoutCancelUrl: url('CHECKOUT_CANCEL_URL', 'http://localhost:5173/billing/cancel') ?? '',
+    localSignIn: databaseUrl === undefined && auth.jwtSecret === undefined && auth.jwksUrl === undefined && LOOPBACK_HOSTS.test(host.replace(/^::1$/, '[::1]')),
+    checkoutSuccessUrl: url('CHECKOUT_SUCCESS_URL', `${selfOrigin}/billing/success?session_id={CHECKOUT_SESSION_ID}`) ?? '',
+    checkoutCancelUrl: url('CHECKOUT_CANCEL_URL', `${selfOrigin}/billing/cancel`) ?? '',
     catalogue,
     logLevel,
     metricsToken,

@@ -132,7 +132,7 @@ export async function createDeps(config: Config, opts: DepsOptions = {}): Promis
     limiter: coordination.limiter,
     leases: coordination.leases,
     frames: coordination.frames,
-    auth: createAuthenticator({ ...config.auth, jwtSecret }, clock),
+    auth: createAuthenticator({ ...config.auth, jwtSecret, localSignIn: config.localSignIn }, clock),
     metrics,
     lifecycle: new Lifecycle(),
     seenUsers: new Set(),

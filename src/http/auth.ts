@@ -11,6 +11,11 @@ export interface AuthUser {
 export interface Authenticator {
   /** Verifies a bearer token; throws AppError UNAUTHENTICATED. */
   verify(token: string): Promise<AuthUser>;
+  /**
+   * Local sign-in (DESIGN §2, the web client): a token for any user id, signed with the local secret.
+   * Present only on the embedded default listening on loopback (`config.localSignIn`).
+   */
+  readonly signInLocally?: (userId: string) => Promise<{ token: string; expiresAt: string }>;
 }
 
 export interface AuthSettings {
@@ -20,7 +25,12 @@ export interface AuthSettings {
   readonly audience?: string | undefined;
   /** The claim that may carry a tier (DESIGN §2); undefined = tokens never set the tier. */
   readonly tierClaim?: string | undefined;
+  /** Offer `signInLocally` (HS256 only). */
+  readonly localSignIn?: boolean;
 }
+
+/** A local sign-in lasts a working day; the page asks again after it. */
+const LOCAL_SIGN_IN_TTL_SECONDS = 12 * 3600;
 
 const SUB_MAX = 128;
 const VERIFIED_MAX = 10_000;
@@ -46,7 +56,16 @@ export function createAuthenticator(settings: AuthSettings, clock: Clock): Authe
   // A verified token is remembered until it expires (at most a minute, so a rotated JWKS key or a
   // changed secret is noticed quickly): signature checks are the largest fixed cost of a request.
   const verified = new Map<string, { user: AuthUser; untilMs: number }>();
+  const signInLocally =
+    settings.localSignIn === true && !settings.jwksUrl
+      ? async (userId: string) => {
+          const now = clock.now();
+          const token = await mintToken(settings.jwtSecret, userId, { ttlSeconds: LOCAL_SIGN_IN_TTL_SECONDS, now });
+          return { token, expiresAt: new Date(Math.floor(now.getTime() / 1000) * 1000 + LOCAL_SIGN_IN_TTL_SECONDS * 1000).toISOString() };
+        }
+      : undefined;
   return {
+    ...(signInLocally ? { signInLocally } : {}),
     async verify(token) {
       const nowMs = clock.now().getTime();
       const hit = verified.get(token);

@@ -10,10 +10,12 @@ import {
   CreateAccountBody,
   CreateBrokerageBody,
   TradingDay,
+  TimezoneList,
   TradingDayQuery,
   UpdateAccountBody,
 } from './schemas.ts';
 import * as service from './service.ts';
+import { canonicalTimezones } from './timezones.ts';
 
 export async function accountsRoutes(parent: FastifyInstance, { deps }: { deps: Deps }): Promise<void> {
   const app = parent.withTypeProvider<TypeBoxTypeProvider>();
@@ -68,6 +70,20 @@ export async function accountsRoutes(parent: FastifyInstance, { deps }: { deps: 
       },
     },
     async (req) => service.tradingDay(deps, req.user.id, req.params.id, req.query.at ? new Date(req.query.at) : undefined),
+  );
+
+  app.get(
+    '/timezones',
+    {
+      schema: {
+        operationId: 'listTimezones',
+        tags,
+        summary: 'Canonical IANA time zones an account may use',
+        description: 'What a timezone picker shows: an account given a link name (Asia/Calcutta) stores its canonical zone (Asia/Kolkata).',
+        response: responses({ 200: TimezoneList }),
+      },
+    },
+    async (_req, reply) => reply.header('cache-control', 'private, max-age=86400').send(canonicalTimezones()),
   );
 
   const btags = ['brokerages'];

@@ -78,5 +78,14 @@ export const CreateBrokerageBody = Type.Object({ name: BrokerageName }, { additi
 const BrokerageListSchema = named('BrokerageList', Type.Object({ items: Type.Array(Brokerage) }));
 export const BrokerageList = ref(BrokerageListSchema);
 
+const TimezoneListSchema = named(
+  'TimezoneList',
+  Type.Object({
+    version: Type.String({ description: 'tzdb release the names come from' }),
+    timezones: Type.Array(Type.String(), { description: 'canonical IANA zone names, sorted' }),
+  }),
+);
+export const TimezoneList = ref(TimezoneListSchema);
+
 /** Registered as shared schemas (app.ts): `components.schemas` of the OpenAPI document. */
-export const components: NamedSchema[] = [AccountSchema, AccountListSchema, TradingDaySchema, BrokerageSchema, BrokerageListSchema];
+export const components: NamedSchema[] = [AccountSchema, AccountListSchema, TradingDaySchema, BrokerageSchema, BrokerageListSchema, TimezoneListSchema];

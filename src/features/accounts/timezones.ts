@@ -46,6 +46,17 @@ function runtimeKnows(zone: string): boolean {
   return ok;
 }
 
+let canonicalList: { version: string; timezones: string[] } | undefined;
+
+/** Every canonical zone the runtime can evaluate, sorted, with the tzdb release they come from. */
+export function canonicalTimezones(): { version: string; timezones: string[] } {
+  canonicalList ??= {
+    version: tz.version,
+    timezones: [...new Set(table().values())].filter(runtimeKnows).sort(),
+  };
+  return canonicalList;
+}
+
 /** The canonical zone for any IANA zone or link name (case-insensitive), or undefined. */
 export function canonicalTimezone(input: string): string | undefined {
   const canonical = table().get(input.trim().toLowerCase());

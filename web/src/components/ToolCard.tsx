@@ -1,0 +1,131 @@
+import type { Part } from '../stream.ts';
+import { fmtDateTime, fmtNumber } from '../ui.tsx';
+import { PriceChart, type Bar } from './PriceChart.tsx';
+
+type Call = Extract<Part, { type: 'tool_call' }>;
+type Result = Extract<Part, { type: 'tool_result' }>;
+
+const TITLES: Record<string, string> = {
+  get_quote: 'Quote',
+  get_price_history: 'Price history',
+  get_market_status: 'Market status',
+  search_symbols: 'Symbol search',
+  list_my_accounts: 'Your accounts',
+};
+
+const str = (v: unknown): string => (typeof v === 'string' || typeof v === 'number' ? String(v) : '');
+const num = (v: unknown): number | null => (typeof v === 'number' ? v : null);
+
+/** A tool call of the advisor, with its result once it has run (DESIGN §11). */
+export function ToolCard({ call, result, running }: { call: Call; result: Result | undefined; running: boolean }) {
+  const title = TITLES[call.name] ?? call.name;
+  const subject = str(call.arguments.symbol) || str(call.arguments.query);
+  return (
+    <article class={`tool ${call.name}`} aria-label={`${title}${subject ? ` ${subject}` : ''}`} data-tool={call.name}>
+      <header>
+        <strong>{title}</strong>
+        {subject && <span class="subject">{subject}</span>}
+        {!result && <span class="hint">{running ? 'looking it up…' : 'not run'}</span>}
+      </header>
+      {result && !result.ok && (
+        <p class="tool-error">
+          <code>{result.error.code}</code> {result.error.message}
+        </p>
+      )}
+      {result?.ok && <ToolResult name={call.name} result={result.result} />}
+    </article>
+  );
+}
+
+function ToolResult({ name, result }: { name: string; result: Record<string, unknown> }) {
+  switch (name) {
+    case 'get_quote': {
+      const change = num(result.change);
+      const pct = num(result.changePercent);
+      const dir = change === null ? '' : change >= 0 ? 'up' : 'down';
+      return (
+        <div class="quote">
+          <div class="price">
+            <span class="last">{fmtNumber(num(result.price), 2)}</span>
+            {change !== null && (
+              <span class={`change ${dir}`}>
+                {change >= 0 ? '▲ +' : '▼ '}
+                {fmtNumber(change, 2)} ({pct === null ? '—' : `${pct >= 0 ? '+' : ''}${fmtNumber(pct, 2)}%`})
+              </span>
+            )}
+          </div>
+          <dl>
+            <dt>Open</dt>
+            <dd>{fmtNumber(num(result.open), 2)}</dd>
+            <dt>High</dt>
+            <dd>{fmtNumber(num(result.high), 2)}</dd>
+            <dt>Low</dt>
+            <dd>{fmtNumber(num(result.low), 2)}</dd>
+            <dt>Prev. close</dt>
+            <dd>{fmtNumber(num(result.previousClose), 2)}</dd>
+            <dt>Volume</dt>
+            <dd>{fmtNumber(num(result.volume))}</dd>
+          </dl>
+          <p class="hint">As of {fmtDateTime(str(result.asOf))}</p>
+        </div>
+      );
+    }
+    case 'get_price_history': {
+      const bars = Array.isArray(result.bars) ? (result.bars as Bar[]) : [];
+      return (
+        <>
+          <PriceChart symbol={str(result.symbol)} interval={str(result.interval)} bars={bars} />
+          {result.truncated === true && <p class="hint">The most recent {bars.length} bars of a longer range.</p>}
+        </>
+      );
+    }
+    case 'list_my_accounts': {
+      const accounts = Array.isArray(result.accounts) ? (result.accounts as Record<string, unknown>[]) : [];
+      if (accounts.length === 0) return <p>No accounts yet.</p>;
+      return (
+        <table class="table compact">
+          <thead>
+            <tr>
+              <th scope="col">Name</th>
+              <th scope="col">Currency</th>
+              <th scope="col">Time zone</th>
+              <th scope="col">Brokerage</th>
+              <th scope="col">Starting balance</th>
+            </tr>
+          </thead>
+          <tbody>
+            {accounts.map((a, i) => (
+              <tr key={i}>
+                <td>{str(a.name)}</td>
+                <td>{str(a.currency)}</td>
+                <td>{str(a.timezone)}</td>
+                <td>{str(a.brokerage) || '—'}</td>
+                <td>{str(a.startingBalance)}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      );
+    }
+    case 'search_symbols': {
+      const matches = Array.isArray(result.matches) ? (result.matches as Record<string, unknown>[]) : [];
+      return (
+        <ul class="matches">
+          {matches.map((m, i) => (
+            <li key={i}>
+              <strong>{str(m.symbol)}</strong> {str(m.name)} <span class="hint">{[str(m.exchange), str(m.type)].filter(Boolean).join(' · ')}</span>
+            </li>
+          ))}
+        </ul>
+      );
+    }
+    case 'get_market_status':
+      return (
+        <p>
+          Market <strong>{str(result.market)}</strong> <span class="hint">as of {fmtDateTime(str(result.asOf))}</span>
+        </p>
+      );
+    default:
+      return <pre class="raw">{JSON.stringify(result, null, 2)}</pre>;
+  }
+}

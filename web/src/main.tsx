@@ -1,0 +1,104 @@
+import { render } from 'preact';
+import { useEffect, useState } from 'preact/hooks';
+import { navigate, onLinkClick, useLocation } from './router.ts';
+import { onSessionChange, session, signOut } from './session.ts';
+import { AccountsPage } from './pages/Accounts.tsx';
+import { BillingPage, CheckoutReturnPage } from './pages/Billing.tsx';
+import { ChatPage } from './pages/Chat.tsx';
+import { KeysPage } from './pages/Keys.tsx';
+import { SignInPage } from './pages/SignIn.tsx';
+import { UsagePage } from './pages/Usage.tsx';
+import './styles.css';
+
+const NAV = [
+  { href: '/chat', label: 'Chat' },
+  { href: '/keys', label: 'Keys' },
+  { href: '/accounts', label: 'Accounts' },
+  { href: '/billing', label: 'Credits' },
+  { href: '/usage', label: 'Usage' },
+];
+
+function App() {
+  const { path } = useLocation();
+  const [user, setUser] = useState(session());
+  useEffect(() => onSessionChange(setUser), []);
+
+  if (!user) {
+    return (
+      <Shell>
+        <SignInPage onDone={() => navigate(path === '/' || path === '/sign-in' ? '/chat' : path, { replace: true })} />
+      </Shell>
+    );
+  }
+  if (path === '/' || path === '/sign-in') {
+    navigate('/chat', { replace: true });
+    return null;
+  }
+  const chat = /^\/chat(?:\/([^/]+))?$/.exec(path);
+  const page = chat ? (
+    <ChatPage conversationId={chat[1] ? decodeURIComponent(chat[1]) : undefined} />
+  ) : path === '/keys' ? (
+    <KeysPage />
+  ) : path === '/accounts' ? (
+    <AccountsPage />
+  ) : path === '/billing' ? (
+    <BillingPage />
+  ) : path === '/billing/success' ? (
+    <CheckoutReturnPage outcome="success" />
+  ) : path === '/billing/cancel' ? (
+    <CheckoutReturnPage outcome="cancel" />
+  ) : path === '/usage' ? (
+    <UsagePage />
+  ) : (
+    <p>Page not found.</p>
+  );
+  return (
+    <Shell
+      nav={
+        <>
+          <nav aria-label="Main">
+            <ul>
+              {NAV.map((n) => (
+                <li key={n.href}>
+                  <a href={n.href} aria-current={path === n.href || path.startsWith(`${n.href}/`) ? 'page' : undefined}>
+                    {n.label}
+                  </a>
+                </li>
+              ))}
+            </ul>
+          </nav>
+          <div class="who">
+            <span title="Signed in as">{user.userId}</span>
+            <button type="button" class="secondary small" onClick={signOut}>
+              Sign out
+            </button>
+          </div>
+        </>
+      }
+    >
+      {page}
+    </Shell>
+  );
+}
+
+function Shell({ nav, children }: { nav?: preact.ComponentChildren; children: preact.ComponentChildren }) {
+  return (
+    <div class="shell" onClick={onLinkClick}>
+      <a class="skip" href="#content">
+        Skip to content
+      </a>
+      <header class="top">
+        <a class="brand" href="/chat">
+          Advisor
+        </a>
+        {nav}
+      </header>
+      <main id="content" class="content" tabIndex={-1}>
+        {children}
+      </main>
+    </div>
+  );
+}
+
+const root = document.getElementById('app');
+if (root) render(<App />, root);

@@ -1,0 +1,234 @@
+import { useMemo, useState } from 'preact/hooks';
+import { api, must, type Schemas } from '../api/client.ts';
+import { Page, Problem, fmtDate, useAction, useLoad } from '../ui.tsx';
+
+type Account = Schemas['Account'];
+type Brokerage = Schemas['Brokerage'];
+
+const CURRENCIES = ['USD', 'EUR', 'GBP', 'JPY', 'CHF', 'CAD', 'AUD', 'NZD', 'HKD', 'SGD', 'SEK', 'NOK', 'DKK', 'PLN', 'INR', 'BRL', 'MXN', 'ZAR'];
+
+export function AccountsPage() {
+  const accounts = useLoad(() => must(api.GET('/api/accounts')));
+  const brokerages = useLoad(() => must(api.GET('/api/brokerages')));
+  const zones = useLoad(() => must(api.GET('/api/timezones')));
+  const [editing, setEditing] = useState<string | undefined>();
+  const row = useAction();
+  const names = new Map((brokerages.data?.items ?? []).map((b) => [b.id, b.name]));
+
+  const remove = (a: Account) =>
+    confirm(`Delete the account “${a.name}”?`) &&
+    row.run(async () => {
+      await must(api.DELETE('/api/accounts/{id}', { params: { path: { id: a.id } } }));
+      accounts.reload();
+    });
+
+  return (
+    <Page title="Accounts">
+      <Problem error={accounts.error ?? row.error} />
+      {accounts.data && accounts.data.items.length === 0 && <p>No trading accounts yet.</p>}
+      {accounts.data && accounts.data.items.length > 0 && (
+        <table class="table">
+          <caption class="sr-only">Your trading accounts</caption>
+          <thead>
+            <tr>
+              <th scope="col">Name</th>
+              <th scope="col">Currency</th>
+              <th scope="col">Time zone</th>
+              <th scope="col">Brokerage</th>
+              <th scope="col">Starting balance</th>
+              <th scope="col">Created</th>
+              <th scope="col">
+                <span class="sr-only">Actions</span>
+              </th>
+            </tr>
+          </thead>
+          <tbody>
+            {accounts.data.items.map((a) =>
+              editing === a.id ? (
+                <tr key={a.id}>
+                  <td colSpan={7}>
+                    <AccountForm
+                      account={a}
+                      zones={zones.data?.timezones ?? []}
+                      brokerages={brokerages.data?.items ?? []}
+                      onDone={() => {
+                        setEditing(undefined);
+                        accounts.reload();
+                      }}
+                    />
+                  </td>
+                </tr>
+              ) : (
+                <tr key={a.id}>
+                  <th scope="row">{a.name}</th>
+                  <td>{a.currency}</td>
+                  <td>{a.timezone}</td>
+                  <td>{a.brokerageId ? (names.get(a.brokerageId) ?? '—') : '—'}</td>
+                  <td class="num">{a.startingBalance}</td>
+                  <td>{fmtDate(a.createdAt)}</td>
+                  <td class="actions">
+                    <button type="button" class="secondary" onClick={() => setEditing(a.id)}>
+                      Edit<span class="sr-only"> {a.name}</span>
+                    </button>
+                    <button type="button" class="danger" onClick={() => remove(a)} disabled={row.busy}>
+                      Delete<span class="sr-only"> {a.name}</span>
+                    </button>
+                  </td>
+                </tr>
+              ),
+            )}
+          </tbody>
+        </table>
+      )}
+      <AccountForm zones={zones.data?.timezones ?? []} brokerages={brokerages.data?.items ?? []} onDone={accounts.reload} />
+      <Brokerages list={brokerages.data?.items ?? []} error={brokerages.error} onChange={() => (brokerages.reload(), accounts.reload())} />
+    </Page>
+  );
+}
+
+/** The browser's own zone, as the service's canonical name when it is one (else the first zone). */
+function browserZone(zones: string[]): string {
+  const own = Intl.DateTimeFormat().resolvedOptions().timeZone;
+  const aliases: Record<string, string> = { UTC: 'Etc/UTC', 'Asia/Calcutta': 'Asia/Kolkata', 'Asia/Saigon': 'Asia/Ho_Chi_Minh', 'Europe/Kiev': 'Europe/Kyiv', 'Asia/Katmandu': 'Asia/Kathmandu' };
+  const name = aliases[own] ?? own;
+  return zones.includes(name) ? name : zones.includes('Etc/UTC') ? 'Etc/UTC' : (zones[0] ?? 'Etc/UTC');
+}
+
+function AccountForm({ account, zones, brokerages, onDone }: { account?: Account; zones: string[]; brokerages: Brokerage[]; onDone: () => void }) {
+  const [name, setName] = useState(account?.name ?? '');
+  const [currency, setCurrency] = useState(account?.currency ?? 'USD');
+  const [timezone, setTimezone] = useState(account?.timezone ?? '');
+  const [balance, setBalance] = useState('');
+  const [brokerageId, setBrokerageId] = useState(account?.brokerageId ?? '');
+  const action = useAction();
+  const zone = timezone || browserZone(zones);
+  const zoneKnown = zones.length === 0 || zones.includes(zone);
+  const listId = `zones-${account?.id ?? 'new'}`;
+  const options = useMemo(() => zones.map((z) => <option key={z} value={z} />), [zones]);
+
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    const done = await action.run(async () => {
+      if (account) {
+        const body = {
+          ...(name !== account.name ? { name } : {}),
+          ...(currency !== account.currency ? { currency } : {}),
+          ...(zone !== account.timezone ? { timezone: zone } : {}),
+          ...((brokerageId || null) !== account.brokerageId ? { brokerageId: brokerageId || null } : {}),
+        };
+        if (Object.keys(body).length > 0) await must(api.PUT('/api/accounts/{id}', { params: { path: { id: account.id } }, body }));
+      } else {
+        await must(api.POST('/api/accounts', { body: { name, currency, timezone: zone, startingBalance: balance || '0', ...(brokerageId ? { brokerageId } : {}) } }));
+        setName('');
+        setBalance('');
+      }
+      return true;
+    });
+    if (done) onDone();
+  };
+
+  return (
+    <form class="card" onSubmit={submit} aria-label={account ? `Edit ${account.name}` : 'New account'}>
+      {!account && <h2>New account</h2>}
+      <div class="row">
+        <label class="grow">
+          Name
+          <input required maxLength={100} value={name} onInput={(e) => setName(e.currentTarget.value)} />
+        </label>
+        <label>
+          Currency
+          <input list="currencies" required pattern="[A-Za-z]{3}" maxLength={3} size={5} value={currency} onInput={(e) => setCurrency(e.currentTarget.value.toUpperCase())} />
+          <datalist id="currencies">
+            {CURRENCIES.map((c) => (
+              <option key={c} value={c} />
+            ))}
+          </datalist>
+        </label>
+        <label class="grow">
+          Time zone
+          <input list={listId} required value={zone} onInput={(e) => setTimezone(e.currentTarget.value)} aria-invalid={!zoneKnown} aria-describedby={`${listId}-hint`} />
+          <datalist id={listId}>{options}</datalist>
+          <span id={`${listId}-hint`} class="hint">
+            {zoneKnown ? 'IANA name, e.g. America/New_York' : 'Pick a zone from the list'}
+          </span>
+        </label>
+        {!account && (
+          <label>
+            Starting balance
+            <input inputMode="decimal" pattern="[0-9]{1,15}(\.[0-9]{1,8})?" placeholder="0" value={balance} onInput={(e) => setBalance(e.currentTarget.value)} />
+          </label>
+        )}
+        <label>
+          Brokerage
+          <select value={brokerageId} onChange={(e) => setBrokerageId(e.currentTarget.value)}>
+            <option value="">None</option>
+            {brokerages.map((b) => (
+              <option key={b.id} value={b.id}>
+                {b.name}
+              </option>
+            ))}
+          </select>
+        </label>
+      </div>
+      <button type="submit" disabled={action.busy || !zoneKnown}>
+        {account ? 'Save changes' : 'Create account'}
+      </button>
+      {account && (
+        <button type="button" class="secondary" onClick={onDone}>
+          Cancel
+        </button>
+      )}
+      <Problem error={action.error} />
+    </form>
+  );
+}
+
+function Brokerages({ list, error, onChange }: { list: Brokerage[]; error: unknown; onChange: () => void }) {
+  const [name, setName] = useState('');
+  const action = useAction();
+  return (
+    <section class="card" aria-labelledby="brokerages">
+      <h2 id="brokerages">Brokerages</h2>
+      <Problem error={error ?? action.error} />
+      <ul class="plain">
+        {list.map((b) => (
+          <li key={b.id}>
+            {b.name}{' '}
+            <button
+              type="button"
+              class="danger small"
+              onClick={() =>
+                confirm(`Delete the brokerage “${b.name}”? Its accounts are unlinked.`) &&
+                action.run(async () => {
+                  await must(api.DELETE('/api/brokerages/{id}', { params: { path: { id: b.id } } }));
+                  onChange();
+                })
+              }
+            >
+              Delete<span class="sr-only"> brokerage {b.name}</span>
+            </button>
+          </li>
+        ))}
+      </ul>
+      <form
+        class="inline"
+        onSubmit={async (e) => {
+          e.preventDefault();
+          const ok = await action.run(() => must(api.POST('/api/brokerages', { body: { name } })));
+          if (ok) {
+            setName('');
+            onChange();
+          }
+        }}
+      >
+        <label>
+          New brokerage
+          <input required maxLength={100} value={name} onInput={(e) => setName(e.currentTarget.value)} />
+        </label>
+        <button type="submit" disabled={action.busy}>
+          Add
+        </button>
+      </form>
+    </section>
+  );
+}

@@ -1,0 +1,86 @@
+// Small pieces every page uses: loading data, showing a refusal in words, formatting.
+import type { ComponentChildren } from 'preact';
+import { useCallback, useEffect, useState } from 'preact/hooks';
+import { explain } from './api/client.ts';
+
+export interface Loaded<T> {
+  readonly data: T | undefined;
+  readonly error: unknown;
+  readonly loading: boolean;
+  reload(): void;
+}
+
+/** Loads once (and again on reload() or when a dependency changes). */
+export function useLoad<T>(load: () => Promise<T>, deps: unknown[] = []): Loaded<T> {
+  const [state, setState] = useState<{ data: T | undefined; error: unknown; loading: boolean }>({ data: undefined, error: undefined, loading: true });
+  const [round, setRound] = useState(0);
+  useEffect(() => {
+    let live = true;
+    setState((s) => ({ ...s, loading: true }));
+    load().then(
+      (data) => live && setState({ data, error: undefined, loading: false }),
+      (error: unknown) => live && setState((s) => ({ data: s.data, error, loading: false })),
+    );
+    return () => void (live = false);
+  }, [round, ...deps]);
+  return { ...state, reload: useCallback(() => setRound((n) => n + 1), []) };
+}
+
+/** Runs an action, keeping its refusal for display; `busy` while it runs. */
+export function useAction(): { busy: boolean; error: unknown; run<T>(action: () => Promise<T>): Promise<T | undefined>; clear(): void } {
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<unknown>(undefined);
+  const run = useCallback(async <T,>(action: () => Promise<T>) => {
+    setBusy(true);
+    setError(undefined);
+    try {
+      return await action();
+    } catch (err) {
+      setError(err);
+      return undefined;
+    } finally {
+      setBusy(false);
+    }
+  }, []);
+  return { busy, error, run, clear: useCallback(() => setError(undefined), []) };
+}
+
+export function Problem({ error, children }: { error: unknown; children?: ComponentChildren }) {
+  if (error === undefined || error === null) return null;
+  return (
+    <div class="problem" role="alert">
+      <p>{explain(error)}</p>
+      {children}
+    </div>
+  );
+}
+
+export function Page({ title, children, actions }: { title: string; children: ComponentChildren; actions?: ComponentChildren }) {
+  useEffect(() => {
+    document.title = `${title} · Advisor`;
+  }, [title]);
+  return (
+    <section class="page" aria-labelledby="page-title">
+      <header class="page-head">
+        <h1 id="page-title">{title}</h1>
+        {actions}
+      </header>
+      {children}
+    </section>
+  );
+}
+
+const dateTime = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'short' });
+const dateOnly = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium' });
+export const fmtDateTime = (iso: string | null | undefined): string => (iso ? dateTime.format(new Date(iso)) : '—');
+export const fmtDate = (iso: string | null | undefined): string => (iso ? dateOnly.format(new Date(iso)) : '—');
+export const fmtNumber = (n: number | null | undefined, digits = 0): string =>
+  n === null || n === undefined ? '—' : n.toLocaleString(undefined, { minimumFractionDigits: digits, maximumFractionDigits: digits });
+export const fmtUsd = (n: number | null | undefined): string =>
+  n === null || n === undefined
+    ? '—'
+    : n > 0 && n < 0.0001
+      ? '< $0.0001'
+      : n.toLocaleString(undefined, { style: 'currency', currency: 'USD', minimumFractionDigits: 2, maximumFractionDigits: n < 1 ? 4 : 2 });
+export const fmtMoney = (minor: number, currency: string): string =>
+  (minor / 100).toLocaleString(undefined, { style: 'currency', currency: currency.toUpperCase() });
