@@ -37,6 +37,7 @@ async function main(): Promise<void> {
     [
       '',
       `  Advisor service listening on ${address}`,
+      `  Web client:      ${address}/${config.localSignIn ? '   (local sign-in: any user id)' : ''}`,
       `  API reference:   ${address}/docs   (OpenAPI: ${address}/openapi.json)`,
       `  Mint a token:    npm run token -- <userId>      then: curl -H "Authorization: Bearer <token>" ${address}/api/accounts`,
       '',

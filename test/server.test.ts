@@ -63,4 +63,24 @@ describe('server process', () => {
       rmSync(dataDir, { recursive: true, force: true });
     }
   });
+
+  test('issue 18: `npm start` serves the web client at / (strict CSP) and, on the embedded default on loopback, its local sign-in', async () => {
+    const dataDir = mkdtempSync(path.join(os.tmpdir(), 'advisor-server-'));
+    try {
+      const { child, url } = await start(dataDir);
+      const page = await fetch(`${url}/`);
+      assert.equal(page.status, 200);
+      assert.match(page.headers.get('content-type') ?? '', /^text\/html/);
+      assert.match(page.headers.get('content-security-policy') ?? '', /script-src 'self'/);
+      assert.match(await page.text(), /<script type="module" crossorigin src="\/assets\/index-[\w-]+\.js"><\/script>/);
+      const session = await fetch(`${url}/api/local-sign-in`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ userId: 'local-alice' }) });
+      assert.equal(session.status, 200);
+      const { token: minted } = (await session.json()) as { token: string };
+      assert.equal((await fetch(`${url}/api/accounts`, { headers: { authorization: `Bearer ${minted}` } })).status, 200);
+      child.kill('SIGTERM');
+      assert.equal((await once(child, 'exit'))[0], 0);
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
 });

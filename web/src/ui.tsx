@@ -84,3 +84,23 @@ export const fmtUsd = (n: number | null | undefined): string =>
       : n.toLocaleString(undefined, { style: 'currency', currency: 'USD', minimumFractionDigits: 2, maximumFractionDigits: n < 1 ? 4 : 2 });
 export const fmtMoney = (minor: number, currency: string): string =>
   (minor / 100).toLocaleString(undefined, { style: 'currency', currency: currency.toUpperCase() });
+
+type Column = string | { label: string; num?: boolean; srOnly?: boolean };
+
+/** A table's header row: plain labels, numeric columns aligned right, an actions column named for screen readers only. */
+export function TableHead({ columns }: { columns: Column[] }) {
+  return (
+    <thead>
+      <tr>
+        {columns.map((c) => {
+          const col = typeof c === 'string' ? { label: c } : c;
+          return (
+            <th key={col.label} scope="col" class={col.num ? 'num' : undefined}>
+              {col.srOnly ? <span class="sr-only">{col.label}</span> : col.label}
+            </th>
+          );
+        })}
+      </tr>
+    </thead>
+  );
+}

@@ -1,5 +1,5 @@
 import type { Part } from '../stream.ts';
-import { fmtDateTime, fmtNumber } from '../ui.tsx';
+import { fmtDateTime, fmtNumber, TableHead } from '../ui.tsx';
 import { PriceChart, type Bar } from './PriceChart.tsx';
 
 type Call = Extract<Part, { type: 'tool_call' }>;
@@ -84,15 +84,7 @@ function ToolResult({ name, result }: { name: string; result: Record<string, unk
       if (accounts.length === 0) return <p>No accounts yet.</p>;
       return (
         <table class="table compact">
-          <thead>
-            <tr>
-              <th scope="col">Name</th>
-              <th scope="col">Currency</th>
-              <th scope="col">Time zone</th>
-              <th scope="col">Brokerage</th>
-              <th scope="col">Starting balance</th>
-            </tr>
-          </thead>
+          <TableHead columns={['Name', 'Currency', 'Time zone', 'Brokerage', 'Starting balance']} />
           <tbody>
             {accounts.map((a, i) => (
               <tr key={i}>

@@ -1,6 +1,6 @@
 import { useMemo, useState } from 'preact/hooks';
 import { api, must, type Schemas } from '../api/client.ts';
-import { Page, Problem, fmtDate, useAction, useLoad } from '../ui.tsx';
+import { Page, Problem, fmtDate, useAction, useLoad, TableHead } from '../ui.tsx';
 
 type Account = Schemas['Account'];
 type Brokerage = Schemas['Brokerage'];
@@ -29,19 +29,7 @@ export function AccountsPage() {
       {accounts.data && accounts.data.items.length > 0 && (
         <table class="table">
           <caption class="sr-only">Your trading accounts</caption>
-          <thead>
-            <tr>
-              <th scope="col">Name</th>
-              <th scope="col">Currency</th>
-              <th scope="col">Time zone</th>
-              <th scope="col">Brokerage</th>
-              <th scope="col">Starting balance</th>
-              <th scope="col">Created</th>
-              <th scope="col">
-                <span class="sr-only">Actions</span>
-              </th>
-            </tr>
-          </thead>
+          <TableHead columns={['Name', 'Currency', 'Time zone', 'Brokerage', 'Starting balance', 'Created', { label: 'Actions', srOnly: true }]} />
           <tbody>
             {accounts.data.items.map((a) =>
               editing === a.id ? (

@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, must, type Schemas } from '../api/client.ts';
-import { Page, Problem, fmtDate, fmtDateTime, fmtMoney, fmtNumber, useAction, useLoad } from '../ui.tsx';
+import { Page, Problem, fmtDate, fmtDateTime, fmtMoney, fmtNumber, useAction, useLoad, TableHead } from '../ui.tsx';
 
 type Wallet = Schemas['Wallet'];
 
@@ -89,15 +89,7 @@ function Ledger() {
       {items.length === 0 && !action.busy && <p>No entries yet.</p>}
       {items.length > 0 && (
         <table class="table">
-          <thead>
-            <tr>
-              <th scope="col">When</th>
-              <th scope="col">What</th>
-              <th scope="col" class="num">
-                Credits
-              </th>
-            </tr>
-          </thead>
+          <TableHead columns={['When', 'What', { label: 'Credits', num: true }]} />
           <tbody>
             {items.map((e) => (
               <tr key={e.id}>

@@ -1,7 +1,7 @@
 import { useState } from 'preact/hooks';
 import { api, must, type Schemas } from '../api/client.ts';
 import { PROVIDERS, loadCatalogue, modelEntry, providerName, type Provider } from '../catalogue.ts';
-import { Page, Problem, fmtDateTime, useAction, useLoad } from '../ui.tsx';
+import { Page, Problem, fmtDateTime, useAction, useLoad, TableHead } from '../ui.tsx';
 
 type Key = Schemas['ProviderKeyListItem'];
 
@@ -37,18 +37,7 @@ export function KeysPage() {
       {keys.data && keys.data.items.length > 0 && (
         <table class="table">
           <caption class="sr-only">Your language-model keys</caption>
-          <thead>
-            <tr>
-              <th scope="col">Provider</th>
-              <th scope="col">Key</th>
-              <th scope="col">Default model</th>
-              <th scope="col">State</th>
-              <th scope="col">Active</th>
-              <th scope="col">
-                <span class="sr-only">Actions</span>
-              </th>
-            </tr>
-          </thead>
+          <TableHead columns={['Provider', 'Key', 'Default model', 'State', 'Active', { label: 'Actions', srOnly: true }]} />
           <tbody>
             {keys.data.items.map((k: Key) => {
               const entry = catalogue.data ? modelEntry(catalogue.data, k.provider, k.defaultModel) : undefined;

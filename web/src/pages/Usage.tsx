@@ -1,6 +1,6 @@
 import { useState } from 'preact/hooks';
 import { api, must, type Schemas } from '../api/client.ts';
-import { Page, Problem, fmtNumber, fmtUsd, useLoad } from '../ui.tsx';
+import { Page, Problem, fmtNumber, fmtUsd, useLoad, TableHead } from '../ui.tsx';
 
 type Row = Schemas['UsageRow'];
 const day = (d: Date) => d.toISOString().slice(0, 10);
@@ -47,26 +47,7 @@ export function UsagePage() {
       {byModel.data && byModel.data.rows.length > 0 && (
         <table class="table">
           <caption>By model</caption>
-          <thead>
-            <tr>
-              <th scope="col">Model</th>
-              <th scope="col" class="num">
-                Turns
-              </th>
-              <th scope="col" class="num">
-                Tokens in
-              </th>
-              <th scope="col" class="num">
-                Tokens out
-              </th>
-              <th scope="col" class="num">
-                Est. cost
-              </th>
-              <th scope="col" class="num">
-                Credits
-              </th>
-            </tr>
-          </thead>
+          <TableHead columns={['Model', { label: 'Turns', num: true }, { label: 'Tokens in', num: true }, { label: 'Tokens out', num: true }, { label: 'Est. cost', num: true }, { label: 'Credits', num: true }]} />
           <tbody>
             {byModel.data.rows.map((r) => (
               <tr key={`${r.provider ?? ''}/${r.key}`}>
