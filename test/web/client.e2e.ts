@@ -225,6 +225,60 @@ describe('chat', () => {
     assert.match(sent, /data:image\/png;base64,iVBORw0KGgo/);
     await page.locator('.message.user img.thumb[src^="blob:"]').waitFor();
     await screenshot(page, 'chat-image');
+
+    // Paste and drag-and-drop take the same checks and previews as the picker.
+    const bytes = [...png(2, 2)];
+    await page.evaluate(
+      `(() => {
+        const file = (name) => new File([new Uint8Array(${JSON.stringify(bytes)})], name, { type: 'image/png' });
+        const pasted = new DataTransfer();
+        pasted.items.add(file('pasted.png'));
+        document.getElementById('message').dispatchEvent(new ClipboardEvent('paste', { clipboardData: pasted, bubbles: true, cancelable: true }));
+        const dropped = new DataTransfer();
+        dropped.items.add(file('dropped.png'));
+        document.querySelector('form.composer').dispatchEvent(new DragEvent('drop', { dataTransfer: dropped, bubbles: true, cancelable: true }));
+      })()`,
+    );
+    const previews = page.getByRole('list', { name: 'Images to send' });
+    await previews.getByRole('img', { name: 'pasted.png' }).waitFor();
+    await previews.getByRole('img', { name: 'dropped.png' }).waitFor();
+    await page.getByRole('button', { name: 'Remove pasted.png' }).click();
+    await previews.getByRole('img', { name: 'pasted.png' }).waitFor({ state: 'detached' });
+    assert.equal(await previews.getByRole('img').count(), 1);
+    await context.close();
+  });
+
+  test('issue 18: a reply that failed for a passing reason (provider 503) is explained, stored failed, and "Send again" asks again', async () => {
+    const { page, token, context } = await bed.signedIn('retry');
+    await withOpenAiKey(bed, token);
+    bed.openai.scriptStream({ status: 503 });
+    try {
+      await ask(page, 'Is the market open?');
+      const failed = assistant(page).getByRole('alert').filter({ hasText: 'The provider is unavailable. Send again in a moment.' });
+      await failed.waitFor();
+      await failed.getByText('PROVIDER_UNAVAILABLE').waitFor();
+      bed.openai.scriptStream({ chunks: ['It is open.'] });
+      await failed.getByRole('button', { name: 'Send again' }).click();
+      await assistant(page).getByText('It is open.').waitFor();
+      await replyDone(page);
+      assert.equal(await page.locator('.message.user', { hasText: 'Is the market open?' }).count(), 2);
+    } finally {
+      bed.openai.scriptStream({});
+    }
+    await context.close();
+  });
+
+  test('issue 18: a persona chosen in the composer reaches the model as its system prompt', async () => {
+    const { page, token, context } = await bed.signedIn('persona');
+    await withOpenAiKey(bed, token);
+    await page.getByRole('combobox', { name: 'Persona' }).selectOption({ label: 'Risk manager' });
+    bed.openai.enqueueStream({ chunks: ['Size down.'] });
+    await ask(page, 'Review my plan');
+    await replyDone(page);
+    const body = bed.openai.streams.at(-1)?.request.json as { messages: { role: string; content: unknown }[] };
+    assert.equal(body.messages[0]?.role, 'system');
+    assert.match(JSON.stringify(body.messages[0]?.content), /Be strict\./);
+    assert.equal(await page.getByRole('combobox', { name: 'Persona' }).inputValue(), 'risk');
     await context.close();
   });
 
@@ -387,6 +441,8 @@ describe('credits and usage', () => {
     await page.getByRole('row', { name: /Purchase \+100/ }).waitFor();
     await page.goto('/billing/cancel');
     await page.getByText('Nothing was charged.').waitFor();
+    await screenshot(page, 'billing-cancel');
+    assert.deepEqual(await seriousViolations(page), []);
     await context.close();
   });
 

@@ -30,7 +30,13 @@ export function Composer(props: {
 }) {
   const [text, setText] = useState('');
   const [personaId, setPersonaId] = useState(props.personaId);
-  const [images, setImages] = useState<Picked[]>([]);
+  const [images, setImagesState] = useState<Picked[]>([]);
+  // Two additions in one tick (a paste and a drop) must both count: the list is also kept here, current at once.
+  const current = useRef<Picked[]>([]);
+  const setImages = (next: Picked[]) => {
+    current.current = next;
+    setImagesState(next);
+  };
   const [problem, setProblem] = useState<string | undefined>();
   const [dragging, setDragging] = useState(false);
   const box = useRef<HTMLTextAreaElement>(null);
@@ -39,7 +45,7 @@ export function Composer(props: {
   useEffect(() => setPersonaId(props.personaId), [props.personaId]);
 
   const add = (files: Iterable<File>) => {
-    const next = [...images];
+    const next = [...current.current];
     const refused: string[] = [];
     for (const file of files) {
       const format = FORMATS[file.type];
@@ -52,9 +58,9 @@ export function Composer(props: {
     setProblem(refused.length > 0 ? `${[...new Set(refused)].join('; ')}.` : undefined);
   };
   const removeImage = (id: string) => {
-    const gone = images.find((i) => i.id === id);
+    const gone = current.current.find((i) => i.id === id);
     if (gone) URL.revokeObjectURL(gone.preview);
-    setImages(images.filter((i) => i.id !== id));
+    setImages(current.current.filter((i) => i.id !== id));
   };
 
   const send = async () => {

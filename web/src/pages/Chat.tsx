@@ -149,6 +149,7 @@ function ConversationView({ conversationId, onChanged, onAdopt }: { conversation
   const detach = useRef<(() => void) | undefined>(undefined);
   const abort = useRef<AbortController | undefined>(undefined);
   const firstFrameSeen = useRef(false);
+  const previews = useRef<string[]>([]);
   const bottom = useRef<HTMLDivElement>(null);
 
   const load = useCallback(async (id: string) => {
@@ -186,6 +187,9 @@ function ConversationView({ conversationId, onChanged, onAdopt }: { conversation
       await load(id).catch(setProblem);
       onChanged();
     }
+    // The stored message now shows the sent images (fetched from the service): the previews can go.
+    for (const url of previews.current) URL.revokeObjectURL(url);
+    previews.current = [];
     setLive(undefined);
   }, [load, onChanged]);
 
@@ -243,7 +247,8 @@ function ConversationView({ conversationId, onChanged, onAdopt }: { conversation
     firstFrameSeen.current = false;
     performance.clearMarks('reply-first-frame');
     performance.clearMeasures('reply-first-text');
-    setLive({ user: { text: m.text, previews: m.images.map((i) => i.preview) }, reply: EMPTY_REPLY });
+    previews.current = m.images.map((i) => i.preview);
+    setLive({ user: { text: m.text, previews: previews.current }, reply: EMPTY_REPLY });
     const controller = new AbortController();
     abort.current = controller;
     try {
@@ -257,6 +262,12 @@ function ConversationView({ conversationId, onChanged, onAdopt }: { conversation
     if (!ended(replyRef.current) && idRef.current) resume(idRef.current);
     else await finish();
     return true;
+  };
+
+  /** A reply that failed for a passing reason (the provider busy, a restart): the same question again, as a new turn. */
+  const retry = () => {
+    const question = [...messages].reverse().find((m) => m.role === 'user');
+    if (question) void send({ text: question.text, personaId: conversation?.personaId ?? undefined, images: [] });
   };
 
   const stop = async () => {
@@ -296,7 +307,13 @@ function ConversationView({ conversationId, onChanged, onAdopt }: { conversation
           </button>
         )}
         {!idRef.current && !live && <Welcome />}
-        {shown.map((m) => (m.role === 'user' ? <UserMessage key={m.id} message={m} /> : <AssistantMessage key={m.id} reply={replyOf(m)} />))}
+        {shown.map((m, i) =>
+          m.role === 'user' ? (
+            <UserMessage key={m.id} message={m} />
+          ) : (
+            <AssistantMessage key={m.id} reply={replyOf(m)} onRetry={!live && i === shown.length - 1 && m.error?.retryable ? retry : undefined} />
+          ),
+        )}
         {live?.user && (
           <article class="message user" aria-label="You">
             <p class="text">{live.user.text}</p>
@@ -342,7 +359,7 @@ function UserMessage({ message }: { message: Message }) {
   );
 }
 
-function AssistantMessage({ reply }: { reply: Reply }) {
+function AssistantMessage({ reply, onRetry }: { reply: Reply; onRetry?: (() => void) | undefined }) {
   const results = new Map(reply.parts.flatMap((p) => (p.type === 'tool_result' ? [[p.id, p] as const] : [])));
   const running = reply.status === 'streaming';
   return (
@@ -355,12 +372,12 @@ function AssistantMessage({ reply }: { reply: Reply }) {
         ) : null,
       )}
       {running && reply.parts.length === 0 && <p class="hint typing">Thinking…</p>}
-      <ReplyFooter reply={reply} />
+      <ReplyFooter reply={reply} onRetry={onRetry} />
     </article>
   );
 }
 
-function ReplyFooter({ reply }: { reply: Reply }) {
+function ReplyFooter({ reply, onRetry }: { reply: Reply; onRetry?: (() => void) | undefined }) {
   if (reply.status === 'streaming') return null;
   const u = reply.usage;
   const bits: string[] = [];
@@ -374,7 +391,12 @@ function ReplyFooter({ reply }: { reply: Reply }) {
     <footer class="reply-footer">
       {reply.status === 'failed' && reply.error && (
         <p class="problem" role="alert">
-          {explainStreamError(reply.error.code, reply.error.message)} <code>{reply.error.code}</code>
+          {explainStreamError(reply.error.code, reply.error.message)} <code>{reply.error.code}</code>{' '}
+          {onRetry && (
+            <button type="button" class="secondary small" onClick={onRetry}>
+              Send again
+            </button>
+          )}
         </p>
       )}
       {bits.length > 0 && <span class="hint">{bits.join(' · ')}</span>}
