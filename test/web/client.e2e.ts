@@ -464,6 +464,27 @@ describe('credits and usage', () => {
   });
 });
 
+describe('themes and sizes', () => {
+  test('issue 18: dark colour scheme and a phone-sized window — the chat with a tool card and the keys page pass axe (contrast included)', async () => {
+    const { page, token, context } = await bed.signedIn('dark');
+    await withOpenAiKey(bed, token);
+    await page.emulateMedia({ colorScheme: 'dark' });
+    await page.setViewportSize({ width: 390, height: 844 });
+    bed.openai.enqueueStream({ toolCalls: [{ name: 'list_my_accounts', arguments: {} }] });
+    bed.openai.enqueueStream({ chunks: ['No accounts **yet**.'] });
+    await ask(page, 'What accounts do I have?');
+    await replyDone(page);
+    await page.locator('[data-tool=list_my_accounts]').getByText('No accounts yet.').waitFor();
+    await screenshot(page, 'chat-dark-phone');
+    assert.deepEqual(await seriousViolations(page), []);
+    await page.getByRole('link', { name: 'Keys' }).click();
+    await page.getByRole('row', { name: /OpenAI/ }).waitFor();
+    await screenshot(page, 'keys-dark-phone');
+    assert.deepEqual(await seriousViolations(page), []);
+    await context.close();
+  });
+});
+
 describe('figures', () => {
   test('issue 18 figure: time from a reply’s first frame to its text on screen (docs/PERFORMANCE.md)', async () => {
     const { page, token, context } = await bed.signedIn('figures');
