@@ -4,11 +4,11 @@
 // 4. gzip and brotli copies of the assets, which the service sends to clients that take them.
 // `--types` stops after step 1 (what `npm run typecheck` needs).
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { brotliCompressSync, constants, gzipSync } from 'node:zlib';
-import openapiTS, { astToString, type OpenAPI3 } from 'openapi-typescript';
+import type { OpenAPI3 } from 'openapi-typescript';
 import { buildApp } from '../src/app.ts';
 import { loadConfig } from '../src/config.ts';
 import { createDeps } from '../src/deps.ts';
@@ -16,6 +16,14 @@ import { createLogger } from '../src/logger.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const WEB = path.join(ROOT, 'web');
+
+// A production install (`npm ci --omit=dev`) has no build tools: it must still succeed. The service then
+// answers / with how to build the client; a deployment builds it where the tools are and ships web/dist.
+if (!['vite', 'openapi-typescript', 'typescript'].every((p) => existsSync(path.join(ROOT, 'node_modules', p, 'package.json')))) {
+  process.stdout.write('web client not built: its build tools are dev dependencies, not installed here (npm run build:web where they are)\n');
+  process.exit(0);
+}
+const { default: openapiTS, astToString } = await import('openapi-typescript');
 
 async function openApiDocument(): Promise<OpenAPI3> {
   // The embedded default (loopback, generated secrets in a scratch directory): the document a local

@@ -6,7 +6,10 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { buildTestApp, codeOf, type TestApp } from './helpers/app.ts';
-import { CLIENT_PATHS, CONTENT_SECURITY_POLICY, WEB_DIST } from '../src/http/web-client.ts';
+import Fastify from 'fastify';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import { CLIENT_PATHS, CONTENT_SECURITY_POLICY, WEB_DIST, webClientRoutes } from '../src/http/web-client.ts';
 import { loadConfig } from '../src/config.ts';
 
 const ASSETS = path.join(WEB_DIST, 'assets');
@@ -67,6 +70,22 @@ describe('web client: serving', () => {
     const gz = js.reduce((sum, f) => sum + gzipSync(readFileSync(path.join(ASSETS, f)), { level: 9 }).length, 0);
     assert.ok(js.length >= 2, 'an entry and the chart chunk');
     assert.ok(gz <= 200 * 1000, `${gz} bytes gzipped`);
+  });
+
+  test('issue 18: without a built client (a production install without dev dependencies) / answers 503 with the command that builds it', async () => {
+    const empty = mkdtempSync(path.join(os.tmpdir(), 'advisor-no-web-'));
+    const bare = Fastify();
+    try {
+      await bare.register(webClientRoutes, { dist: empty });
+      const res = await bare.inject({ method: 'GET', url: '/' });
+      assert.equal(res.statusCode, 503);
+      assert.match(res.body, /npm run build:web/);
+      assert.equal(res.headers['content-security-policy'], CONTENT_SECURITY_POLICY);
+      assert.equal((await bare.inject({ method: 'GET', url: '/assets/index.js' })).statusCode, 404);
+    } finally {
+      await bare.close();
+      rmSync(empty, { recursive: true, force: true });
+    }
   });
 
   test('issue 18: the OpenAPI document still lists only the API (client pages and assets are hidden)', async () => {
