@@ -56,6 +56,7 @@ export interface DepsOverrides {
   readonly llm?: (real: Llm) => Llm;
   readonly marketData?: (real: MarketData) => MarketData;
   readonly payments?: (real: PaymentsClient | undefined) => PaymentsClient | undefined;
+  readonly leases?: (real: StreamLeases) => StreamLeases;
 }
 
 export interface DepsOptions {
@@ -130,7 +131,7 @@ export async function createDeps(config: Config, opts: DepsOptions = {}): Promis
     ids,
     vault,
     limiter: coordination.limiter,
-    leases: coordination.leases,
+    leases: over.leases ? over.leases(coordination.leases) : coordination.leases,
     frames: coordination.frames,
     auth: createAuthenticator({ ...config.auth, jwtSecret, localSignIn: config.localSignIn }, clock),
     metrics,

@@ -125,6 +125,8 @@ export class LiveTurn implements TurnIds {
   #graceArmed = false;
   #grace: NodeJS.Timeout | undefined;
   #settlement: Promise<void> | undefined;
+  /** A lease renewal in flight: the release waits for it. */
+  #renewing: Promise<void> | undefined;
 
   constructor(deps: Deps, init: LiveTurnInit) {
     this.#deps = deps;
@@ -263,7 +265,12 @@ export class LiveTurn implements TurnIds {
    * empty) is taken back; one another stream of the user holds now ends this turn (DESIGN §4: one
    * stream per user).
    */
-  async renewLease(): Promise<void> {
+  renewLease(): Promise<void> {
+    this.#renewing ??= this.#renew().finally(() => (this.#renewing = undefined));
+    return this.#renewing;
+  }
+
+  async #renew(): Promise<void> {
     try {
       if (await this.#deps.leases.renew(this.userId, this.#leaseToken, LEASE_TTL_MS)) return;
       this.log.warn('stream lease taken by another stream of the user: ending this turn');
@@ -298,6 +305,9 @@ export class LiveTurn implements TurnIds {
     }
     renewal.delete(this);
     alive.delete(this);
+    // A renewal still out would set the lease again after the release (a renewal takes back a lease it
+    // finds gone): the user's next turn would be refused STREAM_IN_PROGRESS until it expired.
+    await this.#renewing;
     try {
       await deps.leases.release(this.userId, this.#leaseToken);
     } catch (err) {

@@ -164,6 +164,24 @@ describe('advisor stream: resume, stop, detach grace (DESIGN §12)', () => {
     assert.equal(await turnStatus(t, replyId), 'returned');
   });
 
+  test('DESIGN §12 decision: the token as ?access_token= is taken on the attach route only — elsewhere → 401 UNAUTHENTICATED; a bad one → 401 UNAUTHENTICATED', async () => {
+    const token = await t.token('query-token-user');
+    const unknown = randomUUID();
+    const attached = await t.call('GET', `/api/advisor/conversations/${unknown}/stream?access_token=${token}`);
+    // Authenticated by the query token: the route ran and found no such conversation.
+    assert.deepEqual([attached.statusCode, codeOf(attached)], [404, 'CONVERSATION_NOT_FOUND']);
+    for (const [method, url] of [
+      ['GET', `/api/accounts?access_token=${token}`],
+      ['GET', `/api/advisor/conversations/${unknown}?access_token=${token}`],
+      ['POST', `/api/advisor/conversations/${unknown}/stop?access_token=${token}`],
+    ] as const) {
+      const res = await t.call(method, url);
+      assert.deepEqual([res.statusCode, codeOf(res)], [401, 'UNAUTHENTICATED'], url);
+    }
+    const bad = await t.call('GET', `/api/advisor/conversations/${unknown}/stream?access_token=not.a.token`);
+    assert.deepEqual([bad.statusCode, codeOf(bad)], [401, 'UNAUTHENTICATED']);
+  });
+
   test('DESIGN §12: owner only — another user’s or an unknown conversation → 404 CONVERSATION_NOT_FOUND on attach and stop; no token → 401; a malformed Last-Event-ID → 400 VALIDATION_ERROR', async () => {
     const u = await user('owner');
     fake.enqueueStream({ chunks: ['mine'] });
@@ -313,5 +331,64 @@ describe('advisor stream: the drain and detached turns (DESIGN §12)', () => {
     assert.equal(upstream?.closedByClient, true);
     const row = await replyRow(t, String(post.frames[0]?.data['assistantMessageId']));
     assert.deepEqual([row?.status, row?.error_code], ['interrupted', 'SHUTTING_DOWN']);
+  });
+});
+
+describe('the stream lease at the end of a turn (DESIGN §4)', () => {
+  test('DESIGN §4: a lease renewal still out when the turn ends does not keep the lease — the user’s next turn → 200, not 409 STREAM_IN_PROGRESS', async () => {
+    const fake = await startOpenAiCompatibleFake({ flavor: 'openai' });
+    let held: { started: () => void; release: Promise<void>; done?: Promise<boolean> } | undefined;
+    let releaseRenewal: () => void = () => undefined;
+    const renewalStarted = new Promise<void>((started) => {
+      held = { started, release: new Promise<void>((r) => (releaseRenewal = r)) };
+    });
+    const t = await buildTestApp({
+      env: { OPENAI_BASE_URL: fake.url },
+      deps: {
+        // The first renewal waits for the test: it is still out while the turn ends.
+        leases: (real) => ({
+          acquire: (u, ttl) => real.acquire(u, ttl),
+          release: (u, token) => real.release(u, token),
+          close: () => real.close(),
+          renew(u, token, ttl) {
+            const h = held;
+            if (h === undefined) return real.renew(u, token, ttl);
+            held = undefined;
+            h.started();
+            h.done = h.release.then(() => real.renew(u, token, ttl));
+            renewalDone = h.done;
+            return h.done;
+          },
+        }),
+      },
+    });
+    let renewalDone: Promise<boolean> | undefined;
+    try {
+      await t.app.listen({ port: 0, host: '127.0.0.1' });
+      const base = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
+      const u = await userWithOpenAiKey(t, fake.validKey, 'lease-end');
+      // Long enough for the renewal ticker (one renewal per lease within 20 s) to reach this turn.
+      fake.enqueueStream({ chunks: Array.from({ length: 600 }, (_, i) => `w${i} `), delayMs: 50 });
+      const post = openStream(base, await t.token(u), message());
+      assert.equal(await post.status, 200);
+      await post.deltas(1);
+      await renewalStarted;
+      const conversationId = String(post.frames[0]?.data['conversationId']);
+      const stop = await t.call('POST', `/api/advisor/conversations/${conversationId}/stop`, { user: u });
+      assert.equal(stop.statusCode, 202);
+      // The turn has stored its reply by now and would have given its lease back.
+      await waitFor('the reply stored interrupted', async () => ((await replyRow(t, String(post.frames[0]?.data['assistantMessageId'])))?.status === 'interrupted' ? true : undefined));
+      await delay(100);
+      releaseRenewal();
+      await renewalDone;
+      await post.ended;
+      fake.enqueueStream({ chunks: ['next'] });
+      const next = await send(t, u, conversationId, message());
+      assert.deepEqual([next.statusCode, next.code], [200, undefined]);
+    } finally {
+      releaseRenewal();
+      await t.close();
+      await fake.close();
+    }
   });
 });
