@@ -31,7 +31,8 @@ async function openApiDocument(): Promise<OpenAPI3> {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'advisor-openapi-'));
   try {
     const config = loadConfig({ DATA_DIR: dataDir, LOG_LEVEL: 'silent' });
-    const deps = await createDeps(config, { pgliteDir: 'memory://', logger: createLogger('silent') });
+    // The document comes from the routes alone: no migrations, no query.
+    const deps = await createDeps(config, { pgliteDir: 'memory://', logger: createLogger('silent'), skipMigrations: true });
     try {
       const app = await buildApp(deps);
       await app.ready();

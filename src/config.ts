@@ -184,8 +184,9 @@ export function loadConfig(env: Env = process.env): Config {
   const port = int('PORT', 3000, 0, 65535);
   const host = str('HOST') ?? '127.0.0.1';
   const databaseUrl = url('DATABASE_URL', undefined);
+  const loopback = LOOPBACK_HOSTS.test(host) || host === '::1';
   // The checkout returns to the web client this process serves, unless the operator names a front end.
-  const selfOrigin = `http://${LOOPBACK_HOSTS.test(host) || host === '0.0.0.0' || host === '::' ? 'localhost' : host.includes(':') ? `[${host}]` : host}:${port}`;
+  const selfOrigin = `http://${loopback || host === '0.0.0.0' || host === '::' ? 'localhost' : host.includes(':') ? `[${host}]` : host}:${port}`;
   const config: Config = {
     port,
     host,
@@ -208,7 +209,7 @@ export function loadConfig(env: Env = process.env): Config {
       webhookSecret: stripeWebhookSecret,
       apiBase: url('STRIPE_API_BASE', undefined),
     },
-    localSignIn: databaseUrl === undefined && auth.jwtSecret === undefined && auth.jwksUrl === undefined && LOOPBACK_HOSTS.test(host.replace(/^::1$/, '[::1]')),
+    localSignIn: loopback && databaseUrl === undefined && auth.jwtSecret === undefined && auth.jwksUrl === undefined,
     checkoutSuccessUrl: url('CHECKOUT_SUCCESS_URL', `${selfOrigin}/billing/success?session_id={CHECKOUT_SESSION_ID}`) ?? '',
     checkoutCancelUrl: url('CHECKOUT_CANCEL_URL', `${selfOrigin}/billing/cancel`) ?? '',
     catalogue,

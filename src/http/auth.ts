@@ -59,9 +59,10 @@ export function createAuthenticator(settings: AuthSettings, clock: Clock): Authe
   const signInLocally =
     settings.localSignIn === true && !settings.jwksUrl
       ? async (userId: string) => {
-          const now = clock.now();
+          // Whole seconds, as the token's iat and exp are.
+          const now = new Date(Math.floor(clock.now().getTime() / 1000) * 1000);
           const token = await mintToken(settings.jwtSecret, userId, { ttlSeconds: LOCAL_SIGN_IN_TTL_SECONDS, now });
-          return { token, expiresAt: new Date(Math.floor(now.getTime() / 1000) * 1000 + LOCAL_SIGN_IN_TTL_SECONDS * 1000).toISOString() };
+          return { token, expiresAt: new Date(now.getTime() + LOCAL_SIGN_IN_TTL_SECONDS * 1000).toISOString() };
         }
       : undefined;
   return {

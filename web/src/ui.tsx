@@ -45,6 +45,23 @@ export function useAction(): { busy: boolean; error: unknown; run<T>(action: () 
   return { busy, error, run, clear: useCallback(() => setError(undefined), []) };
 }
 
+/**
+ * A list read page by page with the service's cursors (`nextCursor`): the first page on `reload()`, the
+ * next on `more()` (undefined once there is none).
+ */
+export function useCursorPages<T>(load: (cursor: string | undefined) => Promise<{ items: T[]; nextCursor: string | null }>) {
+  const [items, setItems] = useState<T[]>([]);
+  const [cursor, setCursor] = useState<string | null>(null);
+  const action = useAction();
+  const read = (after: string | undefined) =>
+    action.run(async () => {
+      const page = await load(after);
+      setItems((prev) => (after ? [...prev, ...page.items] : page.items));
+      setCursor(page.nextCursor);
+    });
+  return { items, busy: action.busy, error: action.error, reload: () => read(undefined), more: cursor ? () => read(cursor) : undefined };
+}
+
 export function Problem({ error, children }: { error: unknown; children?: ComponentChildren }) {
   if (error === undefined || error === null) return null;
   return (

@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, must, type Schemas } from '../api/client.ts';
-import { Page, Problem, fmtDate, fmtDateTime, fmtMoney, fmtNumber, useAction, useLoad, TableHead } from '../ui.tsx';
+import { Page, Problem, fmtDate, fmtDateTime, fmtMoney, fmtNumber, useAction, useCursorPages, useLoad, TableHead } from '../ui.tsx';
 
 type Wallet = Schemas['Wallet'];
 
@@ -71,27 +71,19 @@ export function BillingPage() {
 }
 
 function Ledger() {
-  const [items, setItems] = useState<Schemas['LedgerEntry'][]>([]);
-  const [cursor, setCursor] = useState<string | null>(null);
-  const action = useAction();
-  const more = (after: string | null) =>
-    action.run(async () => {
-      const page = await must(api.GET('/api/billing/ledger', { params: { query: { limit: 25, ...(after ? { cursor: after } : {}) } } }));
-      setItems((prev) => (after ? [...prev, ...page.items] : page.items));
-      setCursor(page.nextCursor);
-    });
-  useEffect(() => void more(null), []);
+  const ledger = useCursorPages((cursor) => must(api.GET('/api/billing/ledger', { params: { query: { limit: 25, ...(cursor ? { cursor } : {}) } } })));
+  useEffect(() => void ledger.reload(), []);
   const kinds: Record<string, string> = { purchase: 'Purchase', turn: 'Advisor turn', 'turn-return': 'Turn returned', refund: 'Refund', grant: 'Grant' };
   return (
     <section aria-labelledby="ledger">
       <h2 id="ledger">Ledger</h2>
-      <Problem error={action.error} />
-      {items.length === 0 && !action.busy && <p>No entries yet.</p>}
-      {items.length > 0 && (
+      <Problem error={ledger.error} />
+      {ledger.items.length === 0 && !ledger.busy && <p>No entries yet.</p>}
+      {ledger.items.length > 0 && (
         <table class="table">
           <TableHead columns={['When', 'What', { label: 'Credits', num: true }]} />
           <tbody>
-            {items.map((e) => (
+            {ledger.items.map((e) => (
               <tr key={e.id}>
                 <td>{fmtDateTime(e.createdAt)}</td>
                 <td>{kinds[e.kind] ?? e.kind}</td>
@@ -104,8 +96,8 @@ function Ledger() {
           </tbody>
         </table>
       )}
-      {cursor && (
-        <button type="button" class="secondary" onClick={() => void more(cursor)} disabled={action.busy}>
+      {ledger.more && (
+        <button type="button" class="secondary" onClick={ledger.more} disabled={ledger.busy}>
           Older entries
         </button>
       )}

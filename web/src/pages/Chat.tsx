@@ -7,7 +7,7 @@ import { ToolCard } from '../components/ToolCard.tsx';
 import { renderMarkdown } from '../markdown.ts';
 import { navigate } from '../router.ts';
 import { EMPTY_REPLY, applyFrame, attach, ended, replyOf, sendMessage, type Frame, type Reply } from '../stream.ts';
-import { Problem, fmtDateTime, fmtNumber, fmtUsd, useAction, useLoad } from '../ui.tsx';
+import { Problem, fmtDateTime, fmtNumber, fmtUsd, useAction, useCursorPages, useLoad } from '../ui.tsx';
 
 type Message = Schemas['Message'];
 type Conversation = Schemas['ConversationWithMessages'];
@@ -39,37 +39,31 @@ export function ChatPage({ conversationId }: { conversationId: string | undefine
 }
 
 function ConversationList({ selected, round }: { selected: string | undefined; round: number }) {
-  const [items, setItems] = useState<Schemas['ConversationListItem'][]>([]);
-  const [cursor, setCursor] = useState<string | null>(null);
+  const pages = useCursorPages((cursor) => must(api.GET('/api/advisor/conversations', { params: { query: { limit: 20, ...(cursor ? { cursor } : {}) } } })));
   const [renaming, setRenaming] = useState<string | undefined>();
   const action = useAction();
-  const loadPage = async (after: string | null) => {
-    const page = await must(api.GET('/api/advisor/conversations', { params: { query: { limit: 20, ...(after ? { cursor: after } : {}) } } }));
-    setItems((prev) => (after ? [...prev, ...page.items] : page.items));
-    setCursor(page.nextCursor);
-  };
-  useEffect(() => void action.run(() => loadPage(null)), [round]);
+  useEffect(() => void pages.reload(), [round]);
   const rename = (id: string, title: string) =>
     action.run(async () => {
       await must(api.PATCH('/api/advisor/conversations/{id}', { params: { path: { id } }, body: { title } }));
       setRenaming(undefined);
-      await loadPage(null);
+      await pages.reload();
     });
   const remove = (c: Schemas['ConversationListItem']) =>
     confirm(`Delete “${c.title}” and its messages?`) &&
     action.run(async () => {
       await must(api.DELETE('/api/advisor/conversations/{id}', { params: { path: { id: c.id } } }));
       if (c.id === selected) navigate('/chat');
-      await loadPage(null);
+      await pages.reload();
     });
   return (
     <nav class="conversations" aria-label="Conversations">
       <a class="button new-chat" href="/chat">
         New conversation
       </a>
-      <Problem error={action.error} />
+      <Problem error={action.error ?? pages.error} />
       <ul>
-        {items.map((c) => (
+        {pages.items.map((c) => (
           <li key={c.id} class={c.id === selected ? 'selected' : ''}>
             {renaming === c.id ? (
               <RenameForm title={c.title} onSave={(t) => rename(c.id, t)} onCancel={() => setRenaming(undefined)} />
@@ -94,8 +88,8 @@ function ConversationList({ selected, round }: { selected: string | undefined; r
           </li>
         ))}
       </ul>
-      {cursor && (
-        <button type="button" class="secondary" onClick={() => action.run(() => loadPage(cursor))} disabled={action.busy}>
+      {pages.more && (
+        <button type="button" class="secondary" onClick={pages.more} disabled={pages.busy}>
           Older conversations
         </button>
       )}
