@@ -25,6 +25,8 @@ export interface Harness {
   enqueue(scripts: readonly StreamScript[]): Promise<void>;
   startService(name: string, env?: Record<string, string>, nodeArgs?: readonly string[]): Promise<Proc>;
   startProxy(name: string): Promise<Proc>;
+  /** The floor of a turn (bench/lib/turn-floor.ts) on the service's stores, with the service's node flags. */
+  startFloor(name: string): Promise<Proc>;
   token(userId: string): Promise<string>;
   /** Node flags for service processes (e.g. --cpu-prof when profiling). */
   readonly serviceNodeArgs: readonly string[];
@@ -89,6 +91,20 @@ export async function createHarness(procs: Procs, stores: Stores, opts: HarnessO
           LOG_LEVEL: process.env.BENCH_SERVICE_LOG_LEVEL ?? 'info',
           SHUTDOWN_DRAIN_MS: '1000',
           ...env,
+        },
+      });
+    },
+    startFloor(name) {
+      return procs.startNode(name, 'bench/lib/turn-floor.ts', {
+        nodeArgs: serviceNodeArgs,
+        env: {
+          ...baseEnv(),
+          DATA_DIR: mkdtempSync(path.join(opts.dir, `data-${name}-`)),
+          DATABASE_URL: stores.databaseUrl,
+          REDIS_URL: stores.redisUrl,
+          AUTH_JWT_SECRET: TEST_JWT_SECRET,
+          ENCRYPTION_KEYS: TEST_ENCRYPTION_KEYS,
+          OPENAI_BASE_URL: fakeUrl,
         },
       });
     },

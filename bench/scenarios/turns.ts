@@ -55,8 +55,11 @@ export async function turns(h: Harness): Promise<Row> {
   await h.script({ chunks: Array.from({ length: DELTAS }, (_, i) => words[i % words.length] ?? ' word'), delayMs: 0 });
   const service = await h.startService('service-turns');
   const proxy = await h.startProxy('proxy-turns');
+  // On the service's database, migrated by now.
+  const floor = await h.startFloor('floor-turns');
   const serviceAgent = streamAgent(CLIENTS);
   const proxyAgent = streamAgent(CLIENTS);
+  const floorAgent = streamAgent(CLIENTS);
   const redis = new Redis(h.stores.redisUrl, { lazyConnect: true });
   try {
     const ids = userIds('turns', users);
@@ -66,11 +69,15 @@ export async function turns(h: Harness): Promise<Row> {
     const pool = new UserPool(tokens, TURNS_PER_USER);
     const viaService = (): Promise<StreamResult> => pool.turn((token) => serviceStream(service.ready, token, serviceAgent));
     const viaProxy = (): Promise<StreamResult> => proxyStream(proxy.ready, proxyAgent).result;
+    // The floor counts its turns under a rate-limit rule of its own, so the same users serve both.
+    const floorPool = new UserPool(tokens, TURNS_PER_USER);
+    const viaFloor = (): Promise<StreamResult> => floorPool.turn((token) => serviceStream(floor.ready, token, floorAgent));
     const ports = [Number(new URL(h.stores.databaseUrl).port || 5432), Number(new URL(h.stores.redisUrl).port)];
 
     const none: PathPids = new Map();
     await round(service, warmup, viaService, none);
     await round(proxy, warmup, viaProxy, none);
+    await round(floor, warmup, viaFloor, none);
     // The service's pool has all its connections by now (it keeps them 5 minutes unused).
     const backends = await h.stores.pool.query<{ pid: number }>(
       `select pid from pg_stat_activity where datname = current_database() and backend_type = 'client backend' and pid <> pg_backend_pid()`,
@@ -83,7 +90,9 @@ export async function turns(h: Harness): Promise<Row> {
     const proxyPath: PathPids = new Map([['fake upstream', [h.fake.pid]]]);
     const s: Round[] = [];
     const p: Round[] = [];
+    const f: Round[] = [];
     const ratios: number[] = [];
+    const floorRatios: number[] = [];
     const trips: Trips[] = [];
     for (let i = 0; i < rounds; i++) {
       const segments0 = segmentsSent(service.pid, ports);
@@ -93,9 +102,12 @@ export async function turns(h: Harness): Promise<Row> {
       const commands1 = await commandCalls(redis);
       trips.push(tripsPerTurn(ports, segments0, segments1, commands0, commands1, perRound));
       const b = await round(proxy, perRound, viaProxy, proxyPath);
+      const c = await round(floor, perRound, viaFloor, servicePath);
       s.push(a);
       p.push(b);
+      f.push(c);
       ratios.push(a.turnsPerSecond / b.turnsPerSecond);
+      floorRatios.push(c.turnsPerSecond / b.turnsPerSecond);
     }
     const charges = await h.stores.pool.query<{ source: string; status: string; n: string }>(
       `select source, status, count(*) as n from turn_charges where user_id like 'turns-%' group by 1, 2 order by 3 desc`,
@@ -103,14 +115,19 @@ export async function turns(h: Harness): Promise<Row> {
     const paid = charges.rows.map((r) => `${int(Number(r.n))} ${r.source} (${r.status})`).join(', ');
     const allowance = charges.rows.every((r) => r.source === 'allowance' && r.status === 'charged');
     const served = charges.rows.reduce((a, r) => a + Number(r.n), 0);
-    if (!allowance || served !== warmup + rounds * perRound) throw new Error(`turns paid: ${paid}; expected ${warmup + rounds * perRound} allowance turns, charged`);
+    // The service's turns and the floor's, both stored and paid as the rules say.
+    const expected = 2 * (warmup + rounds * perRound);
+    if (!allowance || served !== expected) throw new Error(`turns paid: ${paid}; expected ${expected} allowance turns, charged`);
 
     // Each service round is compared with the proxy round right after it (as in the relay row).
     const ratio = median(ratios);
+    const floorRatio = median(floorRatios);
     const sRate = median(s.map((r) => r.turnsPerSecond));
     const pRate = median(p.map((r) => r.turnsPerSecond));
+    const fRate = median(f.map((r) => r.turnsPerSecond));
     const sCpu = median(s.map((r) => r.cpuUsPerTurn));
     const pCpu = median(p.map((r) => r.cpuUsPerTurn));
+    const fCpu = median(f.map((r) => r.cpuUsPerTurn));
     const show = (rate: number, cpu: number): string => `${rate.toFixed(0)} turns/s (${int(rate * DELTAS)} deltas/s) · ${ms(cpu / 1000)} ms CPU/turn`;
     const latency = (rs: readonly Round[]): string => {
       const all = rs.flatMap((r) => r.results);
@@ -144,15 +161,18 @@ export async function turns(h: Harness): Promise<Row> {
       id: 'turns',
       title: 'Relay of realistic replies',
       service: show(sRate, sCpu),
-      baseline: `${show(pRate, pCpu)} (bare proxy)`,
-      result: `${ratio.toFixed(2)}× the rate, ${(sCpu / pCpu).toFixed(1)}× the CPU`,
+      baseline: `${show(pRate, pCpu)} (bare proxy); the floor ${show(fRate, fCpu)}`,
+      result:
+        `${ratio.toFixed(2)}× the rate, ${(sCpu / pCpu).toFixed(1)}× the CPU; the floor ${floorRatio.toFixed(2)}× the proxy's rate` +
+        `${floorRatio < 0.8 ? ' (the goal is below this machine\'s floor)' : ''}; the service ${(ratio / floorRatio).toFixed(2)}× the floor's rate, ` +
+        `${(sCpu / fCpu).toFixed(2)}× its CPU`,
       goal: 'rate ≥ 0.8× the bare proxy',
       met: ratio >= 0.8,
       how:
         `${CLIENTS} clients in a closed loop (each starts its next turn when its stream has ended), every turn a new ` +
         `conversation (POST /api/advisor/conversations/new/messages/stream) whose reply is ${DELTAS} deltas of a word or two, ` +
         'sent by the fake upstream process without delay; the same through the bare proxy of the relay row. A warm-up of ' +
-        `${warmup} turns on each side, then ${rounds} pairs of rounds of ${perRound} turns (service, then proxy). Rate = turns / ` +
+        `${warmup} turns on each side, then ${rounds} rounds of ${perRound} turns on each (service, proxy, floor). Rate = turns / ` +
         "wall time from the round's first request to its last stream's end; every stream checked complete (status 200, a start " +
         `frame first, all ${DELTAS} deltas, the end frame), any other answer fails the row. The result is the median of the ` +
         'per-pair ratios, the rates shown are medians. CPU per turn = user + system time of the server process (from ' +
@@ -165,11 +185,20 @@ export async function turns(h: Harness): Promise<Row> {
         "process sent to PostgreSQL and to Redis over a round (`ss`), and Redis's own count of commands (INFO commandstats). " +
         'The details also give times at the client over the measured rounds: a whole turn, its first delta, and its last ' +
         'delta to the end of the response (the service stores the reply, settles the charge and releases the lease before its ' +
-        'end frame).',
+        'end frame). The floor (bench/lib/turn-floor.ts, its own process, the service\'s node flags, the same users, its own ' +
+        'rate-limit rule) is a bare node:http server doing only what the rules make every turn do, in their order, through the ' +
+        "service's own stores and rule code: the token (remembered once verified), the Redis rate-limit verdict, the body, the " +
+        "reads at once (the earlier message with this clientMessageId, the keys with the provider key decrypted, the lease), " +
+        "the reservation and the turn's rows in one statement with its commit, the provider call with the service's request " +
+        '(system prompt, tools) and its stream translated into frames, every frame into the shared frame log and to the client ' +
+        'from it, the reply and the charge settled in one statement with its commit, the lease released, the terminal frame; ' +
+        'none of Fastify, request logs, metrics or the live-turn machinery. Its rate against the proxy is what any ' +
+        "implementation of the rules on these stores can reach on this machine; the service's against it is the service's own cost.",
       notes: [
-        `rounds, turns/s: service ${s.map((r) => r.turnsPerSecond.toFixed(0)).join(', ')}; bare proxy ${p.map((r) => r.turnsPerSecond.toFixed(0)).join(', ')}`,
-        `service ${latency(s)}; bare proxy ${latency(p)}`,
-        `CPU per turn on the whole path, ms: ${path('service', s, sCpu)}; ${path('bare proxy', p, pCpu)}`,
+        `rounds, turns/s: service ${s.map((r) => r.turnsPerSecond.toFixed(0)).join(', ')}; bare proxy ${p.map((r) => r.turnsPerSecond.toFixed(0)).join(', ')}; ` +
+          `floor ${f.map((r) => r.turnsPerSecond.toFixed(0)).join(', ')}`,
+        `service ${latency(s)}; bare proxy ${latency(p)}; floor ${latency(f)}`,
+        `CPU per turn on the whole path, ms: ${path('service', s, sCpu)}; ${path('bare proxy', p, pCpu)}; ${path('floor', f, fCpu)}`,
         `per turn, round trips (requests sent) to PostgreSQL ${perTurn(trip.postgres)}, to Redis ${perTurn(trip.redis)}; Redis commands, ` +
           `with those its scripts run: ${commands || 'n/a'}; turns paid: ${paid}`,
       ],
@@ -178,7 +207,8 @@ export async function turns(h: Harness): Promise<Row> {
     redis.disconnect();
     serviceAgent.destroy();
     proxyAgent.destroy();
-    await Promise.all([service.stop(), proxy.stop()]);
+    floorAgent.destroy();
+    await Promise.all([service.stop(), proxy.stop(), floor.stop()]);
   }
 }
 
