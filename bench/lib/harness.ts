@@ -63,6 +63,17 @@ export async function createHarness(procs: Procs, stores: Stores, opts: HarnessO
     ...(opts.profile ? ['--cpu-prof', `--cpu-prof-dir=${path.join(opts.dir, 'profiles')}`] : []),
     ...(process.env.BENCH_SERVICE_NODE_FLAGS ?? '').split(' ').filter(Boolean),
   ];
+  /** What a process on the service's stores is started with (the service's and the floor's). */
+  const storesEnv = (name: string): Record<string, string> => ({
+    ...baseEnv(),
+    // Unused with DATABASE_URL and the secrets given, but the service wants one; removed with the run's directory.
+    DATA_DIR: mkdtempSync(path.join(opts.dir, `data-${name}-`)),
+    DATABASE_URL: stores.databaseUrl,
+    REDIS_URL: stores.redisUrl,
+    AUTH_JWT_SECRET: TEST_JWT_SECRET,
+    ENCRYPTION_KEYS: TEST_ENCRYPTION_KEYS,
+    OPENAI_BASE_URL: fakeUrl,
+  });
   return {
     procs,
     stores,
@@ -77,16 +88,9 @@ export async function createHarness(procs: Procs, stores: Stores, opts: HarnessO
       return procs.startNode(name, path.join(opts.serviceRoot ?? ROOT, 'src', 'server.ts'), {
         nodeArgs: [...serviceNodeArgs, ...nodeArgs],
         env: {
-          ...baseEnv(),
+          ...storesEnv(name),
           PORT: '0',
           HOST: '127.0.0.1',
-          // Unused with DATABASE_URL and the secrets given, but the service wants one; removed with the run's directory.
-          DATA_DIR: mkdtempSync(path.join(opts.dir, `data-${name}-`)),
-          DATABASE_URL: stores.databaseUrl,
-          REDIS_URL: stores.redisUrl,
-          AUTH_JWT_SECRET: TEST_JWT_SECRET,
-          ENCRYPTION_KEYS: TEST_ENCRYPTION_KEYS,
-          OPENAI_BASE_URL: fakeUrl,
           // Production's default level: the service pays for its own request logs here too.
           LOG_LEVEL: process.env.BENCH_SERVICE_LOG_LEVEL ?? 'info',
           SHUTDOWN_DRAIN_MS: '1000',
@@ -95,18 +99,7 @@ export async function createHarness(procs: Procs, stores: Stores, opts: HarnessO
       });
     },
     startFloor(name) {
-      return procs.startNode(name, 'bench/lib/turn-floor.ts', {
-        nodeArgs: serviceNodeArgs,
-        env: {
-          ...baseEnv(),
-          DATA_DIR: mkdtempSync(path.join(opts.dir, `data-${name}-`)),
-          DATABASE_URL: stores.databaseUrl,
-          REDIS_URL: stores.redisUrl,
-          AUTH_JWT_SECRET: TEST_JWT_SECRET,
-          ENCRYPTION_KEYS: TEST_ENCRYPTION_KEYS,
-          OPENAI_BASE_URL: fakeUrl,
-        },
-      });
+      return procs.startNode(name, 'bench/lib/turn-floor.ts', { nodeArgs: serviceNodeArgs, env: storesEnv(name) });
     },
     startProxy(name) {
       return procs.startNode(name, 'bench/lib/bare-proxy.ts', { env: { ...baseEnv(), UPSTREAM_URL: fakeUrl, UPSTREAM_KEY: 'sk-valid-openai' } });
