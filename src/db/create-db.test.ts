@@ -4,7 +4,8 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { createServer, type Server, type Socket } from 'node:net';
 import { sql } from 'kysely';
 import { TcpProxy } from '../../test/helpers/net.ts';
-import { createDb, isDatabaseUnavailable, type DbHandle } from './create-db.ts';
+import pg from 'pg';
+import { createDb, isDatabaseUnavailable, openUnbounded, type DbHandle } from './create-db.ts';
 import { migrateToLatest } from './migrate.ts';
 
 // The pool's connections are PostgreSQL sessions (PGlite has none).
@@ -115,6 +116,42 @@ if (!databaseUrl) {
       const { err } = await timed(sql`select pg_sleep(0.3)`.execute(h.db));
       assert.equal((err as { code?: string } | undefined)?.code, '57014');
       await sql.raw(`drop schema "${schema}" cascade`).execute(h.db);
+    });
+
+    test('DESIGN §10: another deployment\'s schemas created and dropped meanwhile never fail a migration — its introspection reads only its own schema', async () => {
+      const schema = `t_${Math.random().toString(16).slice(2, 10)}`;
+      const h = await createDb({ databaseUrl, schema });
+      handles.push(h);
+      const other = new pg.Client({ connectionString: databaseUrl });
+      await other.connect();
+      let churning = true;
+      const churn = (async () => {
+        for (let i = 0; churning; i++) {
+          const name = `${schema}_other_${i}`;
+          await other.query(`create schema "${name}"; create table "${name}".t (a int, b text)`);
+          await other.query(`drop schema "${name}" cascade`);
+        }
+      })();
+      const own = openUnbounded(h.db) ?? assert.fail('no migration connection on PostgreSQL');
+      try {
+        await migrateToLatest(h.db);
+        // Kysely's own PostgreSQL introspection failed 13 % of such calls ("schema … does not exist").
+        let failures = 0;
+        for (let i = 0; i < 400; i++) {
+          await own.introspection.getTables({ withInternalKyselyTables: true }).catch(() => failures++);
+        }
+        assert.equal(failures, 0);
+        const tables = await own.introspection.getTables({ withInternalKyselyTables: true });
+        assert.deepEqual([...new Set(tables.map((t) => t.schema))], [schema]);
+        assert.ok(tables.some((t) => t.name === 'kysely_migration'));
+        assert.ok(!(await own.introspection.getTables()).some((t) => t.name === 'kysely_migration'));
+      } finally {
+        churning = false;
+        await churn;
+        await other.end();
+        await own.destroy();
+        await sql.raw(`drop schema "${schema}" cascade`).execute(h.db);
+      }
     });
   });
 }

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
+import { OwnSchemaPostgresDialect } from './own-schema-dialect.ts';
 import { PGliteDialect } from './pglite-dialect.ts';
 import { preparedStatementPool } from './prepared-pool.ts';
 import type { DB, Db } from './types.ts';
@@ -49,8 +50,10 @@ const unbounded = new WeakMap<Db, () => Db>();
 
 /**
  * The same PostgreSQL database on a connection of its own without the statement deadlines, for work
- * that may rightly outlast a request's statement: migrations, and waiting for another instance's.
- * Undefined for PGlite (no deadlines there). The caller destroys it.
+ * that may rightly outlast a request's statement: migrations, and waiting for another instance's. Its
+ * introspection sees only the session's own schema (OwnSchemaPostgresDialect), so another schema
+ * dropped meanwhile cannot fail a migration. Undefined for PGlite (no deadlines there, one schema).
+ * The caller destroys it.
  */
 export function openUnbounded(db: Db): Db | undefined {
   return unbounded.get(db)?.();
@@ -94,7 +97,7 @@ export async function createDb(opts: CreateDbOptions): Promise<DbHandle> {
     // is refused, and the pool discards the client on release; so this listener only has to exist.
     pool.on('connect', (client) => client.on('error', () => undefined));
     const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool: preparedStatementPool(pool) }) });
-    unbounded.set(db, () => new Kysely<DB>({ dialect: new PostgresDialect({ pool: new pg.Pool({ ...session, max: 1 }) }) }));
+    unbounded.set(db, () => new Kysely<DB>({ dialect: new OwnSchemaPostgresDialect({ pool: new pg.Pool({ ...session, max: 1 }) }) }));
     return { db, kind: 'postgres', close: () => db.destroy() };
   }
   const dir = opts.pgliteDir ?? 'memory://';

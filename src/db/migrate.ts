@@ -44,34 +44,34 @@ class StaticProvider implements MigrationProvider {
  * instance's, may take longer than any request's statement should.
  */
 export async function migrateToLatest(db: Db): Promise<void> {
-  // Asked through the requests' own pool, so a start whose pool cannot connect as configured (a
-  // pooler refusing the statement_timeout startup parameter) fails here, not on the first request.
-  const schema = await currentSchema(db);
-  const own = openUnbounded(db);
-  try {
-    await migrate(own ?? db, schema);
-  } finally {
-    await own?.destroy();
-  }
+  await migrate(db);
 }
 
 /** Applies pending migrations up to and including `name` (tests of a migration's backfill). */
 export async function migrateUpTo(db: Db, name: string): Promise<void> {
-  await migrate(db, await currentSchema(db), name);
+  await migrate(db, name);
 }
 
-// Kysely looks its bookkeeping tables up across all schemas: name ours, or another schema's tables
-// (a second deployment or test run in the same database) would be taken for them.
+// The migrator's bookkeeping tables go in the session's own schema, named: a second deployment or
+// test run in the same database has its own.
 async function currentSchema(db: Db): Promise<string | undefined> {
   const { rows } = await sql<{ schema: string }>`select current_schema() as schema`.execute(db);
   return rows[0]?.schema;
 }
 
-async function migrate(db: Db, schema: string | undefined, upTo?: string): Promise<void> {
-  const migrator = new Migrator({ db, provider: new StaticProvider(), ...(schema ? { migrationTableSchema: schema } : {}) });
-  const { error, results } = upTo === undefined ? await migrator.migrateToLatest() : await migrator.migrateTo(upTo);
-  const failed = results?.find((r) => r.status === 'Error');
-  if (error || failed) {
-    throw new Error(`migration ${failed?.migrationName ?? ''} failed: ${String(error)}`);
+async function migrate(db: Db, upTo?: string): Promise<void> {
+  // Asked through the requests' own pool, so a start whose pool cannot connect as configured (a
+  // pooler refusing the statement_timeout startup parameter) fails here, not on the first request.
+  const schema = await currentSchema(db);
+  const own = openUnbounded(db);
+  try {
+    const migrator = new Migrator({ db: own ?? db, provider: new StaticProvider(), ...(schema ? { migrationTableSchema: schema } : {}) });
+    const { error, results } = upTo === undefined ? await migrator.migrateToLatest() : await migrator.migrateTo(upTo);
+    const failed = results?.find((r) => r.status === 'Error');
+    if (error || failed) {
+      throw new Error(`migration ${failed?.migrationName ?? ''} failed: ${String(error)}`);
+    }
+  } finally {
+    await own?.destroy();
   }
 }
