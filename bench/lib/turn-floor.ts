@@ -70,19 +70,18 @@ async function turn(req: http.IncomingMessage, res: http.ServerResponse): Promis
   );
   const toolbox = new Toolbox(deps, user.id, keys.marketKey, true);
   const abort = new AbortController();
-  const events = deps.llm
-    .stream(key.provider, key.apiKey, {
+  const chat = {
     model: key.model,
     system: systemPrompt(deps.config.catalogue, null, toolbox.offered, now),
     messages: buildMessages([], body.text, []),
     maxTokens: MAX_OUTPUT_TOKENS,
     signal: abort.signal,
-      tools: toolbox.offered,
-      toolChoice: 'auto',
-    })
-    [Symbol.asyncIterator]();
+    tools: toolbox.offered,
+    toolChoice: 'auto' as const,
+  };
+  const events = deps.llm.stream(key.provider, key.apiKey, chat)[Symbol.asyncIterator]();
   // The provider call goes out before the start frame is logged, as in the service.
-  let next = events.next();
+  const first = events.next();
   const ids = { conversationId, userMessageId, assistantMessageId: replyId, provider: key.provider, model: key.model, billing: { source: charge.source, credits: charge.credits } };
   let text = '';
   const frames = deps.frames.open(replyId, () => '{}', { stop: () => abort.abort(), attached: () => undefined });
@@ -92,8 +91,7 @@ async function turn(req: http.IncomingMessage, res: http.ServerResponse): Promis
   const followed = frames.follow(0, sse, abort.signal);
   let finish: FinishReason | undefined;
   const usage: RoundUsage[] = [];
-  for (let read = await next; !read.done; read = await next) {
-    next = events.next();
+  for (let read = await first; !read.done; read = await events.next()) {
     for (const ev of read.value) {
       if (ev.type === 'delta') {
         text += ev.text;
