@@ -159,10 +159,22 @@ describe('web client: what the pickers read', () => {
     await t.close();
   });
 
-  test('issue 18: GET /api/timezones lists canonical IANA names only (Asia/Kolkata, not the link Asia/Calcutta), sorted, each accepted by account create', async () => {
+  test('issue 18: GET /api/timezones lists canonical IANA names (Asia/Kolkata, not the link Asia/Calcutta), sorted, each accepted by account create; and every link with the zone it is stored as', async () => {
     const res = await t.call('GET', '/api/timezones', { user: 'tz-user' });
     assert.equal(res.statusCode, 200);
-    const { version, timezones } = res.json<{ version: string; timezones: string[] }>();
+    const { version, timezones, links } = res.json<{ version: string; timezones: string[]; links: Record<string, string> }>();
+    assert.equal(links['Asia/Calcutta'], 'Asia/Kolkata');
+    assert.equal(links['US/Eastern'], 'America/New_York');
+    assert.equal(links['UTC'], 'Etc/UTC');
+    for (const [link, zone] of Object.entries(links)) {
+      assert.ok(!timezones.includes(link), `${link} is listed as canonical`);
+      assert.ok(timezones.includes(zone), `${link} → ${zone}, not a listed zone`);
+    }
+    for (const [link, zone] of Object.entries(links).filter((_, i) => i % 50 === 0)) {
+      const created = await t.call('POST', '/api/accounts', { user: 'tz-user', body: { name: `L ${link}`, currency: 'USD', timezone: link, startingBalance: '0' } });
+      assert.equal(created.statusCode, 201, link);
+      assert.equal(created.json<{ timezone: string }>().timezone, zone, link);
+    }
     assert.match(version, /^\d{4}[a-z]$/);
     assert.ok(timezones.includes('Asia/Kolkata') && timezones.includes('America/New_York') && timezones.includes('Etc/UTC'));
     assert.ok(!timezones.includes('Asia/Calcutta') && !timezones.includes('US/Eastern'));

@@ -377,15 +377,16 @@ describe('chat', () => {
 });
 
 describe('accounts', () => {
-  test('issue 18: create (canonical timezone picker, unique names), edit with a brokerage, delete', async () => {
+  test('issue 18: create (timezone picker: a link name is stored as its canonical zone, an unknown one refused; unique names), edit with a brokerage, delete', async () => {
     const { page, context } = await bed.signedIn('accounts');
     await page.getByRole('link', { name: 'Accounts' }).click();
     const form = page.getByRole('form', { name: 'New account' });
     await form.getByLabel('Name', { exact: true }).fill('Main');
-    await form.getByLabel('Time zone').fill('Asia/Calcutta');
+    await form.getByLabel('Time zone').fill('Asia/Calcuta');
     await form.getByText('Pick a zone from the list').waitFor();
     assert.equal(await form.getByRole('button', { name: 'Create account' }).isDisabled(), true);
-    await form.getByLabel('Time zone').fill('Asia/Kolkata');
+    await form.getByLabel('Time zone').fill('asia/calcutta');
+    await form.getByText('Stored as Asia/Kolkata').waitFor();
     await form.getByLabel('Starting balance').fill('10000.50');
     await form.getByRole('button', { name: 'Create account' }).click();
     const row = page.getByRole('row', { name: /Main/ });

@@ -79,7 +79,7 @@ export async function accountsRoutes(parent: FastifyInstance, { deps }: { deps: 
         operationId: 'listTimezones',
         tags,
         summary: 'Canonical IANA time zones an account may use',
-        description: 'What a timezone picker shows: an account given a link name (Asia/Calcutta) stores its canonical zone (Asia/Kolkata).',
+        description: 'What a timezone picker shows: the canonical zones, and the link names the service also accepts with the zone each is stored as (an account given Asia/Calcutta stores Asia/Kolkata).',
         response: responses({ 200: TimezoneList }),
       },
     },

@@ -83,6 +83,9 @@ const TimezoneListSchema = named(
   Type.Object({
     version: Type.String({ description: 'tzdb release the names come from' }),
     timezones: Type.Array(Type.String(), { description: 'canonical IANA zone names, sorted' }),
+    links: Type.Record(Type.String(), Type.String(), {
+      description: 'every other IANA name the service accepts (a link, e.g. Asia/Calcutta or US/Eastern), with the canonical zone an account given it stores',
+    }),
   }),
 );
 export const TimezoneList = ref(TimezoneListSchema);

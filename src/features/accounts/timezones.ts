@@ -46,14 +46,20 @@ function runtimeKnows(zone: string): boolean {
   return ok;
 }
 
-let canonicalList: { version: string; timezones: string[] } | undefined;
+let canonicalList: { version: string; timezones: string[]; links: Record<string, string> } | undefined;
 
-/** Every canonical zone the runtime can evaluate, sorted, with the tzdb release they come from. */
-export function canonicalTimezones(): { version: string; timezones: string[] } {
-  canonicalList ??= {
-    version: tz.version,
-    timezones: [...new Set(table().values())].filter(runtimeKnows).sort(),
-  };
+/**
+ * Every canonical zone the runtime can evaluate, sorted, with the tzdb release they come from, and
+ * every other name the service accepts (a link: Asia/Calcutta, US/Eastern) with the zone it stores.
+ */
+export function canonicalTimezones(): { version: string; timezones: string[]; links: Record<string, string> } {
+  if (canonicalList) return canonicalList;
+  const links: Record<string, string> = {};
+  for (const name of Object.keys(tz.zones).sort()) {
+    const canonical = canonicalTimezone(name);
+    if (canonical !== undefined && canonical !== name) links[name] = canonical;
+  }
+  canonicalList = { version: tz.version, timezones: [...new Set(table().values())].filter(runtimeKnows).sort(), links };
   return canonicalList;
 }
 

@@ -10,7 +10,8 @@ const CURRENCIES = ['USD', 'EUR', 'GBP', 'JPY', 'CHF', 'CAD', 'AUD', 'NZD', 'HKD
 export function AccountsPage() {
   const accounts = useLoad(() => must(api.GET('/api/accounts')));
   const brokerages = useLoad(() => must(api.GET('/api/brokerages')));
-  const zones = useLoad(() => must(api.GET('/api/timezones')));
+  const timezones = useLoad(() => must(api.GET('/api/timezones')));
+  const zones = useMemo(() => zoneNames(timezones.data), [timezones.data]);
   const [editing, setEditing] = useState<string | undefined>();
   const row = useAction();
   const names = new Map((brokerages.data?.items ?? []).map((b) => [b.id, b.name]));
@@ -37,7 +38,7 @@ export function AccountsPage() {
                   <td colSpan={7}>
                     <AccountForm
                       account={a}
-                      zones={zones.data?.timezones ?? []}
+                      zones={zones}
                       brokerages={brokerages.data?.items ?? []}
                       onDone={() => {
                         setEditing(undefined);
@@ -68,31 +69,44 @@ export function AccountsPage() {
           </tbody>
         </table>
       )}
-      <AccountForm zones={zones.data?.timezones ?? []} brokerages={brokerages.data?.items ?? []} onDone={accounts.reload} />
+      <AccountForm zones={zones} brokerages={brokerages.data?.items ?? []} onDone={accounts.reload} />
       <Brokerages list={brokerages.data?.items ?? []} error={brokerages.error} onChange={() => (brokerages.reload(), accounts.reload())} />
     </Page>
   );
 }
 
-/** The browser's own zone, as the service's canonical name when it is one (else the first zone). */
-function browserZone(zones: string[]): string {
-  const own = Intl.DateTimeFormat().resolvedOptions().timeZone;
-  const aliases: Record<string, string> = { UTC: 'Etc/UTC', 'Asia/Calcutta': 'Asia/Kolkata', 'Asia/Saigon': 'Asia/Ho_Chi_Minh', 'Europe/Kiev': 'Europe/Kyiv', 'Asia/Katmandu': 'Asia/Kathmandu' };
-  const name = aliases[own] ?? own;
-  return zones.includes(name) ? name : zones.includes('Etc/UTC') ? 'Etc/UTC' : (zones[0] ?? 'Etc/UTC');
+/** The zones an account may use, and every name the service accepts (case-insensitive) with the zone it stores. */
+interface ZoneNames {
+  readonly list: readonly string[];
+  readonly canonical: ReadonlyMap<string, string>;
 }
 
-function AccountForm({ account, zones, brokerages, onDone }: { account?: Account; zones: string[]; brokerages: Brokerage[]; onDone: () => void }) {
+function zoneNames(data: { timezones: string[]; links: Record<string, string> } | undefined): ZoneNames {
+  const canonical = new Map<string, string>();
+  for (const z of data?.timezones ?? []) canonical.set(z.toLowerCase(), z);
+  for (const [link, z] of Object.entries(data?.links ?? {})) canonical.set(link.toLowerCase(), z);
+  return { list: data?.timezones ?? [], canonical };
+}
+
+/** The browser's own zone, as the service stores it (else UTC). */
+function browserZone(zones: ZoneNames): string {
+  return zones.canonical.get(Intl.DateTimeFormat().resolvedOptions().timeZone.toLowerCase()) ?? zones.canonical.get('etc/utc') ?? zones.list[0] ?? 'Etc/UTC';
+}
+
+function AccountForm({ account, zones, brokerages, onDone }: { account?: Account; zones: ZoneNames; brokerages: Brokerage[]; onDone: () => void }) {
   const [name, setName] = useState(account?.name ?? '');
   const [currency, setCurrency] = useState(account?.currency ?? 'USD');
   const [timezone, setTimezone] = useState(account?.timezone ?? '');
   const [balance, setBalance] = useState('');
   const [brokerageId, setBrokerageId] = useState(account?.brokerageId ?? '');
   const action = useAction();
-  const zone = timezone || browserZone(zones);
-  const zoneKnown = zones.length === 0 || zones.includes(zone);
+  const typed = timezone || browserZone(zones);
+  // A link name (Asia/Calcutta, US/Eastern) is taken and sent as the zone it is stored as.
+  const stored = zones.canonical.get(typed.trim().toLowerCase());
+  const zone = stored ?? typed;
+  const zoneKnown = zones.list.length === 0 || stored !== undefined;
   const listId = `zones-${account?.id ?? 'new'}`;
-  const options = useMemo(() => zones.map((z) => <option key={z} value={z} />), [zones]);
+  const options = useMemo(() => zones.list.map((z) => <option key={z} value={z} />), [zones]);
 
   const submit = async (e: Event) => {
     e.preventDefault();
@@ -134,10 +148,10 @@ function AccountForm({ account, zones, brokerages, onDone }: { account?: Account
         </label>
         <label class="grow">
           Time zone
-          <input list={listId} required value={zone} onInput={(e) => setTimezone(e.currentTarget.value)} aria-invalid={!zoneKnown} aria-describedby={`${listId}-hint`} />
+          <input list={listId} required value={typed} onInput={(e) => setTimezone(e.currentTarget.value)} aria-invalid={!zoneKnown} aria-describedby={`${listId}-hint`} />
           <datalist id={listId}>{options}</datalist>
           <span id={`${listId}-hint`} class="hint">
-            {zoneKnown ? 'IANA name, e.g. America/New_York' : 'Pick a zone from the list'}
+            {!zoneKnown ? 'Pick a zone from the list' : stored !== undefined && stored !== typed ? `Stored as ${stored}` : 'IANA name, e.g. America/New_York'}
           </span>
         </label>
         {!account && (
