@@ -2,7 +2,7 @@
 //   npm run bench -- --only relay,ttfd   some rows (ids: relay, ttfd, turns, memory, list, json, keysave, tools, usage, resume, stop, detached)
 //   npm run bench -- --quick             smaller sizes, for development
 //   --no-write / --write                 skip / force the docs update (partial and quick runs skip it)
-//   --profile                            service processes run with --cpu-prof (.bench/<run>/profiles)
+//   --profile                            service and floor processes run with --cpu-prof (.bench/<run>/profiles/<n>-<process>.cpuprofile)
 //   --keep                               keep .bench/<run>/ (process logs) after the run
 //   --service-root <dir>                 measure another checkout of the service (a candidate change)
 // DATABASE_URL names a PostgreSQL server where a fresh database may be created (default

@@ -28,8 +28,6 @@ export interface Harness {
   /** The floor of a turn (bench/lib/turn-floor.ts) on the service's stores, with the service's node flags. */
   startFloor(name: string): Promise<Proc>;
   token(userId: string): Promise<string>;
-  /** Node flags for service processes (e.g. --cpu-prof when profiling). */
-  readonly serviceNodeArgs: readonly string[];
 }
 
 export interface HarnessOptions {
@@ -57,10 +55,12 @@ export async function createHarness(procs: Procs, stores: Stores, opts: HarnessO
       fake.child.send(message, (err) => err && reject(err));
     });
   };
-  // The service runs with the node flags of its own `npm start` (heap settings), then any asked for.
-  const serviceNodeArgs = [
+  // The service (and the floor) run with the node flags of the service's own `npm start` (heap settings),
+  // then any asked for; when profiling, each process's profile is named after it.
+  let profiles = 0;
+  const serviceNodeArgs = (name: string): string[] => [
     ...startScriptFlags(opts.serviceRoot ?? ROOT),
-    ...(opts.profile ? ['--cpu-prof', `--cpu-prof-dir=${path.join(opts.dir, 'profiles')}`] : []),
+    ...(opts.profile ? ['--cpu-prof', `--cpu-prof-dir=${path.join(opts.dir, 'profiles')}`, `--cpu-prof-name=${++profiles}-${name}.cpuprofile`] : []),
     ...(process.env.BENCH_SERVICE_NODE_FLAGS ?? '').split(' ').filter(Boolean),
   ];
   /** What a process on the service's stores is started with (the service's and the floor's). */
@@ -81,12 +81,11 @@ export async function createHarness(procs: Procs, stores: Stores, opts: HarnessO
     dir: opts.dir,
     fake,
     fakeUrl,
-    serviceNodeArgs,
     script: (script) => send({ script }),
     enqueue: (queue) => send({ queue }),
     startService(name, env = {}, nodeArgs = []) {
       return procs.startNode(name, path.join(opts.serviceRoot ?? ROOT, 'src', 'server.ts'), {
-        nodeArgs: [...serviceNodeArgs, ...nodeArgs],
+        nodeArgs: [...serviceNodeArgs(name), ...nodeArgs],
         env: {
           ...storesEnv(name),
           PORT: '0',
@@ -99,7 +98,7 @@ export async function createHarness(procs: Procs, stores: Stores, opts: HarnessO
       });
     },
     startFloor(name) {
-      return procs.startNode(name, 'bench/lib/turn-floor.ts', { nodeArgs: serviceNodeArgs, env: storesEnv(name) });
+      return procs.startNode(name, 'bench/lib/turn-floor.ts', { nodeArgs: serviceNodeArgs(name), env: storesEnv(name) });
     },
     startProxy(name) {
       return procs.startNode(name, 'bench/lib/bare-proxy.ts', { env: { ...baseEnv(), UPSTREAM_URL: fakeUrl, UPSTREAM_KEY: 'sk-valid-openai' } });
