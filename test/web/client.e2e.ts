@@ -6,6 +6,7 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { deflateSync } from 'node:zlib';
 import type { Page } from 'playwright-core';
+import { mintToken } from '../../src/http/auth.ts';
 import { makeStripeEvent, signStripePayload } from '../fakes/index.ts';
 import { ARTEFACTS, WEBHOOK_SECRET, startBed, screenshot, seriousViolations, withOpenAiKey, type Bed } from './harness.ts';
 
@@ -80,6 +81,19 @@ describe('serving and sign-in', () => {
     await page.getByLabel('Bearer token').fill('not.a-token');
     await page.getByRole('button', { name: 'Use this token' }).click();
     await page.getByRole('alert').filter({ hasText: 'not a valid, unexpired token' }).waitFor();
+    await context.close();
+  });
+
+  test('issue 18: a token the service refuses (401 UNAUTHENTICATED: signed with another secret) signs the page out to sign-in, the token gone from the tab', async () => {
+    const forged = await mintToken('another-secret-0123456789abcdef0123456789', 'forged-user', { ttlSeconds: 3600 });
+    const context = await bed.browser.newContext({ baseURL: bed.origin });
+    const page = await context.newPage();
+    const refused = page.waitForResponse((r) => r.url().includes('/api/') && r.status() === 401);
+    await page.goto(`/keys#access_token=${forged}`);
+    const body = (await (await refused).json()) as { error: { code: string } };
+    assert.equal(body.error.code, 'UNAUTHENTICATED');
+    await page.getByLabel('User id').waitFor();
+    assert.equal(await page.evaluate(() => sessionStorage.length), 0);
     await context.close();
   });
 });

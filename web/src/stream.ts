@@ -1,7 +1,7 @@
 // A reply as frames (DESIGN §7, §11, §12): sent with the message (fetch POST, read as SSE) or attached to
 // (`EventSource` on GET …/{id}/stream, which resumes after the last frame id by itself on reconnect).
 import { EventSourceParserStream } from 'eventsource-parser/stream';
-import { errorOf, type Schemas } from './api/client.ts';
+import { authorizedFetch, errorOf, type Schemas } from './api/client.ts';
 import { session } from './session.ts';
 
 export type Part = Schemas['MessagePart'];
@@ -81,10 +81,9 @@ const FRAME_EVENTS = ['start', 'snapshot', 'delta', 'tool_call', 'tool_result', 
  * a refusal before the stream (4xx/5xx) rejects with its ApiError.
  */
 export async function sendMessage(url: string, body: unknown, onFrame: (f: Frame) => void, signal: AbortSignal): Promise<void> {
-  const token = session()?.token;
-  const response = await fetch(url, {
+  const response = await authorizedFetch(url, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', accept: 'text/event-stream', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+    headers: { 'content-type': 'application/json', accept: 'text/event-stream' },
     body: JSON.stringify(body),
     signal,
   });

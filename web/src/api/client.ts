@@ -7,19 +7,21 @@ import { session, signOut } from '../session.ts';
 export type Schemas = components['schemas'];
 export type ErrorCode = Schemas['ErrorEnvelope']['error']['code'];
 
-export const api = createClient<paths>({ baseUrl: location.origin });
-api.use({
-  onRequest({ request }) {
-    const s = session();
-    if (s) request.headers.set('authorization', `Bearer ${s.token}`);
-    return request;
-  },
-  onResponse({ response }) {
-    // An expired or revoked token: back to sign-in rather than a page of failures.
-    if (response.status === 401) signOut();
-    return response;
-  },
-});
+/**
+ * Every call of the page to the service: with the session's token, and a 401 (an expired or revoked
+ * token) signs out — back to sign-in rather than a page of failures. The typed client goes through it,
+ * and so do the calls it cannot make (a reply read as it streams, an attachment read as a blob).
+ */
+export async function authorizedFetch(input: RequestInfo, init?: RequestInit): Promise<Response> {
+  const request = new Request(input, init);
+  const s = session();
+  if (s) request.headers.set('authorization', `Bearer ${s.token}`);
+  const response = await fetch(request);
+  if (response.status === 401) signOut();
+  return response;
+}
+
+export const api = createClient<paths>({ baseUrl: location.origin, fetch: (request) => authorizedFetch(request) });
 
 /** A refusal of the service, with its documented code (DESIGN §3). */
 export class ApiError extends Error {

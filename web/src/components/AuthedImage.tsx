@@ -1,5 +1,5 @@
 import { useEffect, useState } from 'preact/hooks';
-import { session } from '../session.ts';
+import { authorizedFetch } from '../api/client.ts';
 
 /** An attachment: its URL needs the bearer token, so it is fetched and shown from a blob: URL. */
 export function AuthedImage({ url, alt }: { url: string; alt: string }) {
@@ -7,7 +7,7 @@ export function AuthedImage({ url, alt }: { url: string; alt: string }) {
   useEffect(() => {
     let objectUrl: string | undefined;
     let live = true;
-    void fetch(url, { headers: { authorization: `Bearer ${session()?.token ?? ''}` } })
+    void authorizedFetch(url)
       .then((r) => (r.ok ? r.blob() : undefined))
       .then((b) => {
         if (b && live) setSrc((objectUrl = URL.createObjectURL(b)));

@@ -1,5 +1,5 @@
 import { useCallback, useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
-import { ApiError, api, explainStreamError, must, type Schemas } from '../api/client.ts';
+import { api, explainStreamError, must, type Schemas } from '../api/client.ts';
 import { loadCatalogue, providerName } from '../catalogue.ts';
 import { AuthedImage } from '../components/AuthedImage.tsx';
 import { Composer, base64Of, type Outgoing } from '../components/Composer.tsx';
@@ -266,9 +266,7 @@ function ConversationView({ conversationId, onChanged, onAdopt }: { conversation
 
   const stop = async () => {
     const id = idRef.current;
-    if (!id) return;
-    const r = await api.POST('/api/advisor/conversations/{id}/stop', { params: { path: { id } } });
-    if (!r.response.ok) setProblem(new ApiError(r.response.status, r.error, r.response.headers.get('retry-after')));
+    if (id) await must(api.POST('/api/advisor/conversations/{id}/stop', { params: { path: { id } } })).catch(setProblem);
   };
 
   const streaming = live !== undefined && !ended(live.reply);
@@ -291,11 +289,14 @@ function ConversationView({ conversationId, onChanged, onAdopt }: { conversation
           <button
             type="button"
             class="secondary"
-            onClick={async () => {
-              const page = await must(api.GET('/api/advisor/conversations/{id}', { params: { path: { id: conversation.id }, query: { limit: 50, cursor: conversation.nextCursor ?? '' } } }));
-              setOlder((o) => [...page.messages, ...o]);
-              setConversation({ ...conversation, nextCursor: page.nextCursor });
-            }}
+            onClick={() =>
+              must(api.GET('/api/advisor/conversations/{id}', { params: { path: { id: conversation.id }, query: { limit: 50, cursor: conversation.nextCursor ?? '' } } }))
+                .then((page) => {
+                  setOlder((o) => [...page.messages, ...o]);
+                  setConversation({ ...conversation, nextCursor: page.nextCursor });
+                })
+                .catch(setProblem)
+            }
           >
             Earlier messages
           </button>
