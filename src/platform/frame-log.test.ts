@@ -35,6 +35,8 @@ interface Backend {
   before?(): Promise<void>;
   after?(): Promise<void>;
   open(opts: { retentionMs: number; maxBytes: number }): Promise<Instances>;
+  /** A store of the backend on its own (closed by the caller). */
+  store(): Promise<FrameStore>;
 }
 
 const memory: Backend = {
@@ -45,6 +47,7 @@ const memory: Backend = {
     const log = new FrameLog(createMemoryFrameStore(clock, () => undefined), { ...OPTS, ...o });
     return { a: log, b: log, elapse: async (ms) => clock.advance(ms), close: () => log.close() };
   },
+  store: async () => createMemoryFrameStore(new ManualClock(), () => undefined),
 };
 
 function pgBackend(url: string): Backend {
@@ -70,6 +73,10 @@ function pgBackend(url: string): Backend {
       const [a, b] = [new FrameLog(store(), { ...OPTS, ...o }), new FrameLog(store(), { ...OPTS, ...o })];
       await Promise.all([a.ready(5000), b.ready(5000)]);
       return { a, b, elapse: async (ms) => clock.advance(ms), close: async () => void (await Promise.all([a.close(), b.close()])) };
+    },
+    async store() {
+      if (!handle) throw new Error('not set up');
+      return createPgFrameStore({ db: handle.db, databaseUrl: url, clock: new ManualClock(new Date()), onError: () => undefined });
     },
   };
 }
@@ -100,6 +107,11 @@ function redisBackend(url: string): Backend {
           await Promise.all([closeRedis(ca), closeRedis(cb)]);
         },
       };
+    },
+    async store() {
+      const c = openRedis(url);
+      const store = createRedisFrameStore({ client: c, prefix, onError: () => undefined });
+      return { ...store, close: async () => (await store.close(), await closeRedis(c)) };
     },
   };
 }
@@ -132,6 +144,40 @@ function client(cutAfter = Infinity): { sink: FrameSink; frames: Frame[]; signal
 }
 
 const noEvents = { stop: () => undefined, attached: () => undefined };
+
+const frame = (id: number, event = 'delta', data = `{"text":"${id} "}`): Frame => ({ id, wire: `id: ${id}\nevent: ${event}\ndata: ${data}\n\n` });
+const frames = (from: number, to: number): Frame[] => range(from, to).map((id) => frame(id));
+
+/**
+ * A store whose writes go wrong the way a store under faults does: `timeOut` writes land and then
+ * fail to their writer (a reply lost, a command timed out yet run when the store woke); `lose` writes
+ * are answered written and dropped (the store restarted empty just after).
+ */
+function faulty(store: FrameStore, faults: { timeOut: Set<number>; lose: Set<number> }): FrameStore {
+  let n = 0;
+  return {
+    ...store,
+    async write(turnId, batch, ttlMs) {
+      n++;
+      if (faults.lose.has(n)) return { kind: 'written' };
+      const outcome = await store.write(turnId, batch, ttlMs);
+      if (faults.timeOut.has(n)) throw new Error('command timed out');
+      return outcome;
+    },
+  };
+}
+
+/** The text a client assembles from its frames: deltas appended, a snapshot replacing what came before. */
+function assembled(got: readonly Frame[]): string {
+  let text = '';
+  for (const f of got) {
+    const event = /event: (\w+)/.exec(f.wire)?.[1];
+    const data = JSON.parse(/data: (.*)/.exec(f.wire)?.[1] ?? '{}') as { text?: string };
+    if (event === 'delta') text += data.text ?? '';
+    if (event === 'snapshot') text = data.text ?? '';
+  }
+  return text;
+}
 const range = (from: number, to: number): number[] => Array.from({ length: to - from + 1 }, (_, i) => from + i);
 
 for (const backend of backends) {
@@ -284,6 +330,79 @@ for (const backend of backends) {
         log.end('done', '{}');
       } finally {
         await inst.close();
+      }
+    });
+
+    test('DESIGN §12 under faults: a write sent again (retried, or run late) is refused as held — the log never holds an id twice', async () => {
+      const store = await backend.store();
+      try {
+        const turnId = randomUUID();
+        assert.deepEqual(await store.write(turnId, { after: 0, frames: frames(1, 3), end: false }, 60_000), { kind: 'written' });
+        assert.deepEqual(await store.write(turnId, { after: 0, frames: frames(1, 3), end: false }, 60_000), { kind: 'held', top: 3 });
+        // A retry that grew meanwhile (the old writer's way) is refused too.
+        assert.deepEqual(await store.write(turnId, { after: 0, frames: frames(1, 6), end: false }, 60_000), { kind: 'held', top: 3 });
+        assert.deepEqual(await store.write(turnId, { after: 3, frames: frames(4, 6), end: false }, 60_000), { kind: 'written' });
+        assert.deepEqual(await store.write(turnId, { after: 3, frames: frames(4, 5), end: false }, 60_000), { kind: 'held', top: 6 });
+        assert.deepEqual((await store.read(turnId, 0))?.frames.map((f) => f.id), range(1, 6));
+        assert.deepEqual((await store.read(turnId, 4))?.frames.map((f) => f.id), [5, 6]);
+      } finally {
+        await store.close();
+      }
+    });
+
+    test('DESIGN §12 under faults: a write that does not follow what the log holds (its store lost frames) is refused as lost; a snapshot batch is taken', async () => {
+      const store = await backend.store();
+      try {
+        const turnId = randomUUID();
+        assert.deepEqual(await store.write(turnId, { after: 4, frames: frames(5, 6), end: false }, 60_000), { kind: 'lost' });
+        assert.equal(await store.read(turnId, 0), undefined, 'nothing written');
+        const snapshot = frame(6, 'snapshot', '{"text":"1 2 3 4 5 6 "}');
+        assert.deepEqual(await store.write(turnId, { after: 4, snapshot, frames: frames(7, 8), end: false }, 60_000), { kind: 'written' });
+        assert.deepEqual(await store.write(turnId, { after: 6, frames: frames(7, 7), end: false }, 60_000), { kind: 'held', top: 8 });
+        assert.deepEqual(await store.write(turnId, { after: 9, frames: frames(10, 10), end: false }, 60_000), { kind: 'lost' }, 'a gap is refused');
+        const read = await store.read(turnId, 0);
+        assert.deepEqual(read?.frames.map((f) => f.id), [6, 7, 8]);
+        assert.equal(assembled(read?.frames ?? []), '1 2 3 4 5 6 7 8 ');
+      } finally {
+        await store.close();
+      }
+    });
+
+    test('DESIGN §12 under faults: writes that time out after landing, and a log its store lost mid-turn — a follower and a resume from 0 each see ids only rising and assemble exactly the reply', async () => {
+      const store = await backend.store();
+      const writer = new FrameLog(faulty(store, { timeOut: new Set([2, 3, 6]), lose: new Set([9]) }), { ...OPTS, retentionMs: 60_000, maxBytes: 1 << 20 });
+      // The reader is another instance, on the same store (this process's own, for the in-memory store).
+      const reader = new FrameLog(backend.shared ? await backend.store() : store, { ...OPTS, retentionMs: 60_000, maxBytes: 1 << 20 });
+      let beat: NodeJS.Timeout | undefined;
+      try {
+        await Promise.all([writer.ready(5000), reader.ready(5000)]);
+        const turnId = randomUUID();
+        let text = '';
+        const log = writer.open(turnId, () => JSON.stringify({ text }), noEvents);
+        // The running turn's heartbeat, while its writes are retried.
+        beat = setInterval(() => log.alive(), HEARTBEAT_MS / 2);
+        log.append('start', '{}');
+        const c = client();
+        const following = reader.follow(turnId, 0, c.sink, { live: true, signal: c.signal });
+        for (let i = 2; i <= 80; i++) {
+          text += `${i} `;
+          log.append('delta', `{"text":"${i} "}`);
+          if (i % 4 === 0) await delay(25);
+        }
+        log.end('done', '{}');
+        assert.equal(await following, 'ended');
+        clearInterval(beat);
+        const resumed = client();
+        assert.equal(await reader.follow(turnId, 0, resumed.sink, { live: true, signal: resumed.signal }), 'ended');
+        for (const got of [c, resumed]) {
+          const ids = got.ids();
+          assert.ok(ids.every((id, i) => i === 0 || id > (ids[i - 1] ?? 0)), `ids rise: ${ids.join(',')}`);
+          assert.equal(ids.at(-1), 81);
+          assert.equal(assembled(got.frames), text);
+        }
+      } finally {
+        clearInterval(beat);
+        await Promise.all([writer.close(), reader.close()]);
       }
     });
 

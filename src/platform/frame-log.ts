@@ -21,16 +21,23 @@ export function framesAfter(frames: readonly Frame[], after: number): Frame[] {
 /** A batch of frames as one text (how the shared stores keep a write). */
 export const batchWire = (frames: readonly Frame[]): string => frames.map((f) => f.wire).join('');
 
-/** The frames of a batch's text after `after` (each frame ends with a blank line; a data line never holds one). */
-export function framesOf(wire: string, after: number): Frame[] {
-  const out: Frame[] = [];
+/**
+ * Appends to `out` the frames of a batch's text whose ids are above `after` and above every frame
+ * already in `out` (each frame ends with a blank line; a data line never holds one): what a store
+ * hands out never repeats an id or goes back, whatever its entries overlap.
+ */
+export function framesOf(wire: string, after: number, out: Frame[] = []): Frame[] {
+  let floor = Math.max(after, out.at(-1)?.id ?? 0);
   for (let at = 0; at < wire.length; ) {
     const end = wire.indexOf('\n\n', at);
     const stop = end < 0 ? wire.length : end + 2;
     const text = wire.slice(at, stop);
     // Every frame starts `id: <n>\n`.
     const id = Number.parseInt(text.slice(4), 10);
-    if (id > after) out.push({ id, wire: text });
+    if (id > floor) {
+      out.push({ id, wire: text });
+      floor = id;
+    }
     at = stop;
   }
   return out;
@@ -46,11 +53,31 @@ export interface StoredFrames {
 
 /** A write of a turn's log: the frames after what was written, and the snapshot that replaces what came before. */
 export interface FrameBatch {
-  /** Replaces every frame up to its id (the log outgrew its byte cap). */
+  /** The last frame id the writer knows the store holds (0: none); the frames follow it. */
+  readonly after: number;
+  /** Replaces every frame up to its id (the log outgrew its byte cap, or the store lost it). */
   readonly snapshot?: Frame;
   readonly frames: readonly Frame[];
   /** The last frame of `frames` is the terminal one: retention starts. */
   readonly end: boolean;
+}
+
+/**
+ * What a store did with a batch (DESIGN §12 "Under faults"). `written`: appended. `held`: refused,
+ * the log already holds an id of it (a retried or late write), up to `top`. `lost`: refused, the
+ * log does not end at the batch's `after` (its store restarted empty, or a write was given up): only
+ * a batch that starts with a snapshot is taken then, so a reader never meets a silent gap.
+ */
+export type WriteOutcome = { readonly kind: 'written' } | { readonly kind: 'held'; readonly top: number } | { readonly kind: 'lost' };
+
+/** The first id of a batch: its snapshot's, else its first frame's. */
+export const firstIdOf = (batch: FrameBatch): number => batch.snapshot?.id ?? batch.frames[0]?.id ?? batch.after + 1;
+
+/** The one rule every store applies to a write, given the highest frame id its log holds (0: no log). */
+export function judgeWrite(batch: FrameBatch, top: number): WriteOutcome {
+  if (top >= firstIdOf(batch)) return { kind: 'held', top };
+  if (batch.snapshot === undefined && top !== batch.after) return { kind: 'lost' };
+  return { kind: 'written' };
 }
 
 /** What instances tell each other about turns: stop one; a client attached to (or left) one from elsewhere. */
@@ -65,8 +92,11 @@ export type ControlMessage =
  * so "the frames after id n" is the entries above n, less the frames up to n.
  */
 export interface FrameStore {
-  /** Writes a batch (one round trip) and tells the turn's watchers. */
-  write(turnId: string, batch: FrameBatch, ttlMs: number): Promise<void>;
+  /**
+   * Writes a batch (one round trip, atomically with `judgeWrite`'s verdict on it) and tells the
+   * turn's watchers; a refused batch writes nothing.
+   */
+  write(turnId: string, batch: FrameBatch, ttlMs: number): Promise<WriteOutcome>;
   /** The frames after `after` (a snapshot first when `after` is older than what is held); undefined: no log. */
   read(turnId: string, after: number): Promise<StoredFrames | undefined>;
   /** Calls `wake` on every write to the turn's log and every sign of life of it; resolves once listening. */
@@ -89,9 +119,10 @@ export interface FrameSink {
 }
 
 /**
- * How a follow ended: the terminal frame was written (`ended`); the store holds no log of the turn
- * (`missing`, only for a turn known to have ended); nothing came from a live turn for its liveness
- * window (`silent`: its instance is gone); the follower's signal aborted (`closed`).
+ * How a follow ended: the terminal frame was written (`ended`); the store holds nothing more of a
+ * turn known to have ended (`missing`: no log, or a log without its terminal frame — its instance
+ * died — the stored reply says the rest); nothing came from a live turn for its liveness window
+ * (`silent`: its instance is gone); the follower's signal aborted (`closed`).
  */
 export type FollowEnd = 'ended' | 'missing' | 'silent' | 'closed';
 
@@ -126,6 +157,12 @@ const FLUSH_RETRY_MAX_MS = 2_000;
 /** How long the end of a log keeps being retried while the store is unreachable. */
 const FLUSH_GIVE_UP_MS = 30_000;
 const LIVENESS_BEATS = 3;
+/** How soon a follower reads the store again after a read failed. */
+const READ_RETRY_MS = 250;
+
+/** A client's first look at a turn (FrameLog.look). */
+export type FirstLook = { readonly local: true } | StoredLook;
+type StoredLook = { readonly local: false; readonly stored: StoredFrames | undefined };
 
 /**
  * What an instance hears, handed on: a turn's notices to whoever watches that turn, control messages
@@ -212,13 +249,30 @@ export class FrameLog {
   }
 
   /**
-   * Sends the frames of a turn after `after` to `sink`, then follows live until the terminal frame.
-   * `live`: the turn was running when the caller looked (a log not there yet is waited for).
+   * A client's first look at a turn's log, before it is answered: where the turn runs here, nothing
+   * to read; else what the store holds after `after`. Throws when the store cannot be read (the
+   * caller answers 503, or the stored reply of an ended turn: DESIGN §12 "Under faults").
    */
-  follow(turnId: string, after: number, sink: FrameSink, opts: { readonly live: boolean; readonly signal: AbortSignal }): Promise<FollowEnd> {
+  async look(turnId: string, after: number): Promise<FirstLook> {
+    if (this.#running.has(turnId)) return { local: true };
+    return { local: false, stored: await this.#store.read(turnId, after) };
+  }
+
+  /**
+   * Sends the frames of a turn after `after` to `sink`, then follows live until the terminal frame.
+   * `live`: the turn was running when the caller looked (a log not there yet is waited for); `first`:
+   * the caller's `look`, when it took one.
+   */
+  follow(turnId: string, after: number, sink: FrameSink, opts: { readonly live: boolean; readonly signal: AbortSignal; readonly first?: FirstLook }): Promise<FollowEnd> {
     const local = this.#running.get(turnId);
     if (local !== undefined) return local.follow(after, sink, opts.signal);
-    return this.#followStored(turnId, after, sink, opts.live, opts.signal);
+    const first = opts.first?.local === false ? opts.first : undefined;
+    return this.#followStored(turnId, after, sink, opts.live, opts.signal, first);
+  }
+
+  /** Every frame a turn's log holds (a snapshot first when it was compacted); undefined: no log. Throws when the store cannot be read. */
+  async held(turnId: string): Promise<readonly Frame[] | undefined> {
+    return (await this.#store.read(turnId, 0))?.frames;
   }
 
   /** Asks the instance running the turn to stop it (this one directly, others through the store). */
@@ -239,9 +293,10 @@ export class FrameLog {
     else log.remote(m.followerId, m.kind === 'attach');
   }
 
-  async #followStored(turnId: string, after: number, sink: FrameSink, live: boolean, signal: AbortSignal): Promise<FollowEnd> {
+  async #followStored(turnId: string, after: number, sink: FrameSink, live: boolean, signal: AbortSignal, first?: StoredLook): Promise<FollowEnd> {
     const store = this.#store;
     const { heartbeatMs } = this.#opts;
+    const silentMs = LIVENESS_BEATS * heartbeatMs;
     const followerId = randomToken(8);
     let woken: (() => void) | undefined;
     let heard = Date.now();
@@ -255,31 +310,50 @@ export class FrameLog {
     announce('attach');
     const beat = setInterval(() => announce('attach'), heartbeatMs);
     let pos = after;
+    let pending: StoredLook | undefined = first;
+    /** Since when reads of the store have failed (a hiccup is ridden out; an outage past the liveness window ends the follow). */
+    let failingSince: number | undefined;
     const aborted = new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
     try {
       for (;;) {
         if (signal.aborted) return 'closed';
         const woke = new Promise<void>((resolve) => (woken = resolve));
-        const stored = await store.read(turnId, pos);
-        if (stored === undefined) {
-          if (!live) return 'missing';
-        } else {
-          const last = stored.frames.at(-1);
-          if (last !== undefined) {
-            pos = last.id;
-            heard = Date.now();
-            if (!sink.write(stored.frames)) await sink.drained(signal);
-          }
-          if (stored.ended) return 'ended';
+        let stored: StoredFrames | undefined;
+        let readable = true;
+        try {
+          stored = pending !== undefined ? pending.stored : await store.read(turnId, pos);
+          failingSince = undefined;
+        } catch (err) {
+          failingSince ??= Date.now();
+          if (Date.now() - failingSince > silentMs) throw err;
+          readable = false;
         }
-        // A notice, or a look at the store every heartbeat (a notice can be lost); silent past the liveness window.
+        pending = undefined;
+        if (readable) {
+          if (stored === undefined) {
+            if (!live) return 'missing';
+          } else {
+            const last = stored.frames.at(-1);
+            if (last !== undefined) {
+              pos = last.id;
+              heard = Date.now();
+              if (!sink.write(stored.frames)) await sink.drained(signal);
+            }
+            if (stored.ended) return 'ended';
+            // An ended turn's log without its terminal frame gets no more: its instance died.
+            if (!live) return 'missing';
+          }
+        }
+        // A notice, or a look at the store every heartbeat (a notice can be lost; a failed read is tried again sooner); silent past the liveness window.
         let tick: NodeJS.Timeout | undefined;
-        await Promise.race([woke, aborted, new Promise<void>((resolve) => (tick = setTimeout(resolve, heartbeatMs)))]);
+        const nextLookMs = readable ? heartbeatMs : Math.min(heartbeatMs, READ_RETRY_MS);
+        await Promise.race([woke, aborted, new Promise<void>((resolve) => (tick = setTimeout(resolve, nextLookMs)))]);
         clearTimeout(tick);
-        if (Date.now() - heard > LIVENESS_BEATS * heartbeatMs) {
+        if (readable && Date.now() - heard > silentMs) {
           // One last look before giving up on it.
           const again = await store.read(turnId, pos);
           if (again === undefined || again.frames.length === 0) return 'silent';
+          pending = { local: false, stored: again };
         }
       }
     } finally {
@@ -324,6 +398,8 @@ export class TurnLog {
   /** The next write's timer (FLUSH_INTERVAL_MS after the last one started). */
   #waiting: NodeJS.Timeout | undefined;
   #writeStartedAt = Date.now();
+  /** Writes were given up (the store unreachable for FLUSH_GIVE_UP_MS): the next frame tries again. */
+  #stalled = false;
   readonly #followers = new Set<LocalFollower>();
   /** Clients attached on other instances, with when they were last announced. */
   readonly #remote = new Map<string, number>();
@@ -363,6 +439,7 @@ export class TurnLog {
     const id = ++this.#lastId;
     if (terminal) this.#endId = id;
     const frame = { id, wire: wireOf(id, event, data) };
+    this.#stalled = false;
     this.#frames.push(frame);
     this.#bytes += frame.wire.length;
     // Followers keeping up get every frame; only one left behind by a compaction gets the snapshot.
@@ -457,7 +534,7 @@ export class TurnLog {
    * turn shorter than that is one write); the next carries everything appended meanwhile.
    */
   #flush(): void {
-    if (this.#writing !== undefined || this.#waiting !== undefined) return;
+    if (this.#writing !== undefined || this.#waiting !== undefined || this.#stalled) return;
     const wait = this.#endId !== undefined ? 0 : this.#writeStartedAt + FLUSH_INTERVAL_MS - Date.now();
     if (wait > 0) {
       this.#waiting = setTimeout(() => {
@@ -469,34 +546,58 @@ export class TurnLog {
     this.#writeStartedAt = Date.now();
     this.#writing = this.#writeAll().finally(() => {
       this.#writing = undefined;
-      if (this.#written < this.#lastId) this.#flush();
+      if (this.#written < this.#lastId && !this.#stalled) this.#flush();
       else if (this.#endId !== undefined) this.#forget();
     });
   }
 
+  /**
+   * Writes until the store holds every frame appended. A batch is fixed once formed and sent again,
+   * unchanged, until the store has answered it: a write that timed out may still land (a frozen
+   * store runs what it read when it wakes), and the store refuses the ids it then already holds
+   * (`held`), so no frame is ever stored twice. A store that lost the log (`lost`) is sent a snapshot
+   * of the reply so far with the frames after it. After FLUSH_GIVE_UP_MS of failures the log stalls
+   * until its next frame (an ended turn's log is let go: its followers read the stored reply).
+   */
   async #writeAll(): Promise<void> {
     const giveUpAt = Date.now() + FLUSH_GIVE_UP_MS;
+    let batch: FrameBatch | undefined;
     for (let wait = FLUSH_RETRY_MS; this.#written < this.#lastId; ) {
-      const snapshot = this.#pendingSnapshot;
-      const from = snapshot?.id ?? this.#written;
-      const frames = this.#after(from);
-      const last = frames.at(-1) ?? snapshot;
-      if (last === undefined) return;
-      const end = this.#endId !== undefined && last.id === this.#endId;
+      batch ??= this.#nextBatch();
       try {
-        await this.#store.write(this.turnId, { ...(snapshot ? { snapshot } : {}), frames, end }, end ? this.#opts.retentionMs : this.#opts.maxDurationMs + this.#opts.retentionMs);
-        if (this.#pendingSnapshot === snapshot) this.#pendingSnapshot = undefined;
-        this.#written = Math.max(this.#written, last.id);
+        const outcome = await this.#store.write(this.turnId, batch, batch.end ? this.#opts.retentionMs : this.#opts.maxDurationMs + this.#opts.retentionMs);
+        this.#acknowledge(batch, outcome);
+        batch = undefined;
         wait = FLUSH_RETRY_MS;
       } catch (err) {
         if (Date.now() + wait > giveUpAt) {
           this.#opts.onError(err, 'writing a frame log');
-          this.#written = this.#lastId;
+          this.#stalled = true;
           return;
         }
         await new Promise((r) => setTimeout(r, wait));
         wait = Math.min(wait * 2, FLUSH_RETRY_MAX_MS);
       }
     }
+  }
+
+  /** The frames the store does not hold yet, after the snapshot that must replace what it holds, if any. */
+  #nextBatch(): FrameBatch {
+    const snapshot = this.#pendingSnapshot;
+    const frames = this.#after(snapshot?.id ?? this.#written);
+    const last = frames.at(-1)?.id ?? snapshot?.id;
+    return { after: this.#written, ...(snapshot ? { snapshot } : {}), frames, end: this.#endId !== undefined && last === this.#endId };
+  }
+
+  #acknowledge(batch: FrameBatch, outcome: WriteOutcome): void {
+    if (outcome.kind === 'lost') {
+      // The reply so far stands for every frame before the unwritten ones (the terminal frame stays a frame of its own).
+      const id = this.#endId !== undefined ? this.#endId - 1 : this.#lastId;
+      this.#pendingSnapshot = { id, wire: wireOf(id, 'snapshot', this.#snapshot()) };
+      return;
+    }
+    if (this.#pendingSnapshot === batch.snapshot) this.#pendingSnapshot = undefined;
+    const last = batch.frames.at(-1)?.id ?? batch.snapshot?.id ?? batch.after;
+    this.#written = Math.max(this.#written, outcome.kind === 'written' ? last : outcome.top);
   }
 }

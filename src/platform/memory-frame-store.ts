@@ -1,4 +1,4 @@
-import { framesAfter, Notices, type Frame, type FrameStore, type StoredFrames } from './frame-log.ts';
+import { framesAfter, judgeWrite, Notices, type Frame, type FrameStore, type StoredFrames } from './frame-log.ts';
 import type { Clock } from './clock.ts';
 
 interface Held {
@@ -50,6 +50,8 @@ export function createMemoryFrameStore(clock: Clock, onError: (err: unknown) => 
   return {
     async write(turnId, batch, ttlMs) {
       let held = live(turnId);
+      const outcome = judgeWrite(batch, held?.frames.at(-1)?.id ?? 0);
+      if (outcome.kind !== 'written') return outcome;
       if (held === undefined) {
         held = { frames: [], bytes: 0, ended: false, expiresAtMs: 0 };
         logs.set(turnId, held);
@@ -74,6 +76,7 @@ export function createMemoryFrameStore(clock: Clock, onError: (err: unknown) => 
         }
       }
       notices.notice(turnId);
+      return outcome;
     },
     async read(turnId, after): Promise<StoredFrames | undefined> {
       const held = live(turnId);

@@ -2,7 +2,7 @@ import pg from 'pg';
 import { sql } from 'kysely';
 import type { Db } from '../db/types.ts';
 import type { Clock } from './clock.ts';
-import { batchWire, framesOf, Notices, type FrameStore, type StoredFrames } from './frame-log.ts';
+import { batchWire, firstIdOf, framesOf, Notices, type Frame, type FrameStore, type StoredFrames, type WriteOutcome } from './frame-log.ts';
 
 const FRAMES_CHANNEL = 'advisor_frames';
 const CONTROL_CHANNEL = 'advisor_control';
@@ -19,9 +19,10 @@ export interface PgFrameStoreOptions {
 
 /**
  * Frame logs in PostgreSQL (`stream_logs`, `stream_frames`; migration 0016) for deployments without
- * Redis: a write is one statement that stores its frames as one row (under its last frame id; a
- * compaction's snapshot as another, the rows before it deleted) and sends the notice (NOTIFY is
- * delivered at commit, so a woken reader finds the frames); control messages go by NOTIFY too.
+ * Redis: a write is one statement that judges it (frame-log.ts `judgeWrite`: the log's top is its
+ * highest row id), stores its frames as one row (under its last frame id; a snapshot as another, the
+ * rows before it deleted) and sends the notice (NOTIFY is delivered at commit, so a woken reader
+ * finds the frames); a refused write changes nothing. Control messages go by NOTIFY too.
  * Expired logs are deleted every minute.
  */
 export function createPgFrameStore(opts: PgFrameStoreOptions): FrameStore {
@@ -59,23 +60,34 @@ export function createPgFrameStore(opts: PgFrameStoreOptions): FrameStore {
   }, CLEANUP_MS).unref();
 
   return {
-    async write(turnId, batch, ttlMs) {
+    async write(turnId, batch, ttlMs): Promise<WriteOutcome> {
       const expiresAt = new Date(clock.now().getTime() + ttlMs);
       const rows = batch.snapshot ? [{ id: batch.snapshot.id, wire: batch.snapshot.wire, terminal: false }] : [];
       const last = batch.frames.at(-1);
       if (last !== undefined) rows.push({ id: last.id, wire: batchWire(batch.frames), terminal: batch.end });
       const cutBelow = batch.snapshot?.id ?? 0;
-      await sql`
-        with log as (
-          insert into stream_logs (turn_id, expires_at) values (${turnId}, ${expiresAt})
+      const { rows: verdicts } = await sql<{ verdict: 'written' | 'held' | 'lost'; top: number }>`
+        with held as (select coalesce((select max(id) from stream_frames where turn_id = ${turnId}), 0) as top),
+        judged as (
+          select top, case when top >= ${firstIdOf(batch)}::int then 'held'
+                           when ${batch.snapshot === undefined} and top <> ${batch.after}::int then 'lost'
+                           else 'written' end as verdict
+          from held),
+        log as (
+          insert into stream_logs (turn_id, expires_at) select ${turnId}, ${expiresAt} from judged where verdict = 'written'
           on conflict (turn_id) do update set expires_at = excluded.expires_at),
-        cut as (delete from stream_frames where turn_id = ${turnId} and id < ${cutBelow}),
+        cut as (delete from stream_frames where turn_id = ${turnId} and id < ${cutBelow} and (select verdict from judged) = 'written'),
         ins as (
           insert into stream_frames (turn_id, id, wire, terminal)
           select ${turnId}, u.id, u.wire, u.terminal
           from unnest(${rows.map((r) => r.id)}::int[], ${rows.map((r) => r.wire)}::text[], ${rows.map((r) => r.terminal)}::bool[]) as u(id, wire, terminal)
-          on conflict (turn_id, id) do update set wire = excluded.wire, terminal = excluded.terminal)
-        select pg_notify(${FRAMES_CHANNEL}, ${turnId})`.execute(db);
+          where (select verdict from judged) = 'written'
+          on conflict (turn_id, id) do nothing)
+        select j.verdict, j.top from judged j
+        left join lateral (select pg_notify(${FRAMES_CHANNEL}, ${turnId}) where j.verdict = 'written') n on true`.execute(db);
+      const v = verdicts[0];
+      if (v === undefined) throw new Error('the frame-log write returned no verdict');
+      return v.verdict === 'held' ? { kind: 'held', top: v.top } : { kind: v.verdict };
     },
     async read(turnId, after): Promise<StoredFrames | undefined> {
       // The rows above `after` hold every frame after it (the snapshot's among them when `after` is older).
@@ -85,7 +97,9 @@ export function createPgFrameStore(opts: PgFrameStoreOptions): FrameStore {
         where l.turn_id = ${turnId} and l.expires_at > ${clock.now()}
         order by f.id`.execute(db);
       if (rows.length === 0) return undefined;
-      return { frames: rows.flatMap((r) => (r.wire === null ? [] : framesOf(r.wire, after))), ended: rows.some((r) => r.terminal === true) };
+      const frames: Frame[] = [];
+      for (const r of rows) if (r.wire !== null) framesOf(r.wire, after, frames);
+      return { frames, ended: rows.some((r) => r.terminal === true) };
     },
     async watch(turnId, wake) {
       await listening;

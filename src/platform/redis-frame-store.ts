@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
-import { batchWire, framesOf, Notices, type Frame, type FrameStore, type StoredFrames } from './frame-log.ts';
-import { redisCall } from './redis-connection.ts';
+import { batchWire, firstIdOf, framesOf, Notices, type Frame, type FrameStore, type StoredFrames, type WriteOutcome } from './frame-log.ts';
+import { LuaScript, redisCall } from './redis-connection.ts';
 
 export interface RedisFrameStoreOptions {
   /** The instance's Redis connection; its owner closes it. */
@@ -13,12 +13,50 @@ export interface RedisFrameStoreOptions {
 type Entry = [id: string, fields: string[]];
 
 /**
+ * A write, judged and done in one step (frame-log.ts `judgeWrite`, the same rule in Lua): the top of
+ * the log is its last entry's id (an entry's id is its last frame's). A batch whose first id the log
+ * holds is refused (returns the top); one that does not follow the top without a snapshot is refused
+ * as lost (-1); else the snapshot replaces the log, the frames are appended, the expiry set and the
+ * notice sent (-2). KEYS[1] the log; ARGV after, first id, last id, snapshot wire ('' none), batch
+ * wire ('' none), '1' when the batch ends the turn, ttl.
+ */
+const WRITE = new LuaScript(`
+local top = 0
+local newest = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)[1]
+if newest then top = tonumber(string.match(newest[1], '^%d+')) end
+if top >= tonumber(ARGV[2]) then return top end
+if ARGV[4] == '' and top ~= tonumber(ARGV[1]) then return -1 end
+if ARGV[4] ~= '' then
+  redis.call('DEL', KEYS[1])
+  redis.call('XADD', KEYS[1], ARGV[2] .. '-0', 'w', ARGV[4])
+end
+if ARGV[5] ~= '' then
+  if ARGV[6] == '1' then
+    redis.call('XADD', KEYS[1], ARGV[3] .. '-0', 'w', ARGV[5], 'e', '1')
+  else
+    redis.call('XADD', KEYS[1], ARGV[3] .. '-0', 'w', ARGV[5])
+  end
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[7])
+redis.call('PUBLISH', KEYS[1], 'f')
+return -2
+`);
+
+function outcomeOf(reply: unknown): WriteOutcome {
+  if (reply === -2) return { kind: 'written' };
+  if (reply === -1) return { kind: 'lost' };
+  if (typeof reply === 'number' && reply >= 0) return { kind: 'held', top: reply };
+  throw new Error(`the frame-log write answered ${String(reply)}`);
+}
+
+/**
  * Frame logs in Redis: a stream per turn (expiring after the retention) with one entry per write —
  * its id the write's last frame id (`N-0`), field `w` its frames' text, then `e` on the write with the
  * terminal frame — so a fast provider costs a few commands a second (an XADD per frame cost the relay
- * half its rate). A compaction replaces the stream by its snapshot entry. Notices go on a channel per
- * turn, control messages on one channel per deployment, in the same MULTI as the write; they arrive
- * on a second connection of the instance, in subscriber mode (it re-subscribes after a reconnect).
+ * half its rate). A write is one script that refuses what the log already holds (WRITE). A snapshot
+ * replaces the stream by its snapshot entry. Notices go on a channel per turn, sent by the write;
+ * control messages on one channel per deployment; they arrive on a second connection of the
+ * instance, in subscriber mode (it re-subscribes after a reconnect).
  */
 export function createRedisFrameStore(opts: RedisFrameStoreOptions): FrameStore {
   const { client, prefix } = opts;
@@ -33,18 +71,9 @@ export function createRedisFrameStore(opts: RedisFrameStoreOptions): FrameStore 
 
   return {
     async write(turnId, batch, ttlMs) {
-      const k = key(turnId);
-      await redisCall(client, (c) => {
-        const m = c.multi();
-        if (batch.snapshot) m.del(k).xadd(k, `${batch.snapshot.id}-0`, 'w', batch.snapshot.wire);
-        const last = batch.frames.at(-1);
-        if (last !== undefined) {
-          const wire = batchWire(batch.frames);
-          if (batch.end) m.xadd(k, `${last.id}-0`, 'w', wire, 'e', '1');
-          else m.xadd(k, `${last.id}-0`, 'w', wire);
-        }
-        return m.pexpire(k, ttlMs).publish(k, 'f').exec();
-      });
+      const last = batch.frames.at(-1);
+      const args = [batch.after, firstIdOf(batch), last?.id ?? 0, batch.snapshot?.wire ?? '', last ? batchWire(batch.frames) : '', batch.end ? '1' : '', ttlMs];
+      return outcomeOf(await redisCall(client, (c) => WRITE.run(c, [key(turnId)], args)));
     },
     async read(turnId, after): Promise<StoredFrames | undefined> {
       const k = key(turnId);
@@ -55,7 +84,7 @@ export function createRedisFrameStore(opts: RedisFrameStoreOptions): FrameStore 
       const frames: Frame[] = [];
       let ended = false;
       for (const [, fields] of (range?.[1] ?? []) as Entry[]) {
-        frames.push(...framesOf(fields[1] ?? '', after));
+        framesOf(fields[1] ?? '', after, frames);
         if (fields[2] === 'e') ended = true;
       }
       return { frames, ended };
