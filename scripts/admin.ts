@@ -1,5 +1,5 @@
-// Operator commands against the configured database (stop an embedded-database server first: PGlite
-// allows one process at a time).
+// Operator commands against the configured database. On the embedded database, stop the server
+// first: PGlite serves one process at a time, and this refuses to start while another holds DATA_DIR.
 //   npm run admin -- set-tier <userId> <tier>
 //   npm run admin -- grant <userId> <credits> --reason "<why>" [--ref <idempotency key>]
 //   npm run admin -- take <userId> <credits> --reason "<why>" [--ref <idempotency key>]
@@ -8,6 +8,7 @@ import { ConfigError, loadConfig } from '../src/config.ts';
 import { createDeps } from '../src/deps.ts';
 import { setTier, userTier } from '../src/features/users/service.ts';
 import { grantCredits } from '../src/features/billing/wallet-service.ts';
+import { DataDirLockedError } from '../src/platform/data-dir-lock.ts';
 
 const USAGE = [
   'usage:',
@@ -52,7 +53,14 @@ if (command === 'set-tier') {
   fail(`unknown command "${command}"`);
 }
 
-const deps = await createDeps(config);
+let deps;
+try {
+  deps = await createDeps(config);
+} catch (err) {
+  if (!(err instanceof ConfigError || err instanceof DataDirLockedError)) throw err;
+  process.stderr.write(`${err.message}\n`);
+  process.exit(1);
+}
 try {
   if (command === 'set-tier') {
     const before = await userTier(deps, userId);

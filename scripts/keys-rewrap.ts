@@ -1,16 +1,34 @@
 // Re-encrypts every stored key under the first key of ENCRYPTION_KEYS (DESIGN §5):
 //   ENCRYPTION_KEYS=new:…,old:… npm run keys:rewrap
 // Idempotent: rows already under the first key are left alone, so a second run changes nothing.
-import { loadConfig } from '../src/config.ts';
+import { ConfigError, loadConfig } from '../src/config.ts';
 import { createDb } from '../src/db/create-db.ts';
 import { migrateToLatest } from '../src/db/migrate.ts';
 import { createVault, loadOrCreateKeyring } from '../src/platform/aes-vault.ts';
 import path from 'node:path';
 import { rewrapAllKeys } from '../src/features/advisor-keys/rewrap.ts';
+import { DataDirLockedError } from '../src/platform/data-dir-lock.ts';
 
-const config = loadConfig(process.env);
+/** A refusal the operator fixes (a setting, a server holding DATA_DIR): its message, exit 1. */
+function refused(err: unknown): never {
+  if (!(err instanceof ConfigError || err instanceof DataDirLockedError)) throw err;
+  process.stderr.write(`${err.message}\n`);
+  process.exit(1);
+}
+
+let config;
+try {
+  config = loadConfig(process.env);
+} catch (err) {
+  refused(err);
+}
+let handle;
+try {
+  handle = await createDb({ databaseUrl: config.databaseUrl, pgliteDir: path.join(config.dataDir, 'pgdata') });
+} catch (err) {
+  refused(err);
+}
 const vault = createVault(loadOrCreateKeyring(config.encryptionKeys, config.dataDir, (m) => process.stderr.write(`${m}\n`)));
-const handle = await createDb({ databaseUrl: config.databaseUrl, pgliteDir: path.join(config.dataDir, 'pgdata') });
 try {
   await migrateToLatest(handle.db);
   const report = await rewrapAllKeys({ db: handle.db, vault });

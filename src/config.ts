@@ -184,6 +184,7 @@ export function loadConfig(env: Env = process.env): Config {
   const port = int('PORT', 3000, 0, 65535);
   const host = str('HOST') ?? '127.0.0.1';
   const databaseUrl = url('DATABASE_URL', undefined);
+  if (str('DATABASE_URL') !== undefined) sharedSecretProblems(str, problems);
   const loopback = LOOPBACK_HOSTS.test(host) || host === '::1';
   // The checkout returns to the web client this process serves, unless the operator names a front end.
   const selfOrigin = `http://${loopback || host === '0.0.0.0' || host === '::' ? 'localhost' : host.includes(':') ? `[${host}]` : host}:${port}`;
@@ -243,6 +244,26 @@ export function loadConfig(env: Env = process.env): Config {
   }
   if (problems.length > 0) throw new ConfigError(problems);
   return deepFreeze(config);
+}
+
+/**
+ * DESIGN §10: instances on one database must share the keyring and the token secret. A secret
+ * generated per instance into its own DATA_DIR would make each refuse the others' tokens and unable to
+ * read the keys they stored, so on PostgreSQL none is generated.
+ */
+function sharedSecretProblems(str: (name: string) => string | undefined, problems: string[]): void {
+  if (str('ENCRYPTION_KEYS') === undefined) {
+    problems.push(
+      'ENCRYPTION_KEYS must be set with DATABASE_URL: every instance must share one keyring ' +
+        '(a keyring generated per instance could not read the keys the others stored)',
+    );
+  }
+  if (str('AUTH_JWT_SECRET') === undefined && str('AUTH_JWKS_URL') === undefined) {
+    problems.push(
+      'AUTH_JWT_SECRET (or AUTH_JWKS_URL) must be set with DATABASE_URL: every instance must share the token secret ' +
+        '(a secret generated per instance would refuse the tokens the others accept)',
+    );
+  }
 }
 
 const LOOPBACK_HOSTS = /^(localhost|127(\.\d{1,3}){3}|\[::1\])$/i;

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { createAuthenticator, type Authenticator } from './http/auth.ts';
-import type { Config } from './config.ts';
+import { ConfigError, type Config } from './config.ts';
 import { createDb, type DbHandle } from './db/create-db.ts';
 import { migrateToLatest } from './db/migrate.ts';
 import type { Db } from './db/types.ts';
@@ -13,10 +13,11 @@ import type { RateLimiter } from './platform/rate-limiter.ts';
 import type { StreamLeases } from './platform/stream-lease.ts';
 import type { FrameLog } from './platform/frame-log.ts';
 import type { Vault } from './platform/vault.ts';
-import { createVault, loadOrCreateKeyring, loadOrCreateSecret } from './platform/aes-vault.ts';
+import { createVault, loadOrCreateKeyring, loadOrCreateSecret, type Keyring } from './platform/aes-vault.ts';
 import { createCoordination, type Coordination } from './platform/coordination.ts';
 import path from 'node:path';
 import { createTurnBilling, type TurnBilling } from './features/billing/turn-billing.ts';
+import { sealedKeyIds } from './features/advisor-keys/repo.ts';
 import { createLlm, createUpstreamAgent, type Llm } from './providers/llm/index.ts';
 import { createMarketData, type MarketData } from './providers/market-data/index.ts';
 import { createStripePayments, type PaymentsClient } from './providers/payments/stripe.ts';
@@ -96,8 +97,17 @@ export async function createDeps(config: Config, opts: DepsOptions = {}): Promis
         onPoolError: (err) => logger.warn({ err: err.message }, 'database connection lost; it will be replaced'),
       });
   if (!opts.skipMigrations && !owner) await migrateToLatest(handle.db);
-  const vault = createVault(loadOrCreateKeyring(config.encryptionKeys, config.dataDir, warn));
-  const jwtSecret = config.auth.jwtSecret ?? (config.auth.jwksUrl ? '' : loadOrCreateSecret('jwt-secret', config.dataDir, warn));
+  const keyring = loadOrCreateKeyring(config.encryptionKeys, config.dataDir, warn);
+  if (!opts.skipMigrations && !owner) {
+    try {
+      await refuseKeyringThatReadsNoKey(handle.db, keyring, config);
+    } catch (err) {
+      await handle.close();
+      throw err;
+    }
+  }
+  const vault = createVault(keyring);
+  const jwtSecret = tokenSecret(config, warn) ?? '';
   const coordination: Coordination = owner
     ? { limiter: owner.limiter, leases: owner.leases, frames: owner.frames, store: 'memory', close: async () => undefined }
     : createCoordination(config, handle.db, clock, opts.redisPrefix ?? 'advisor:', (err, what) => logger.warn({ err }, `${what} failed`));
@@ -148,4 +158,31 @@ export async function createDeps(config: Config, opts: DepsOptions = {}): Promis
       await handle.close();
     },
   };
+}
+
+/**
+ * The HS256 secret tokens are signed and verified with: AUTH_JWT_SECRET, else (the embedded default)
+ * the one generated into DATA_DIR; undefined when tokens come from AUTH_JWKS_URL (which then decides). The server and
+ * `npm run token` both take it from here.
+ */
+export function tokenSecret(config: Config, warn: (msg: string) => void): string | undefined {
+  if (config.auth.jwksUrl !== undefined) return undefined;
+  return config.auth.jwtSecret ?? loadOrCreateSecret('jwt-secret', config.dataDir, warn);
+}
+
+/**
+ * DESIGN §10: a keyring holding none of the key ids the stored keys are sealed under could read none
+ * of them (an instance started with another deployment's ENCRYPTION_KEYS): the start is refused. One
+ * id in common is enough (a rotation in progress, a rewrap not yet run).
+ */
+async function refuseKeyringThatReadsNoKey(db: Db, keyring: Keyring, config: Config): Promise<void> {
+  const used = await sealedKeyIds(db);
+  const held = new Set(keyring.keys.map((k) => k.id));
+  if (used.length === 0 || used.some((id) => held.has(id))) return;
+  const source = config.encryptionKeys === undefined ? `ENCRYPTION_KEYS (unset: the keyring generated in ${config.dataDir})` : 'ENCRYPTION_KEYS';
+  const shown = used.length > 10 ? [...used.slice(0, 10), `… ${used.length - 10} more`] : used;
+  throw new ConfigError([
+    `${source} holds none of the key ids the database's stored keys are sealed under (${shown.join(', ')}; ` +
+      `the keyring holds ${[...held].join(', ')}): no stored key could be read. Start with the keyring the other instances use.`,
+  ]);
 }

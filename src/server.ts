@@ -1,22 +1,51 @@
-import { ConfigError, loadConfig } from './config.ts';
+import path from 'node:path';
+import { ConfigError, loadConfig, type Config } from './config.ts';
 import { createDeps } from './deps.ts';
 import { buildApp } from './app.ts';
 import { sweepCrashedTurns } from './features/conversations/crashed-turns.ts';
+import { DataDirLockedError } from './platform/data-dir-lock.ts';
+
+const PROJECT_ROOT = path.resolve(import.meta.dirname, '..');
+
+/** A start refused for a reason the operator can fix: one message, exit 1, no stack. */
+function refuse(message: string): never {
+  process.stderr.write(`${message}\n`);
+  process.exit(1);
+}
+
+/** Errors of the listen call an operator causes (and fixes) with PORT / HOST. */
+const LISTEN_PROBLEMS: Record<string, string> = {
+  EADDRINUSE: 'is already in use (another process listens there): stop it or set PORT to a free port',
+  EACCES: 'may not be opened by this user (ports below 1024 need privileges): set PORT to 1024 or above',
+  EADDRNOTAVAIL: 'is not an address of this machine: set HOST to one of its addresses (or 0.0.0.0)',
+};
 
 async function main(): Promise<void> {
   let config;
   try {
     config = loadConfig();
   } catch (err) {
-    if (err instanceof ConfigError) {
-      process.stderr.write(`${err.message}\n`);
-      process.exit(1);
-    }
+    if (err instanceof ConfigError) refuse(err.message);
     throw err;
   }
-  const deps = await createDeps(config);
+  let deps;
+  try {
+    deps = await createDeps(config);
+  } catch (err) {
+    if (err instanceof ConfigError || err instanceof DataDirLockedError) refuse(err.message);
+    throw err;
+  }
   const app = await buildApp(deps);
-  const address = await app.listen({ port: config.port, host: config.host });
+  let address: string;
+  try {
+    address = await app.listen({ port: config.port, host: config.host });
+  } catch (err) {
+    const problem = LISTEN_PROBLEMS[(err as NodeJS.ErrnoException).code ?? ''];
+    if (problem === undefined) throw err;
+    await app.close();
+    await deps.close();
+    refuse(`Cannot listen on HOST ${config.host} PORT ${config.port}: the address ${problem}.`);
+  }
   const log = deps.logger;
   // Settles the turns of a crashed (or frozen) instance: no sign of life for RESERVATION_SWEEP_AFTER_MS
   // (10 min by default; a running turn shows one at every heartbeat, however long it runs).
@@ -39,7 +68,7 @@ async function main(): Promise<void> {
       `  Advisor service listening on ${address}`,
       `  Web client:      ${address}/${config.localSignIn ? '   (local sign-in: any user id)' : ''}`,
       `  API reference:   ${address}/docs   (OpenAPI: ${address}/openapi.json)`,
-      `  Mint a token:    npm run token -- <userId>      then: curl -H "Authorization: Bearer <token>" ${address}/api/accounts`,
+      `  Mint a token:    ${tokenCommand(config)}      then: curl -H "Authorization: Bearer <token>" ${address}/api/accounts`,
       '',
     ].join('\n'),
   );
@@ -61,6 +90,24 @@ async function main(): Promise<void> {
   };
   process.on('SIGTERM', () => void stop('SIGTERM'));
   process.on('SIGINT', () => void stop('SIGINT'));
+}
+
+/**
+ * How to mint a token this process accepts: `npm run token` reads the same settings (scripts/token.ts
+ * loads the same configuration), so it needs the same DATA_DIR when the secret was generated there,
+ * or the same AUTH_JWT_SECRET.
+ */
+function tokenCommand(config: Config): string {
+  if (config.auth.jwksUrl !== undefined) return `tokens come from the identity provider (AUTH_JWKS_URL, issuer ${config.auth.issuer ?? ''})`;
+  if (config.auth.jwtSecret !== undefined) return 'AUTH_JWT_SECRET=<this process\'s AUTH_JWT_SECRET> npm run token -- <userId>';
+  const defaultDir = path.join(PROJECT_ROOT, 'data');
+  const dataDir = config.dataDir === defaultDir ? '' : `DATA_DIR=${shellWord(config.dataDir)} `;
+  return `${dataDir}npm run token -- <userId>`;
+}
+
+/** A value as one shell word. */
+function shellWord(value: string): string {
+  return /^[\w@%+=:,./-]+$/.test(value) ? value : `'${value.replaceAll("'", `'\\''`)}'`;
 }
 
 await main();

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { gzipSync } from 'node:zlib';
-import { buildTestApp, codeOf, type TestApp } from './helpers/app.ts';
+import { TEST_ENCRYPTION_KEYS, TEST_JWT_SECRET, buildTestApp, codeOf, type TestApp } from './helpers/app.ts';
 import Fastify from 'fastify';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
@@ -125,7 +125,8 @@ describe('web client: local sign-in (DESIGN §2)', () => {
     assert.equal(loadConfig({ ...base, HOST: 'localhost' }).localSignIn, true);
     assert.equal(loadConfig({ ...base, HOST: '::1' }).localSignIn, true);
     assert.equal(loadConfig({ ...base, AUTH_JWT_SECRET: 'x'.repeat(32) }).localSignIn, false);
-    assert.equal(loadConfig({ ...base, DATABASE_URL: 'postgres://u@127.0.0.1/db' }).localSignIn, false);
+    // With a database URL the shared secrets are required too (DESIGN §10).
+    assert.equal(loadConfig({ ...base, DATABASE_URL: 'postgres://u@127.0.0.1/db', ENCRYPTION_KEYS: TEST_ENCRYPTION_KEYS, AUTH_JWT_SECRET: TEST_JWT_SECRET }).localSignIn, false);
     assert.equal(loadConfig({ ...base, HOST: '0.0.0.0' }).localSignIn, false);
     assert.equal(loadConfig({ ...base, HOST: '10.0.0.5' }).localSignIn, false);
     assert.equal(loadConfig({ ...base, AUTH_JWKS_URL: 'https://id.example/jwks', AUTH_ISSUER: 'i', AUTH_AUDIENCE: 'a' }).localSignIn, false);

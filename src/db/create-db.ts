@@ -1,8 +1,8 @@
-import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
+import { lockDataDir } from '../platform/data-dir-lock.ts';
 import { OwnSchemaPostgresDialect } from './own-schema-dialect.ts';
 import { PGliteDialect } from './pglite-dialect.ts';
 import { preparedStatementPool } from './prepared-pool.ts';
@@ -101,11 +101,25 @@ export async function createDb(opts: CreateDbOptions): Promise<DbHandle> {
     return { db, kind: 'postgres', close: () => db.destroy() };
   }
   const dir = opts.pgliteDir ?? 'memory://';
-  if (!dir.startsWith('memory://')) mkdirSync(path.dirname(dir), { recursive: true });
-  const lite = new PGlite(dir, { parsers: { [INT8]: (v: string) => Number(v) } });
-  const db = new Kysely<DB>({ dialect: new PGliteDialect(lite) });
-  await sql`select 1`.execute(db);
-  return { db, kind: 'pglite', close: () => db.destroy() };
+  // DESIGN §10: PGlite serves one process; a second one on the same directory would silently lose
+  // writes, so the directory holding it (DATA_DIR) is locked for as long as this handle is open.
+  const lock = dir.startsWith('memory://') ? undefined : lockDataDir(path.dirname(dir));
+  try {
+    const lite = new PGlite(dir, { parsers: { [INT8]: (v: string) => Number(v) } });
+    const db = new Kysely<DB>({ dialect: new PGliteDialect(lite) });
+    await sql`select 1`.execute(db);
+    const close = async (): Promise<void> => {
+      try {
+        await db.destroy();
+      } finally {
+        lock?.release();
+      }
+    };
+    return { db, kind: 'pglite', close };
+  } catch (err) {
+    lock?.release();
+    throw err;
+  }
 }
 
 /** Postgres error code of a failed query, if any. */

@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { mintToken } from '../../src/http/auth.ts';
 import { TEST_ENCRYPTION_KEYS, TEST_JWT_SECRET } from '../helpers/app.ts';
+import { ensureDatabase } from '../helpers/database.ts';
 import { TcpProxy, unusedPort } from '../helpers/net.ts';
 
 const root = path.resolve(import.meta.dirname, '../..');
@@ -57,6 +58,7 @@ export const CLUSTER_TEST_APPLICATION = 'advisor-cluster-test';
 export async function startCluster(opts: { instances: number; env?: Record<string, string> }): Promise<Cluster> {
   const adminUrl = CLUSTER_STORES.databaseUrl;
   if (!adminUrl) throw new Error('startCluster needs DATABASE_URL');
+  await ensureDatabase(adminUrl);
   const dbName = `advisor_cluster_${randomBytes(5).toString('hex')}`;
   const admin = new pg.Client({ connectionString: adminUrl });
   await admin.connect();

@@ -227,3 +227,14 @@ export async function countByKeyId(db: Db, table: 'provider_keys' | 'market_data
     .executeTakeFirstOrThrow();
   return { current: row.current, stale: row.stale };
 }
+
+/** Every key id a stored key is sealed under (DESIGN §10: the start checks its keyring holds one). */
+export async function sealedKeyIds(db: Db): Promise<string[]> {
+  const rows = await db
+    .selectFrom('provider_keys')
+    .select('key_id')
+    .union(db.selectFrom('market_data_keys').select('key_id'))
+    .orderBy('key_id')
+    .execute();
+  return rows.map((r) => r.key_id);
+}
