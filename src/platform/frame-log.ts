@@ -156,7 +156,8 @@ const FLUSH_RETRY_MS = 100;
 const FLUSH_RETRY_MAX_MS = 2_000;
 /** How long the end of a log keeps being retried while the store is unreachable. */
 const FLUSH_GIVE_UP_MS = 30_000;
-const LIVENESS_BEATS = 3;
+/** A turn silent (no frame, no sign of life) for this many heartbeats is taken for one whose instance is gone. */
+export const LIVENESS_BEATS = 3;
 /** How soon a follower reads the store again after a read failed. */
 const READ_RETRY_MS = 250;
 
