@@ -76,7 +76,8 @@ function endFromStored(sink: FrameSink, row: repo.MessageRow, pos: number, end: 
     if (end === 'silent') sink.write([{ id: pos + 1, wire: wireOf(pos + 1, 'error', errorData('SHUTTING_DOWN', true)) }]);
     return;
   }
-  // The stream's own terminal id; a reply closed by the sweeper has none, and gets ids after the client's.
+  // The stream's own terminal id (for a crashed turn's reply, CRASHED_TERMINAL_ID: above any id a client
+  // holds); a reply closed before ids were stored has none, and gets ids after the client's.
   const terminalId = row.last_frame_id ?? pos + 2;
   if (terminalId <= pos) return;
   const frames: Frame[] = [];

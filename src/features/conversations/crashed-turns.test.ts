@@ -116,7 +116,7 @@ describe('crashed turns (DESIGN §10)', () => {
     await sleep(60);
     assert.equal(await sweepCrashedTurns(t.deps, 50), 1);
     const reply = await replyRow(t, turnId);
-    assert.deepEqual([reply?.status, reply?.error_code, reply?.content, reply?.last_frame_id], ['interrupted', 'SHUTTING_DOWN', 'Half an answer', 6]);
+    assert.deepEqual([reply?.status, reply?.error_code, reply?.content, reply?.last_frame_id], ['interrupted', 'SHUTTING_DOWN', 'Half an answer', repo.CRASHED_TERMINAL_ID]);
     assert.deepEqual(reply?.parts, [
       { type: 'text', text: 'Half ' },
       { type: 'tool_call', id: 'c1', name: 'get_quote', arguments: '{"symbol":"AAPL"}' },

@@ -51,8 +51,7 @@ export function replyInLog(frames: readonly Frame[]): repo.CrashedReply {
     else if (event === 'tool_result') parts.addResult(callOf(data), resultOf(data));
     else if (event === 'snapshot') parts = restored(data['parts']);
   }
-  const last = frames.at(-1)?.id ?? 0;
-  return { content: storable(parts.text), parts: parts.stored(), lastFrameId: last + 1 };
+  return { content: storable(parts.text), parts: parts.stored() };
 }
 
 function frameOf(f: Frame): { event: string; data: Record<string, unknown> } {

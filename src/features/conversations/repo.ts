@@ -291,9 +291,15 @@ export interface CrashedReply {
   readonly content: string;
   /** The reply's parts as JSON text (parts.ts), null for a text-only reply. */
   readonly parts: string | null;
-  /** The terminal frame a resume is sent: the one after the last frame of the log. */
-  readonly lastFrameId: number;
 }
+
+/**
+ * The terminal frame id of a reply closed for a crashed instance (the largest `int`), its snapshot
+ * one below. A client may hold frames the dead instance sent it but never wrote to the log: whatever
+ * it holds, a resume sends it the stored reply as a snapshot, then the end, with ids above its own —
+ * and a client that has had that end is answered 204.
+ */
+export const CRASHED_TERMINAL_ID = 2_147_483_647;
 
 /**
  * A turn whose instance is gone (DESIGN §10, §12): its reply, if still 'streaming', is closed
@@ -302,12 +308,12 @@ export interface CrashedReply {
  * with its conversation holds nothing.
  */
 export async function closeCrashedReply(db: Db, replyId: string, now: Date, fromLog: CrashedReply | undefined): Promise<{ produced: boolean }> {
-  const logged = fromLog ? sql`, content = ${fromLog.content}, parts = ${fromLog.parts}::jsonb, last_frame_id = ${fromLog.lastFrameId}::int` : sql``;
+  const logged = fromLog ? sql`, content = ${fromLog.content}, parts = ${fromLog.parts}::jsonb` : sql``;
   // A data-modifying CTE runs whether or not it is read; the outer select sees the reply as it was before.
   const { rows } = await sql<{ produced: boolean }>`
     with closed as (
       update messages set status = ${STREAMING_LEFT_BEHIND.status}, error_code = ${STREAMING_LEFT_BEHIND.error_code},
-        error_retryable = ${STREAMING_LEFT_BEHIND.error_retryable}, completed_at = ${now}${logged}
+        error_retryable = ${STREAMING_LEFT_BEHIND.error_retryable}, completed_at = ${now}, last_frame_id = ${CRASHED_TERMINAL_ID}${logged}
       where id = ${replyId} and status = 'streaming'
       returning (content <> '' or parts is not null) as produced)
     select coalesce((select produced from closed), (select content <> '' or parts is not null from messages where id = ${replyId})) as produced`.execute(db);
