@@ -13,6 +13,7 @@ import {
   PAID_MODEL,
   PAID_TURN_CREDITS,
   clusterWithFakes,
+  framesAtEnd,
   grantCredits,
   liveInstances,
   message,
@@ -49,16 +50,7 @@ function assertRising(frames: readonly Frame[], what: string): void {
   assert.equal(back, -1, `${what}: ids must only rise, but ${seen[back - 1]} is followed by ${seen[back]} (${seen.length} frames)`);
 }
 
-async function ended(s: LiveStream, timeoutMs = 60_000): Promise<Frame[]> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error('the stream hung')), timeoutMs)));
-  try {
-    await Promise.race([s.ended, late]);
-  } finally {
-    clearTimeout(timer);
-  }
-  return s.frames;
-}
+const ended = (s: LiveStream, timeoutMs = 60_000): Promise<Frame[]> => framesAtEnd(s, timeoutMs);
 
 if (CLUSTER_AVAILABLE) {
   describe('streams under faults: three instances, one PostgreSQL, a Redis of their own (DESIGN §12)', () => {
