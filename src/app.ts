@@ -8,7 +8,17 @@ import { authPlugin } from './http/auth-plugin.ts';
 import { opsRoutes } from './http/ops-routes.ts';
 import { localSignInRoutes } from './http/local-sign-in.ts';
 import { webClientRoutes } from './http/web-client.ts';
-import { SMALL_BODY_BYTES, createClientErrorHandler, frameworkError, refuseOversizedHeaders, requestIdOf, sendError, serverLimits } from './http/edge.ts';
+import {
+  SMALL_BODY_BYTES,
+  createClientErrorHandler,
+  frameworkError,
+  refuseOversizedHeaders,
+  refuseUndecodableQuery,
+  requestIdOf,
+  sendError,
+  serverLimits,
+  utf8JsonBodies,
+} from './http/edge.ts';
 import { StreamMessageBody } from './features/conversations/schemas.ts';
 import { createValidatorCompiler } from './http/validation.ts';
 import { isDatabaseUnavailable } from './db/create-db.ts';
@@ -61,6 +71,7 @@ export async function buildApp(deps: Deps) {
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   app.setValidatorCompiler(createValidatorCompiler());
+  await app.register(utf8JsonBodies);
   // Only a message with images needs a large body; every other route keeps the small cap, so a client
   // cannot make the service read and parse megabytes of JSON where a few hundred bytes are expected.
   app.addHook('onRoute', (route) => {
@@ -69,6 +80,7 @@ export async function buildApp(deps: Deps) {
   app.addHook('onRequest', async (req, reply) => {
     reply.header('x-request-id', req.id);
     refuseOversizedHeaders(req);
+    refuseUndecodableQuery(req);
   });
   app.addHook('onResponse', async (req, reply) => {
     const route = req.routeOptions.url ?? 'unmatched';

@@ -1,6 +1,8 @@
+import { isUtf8 } from 'node:buffer';
 import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
 import type { Logger } from 'pino';
 import { randomToken } from '../platform/ids.ts';
 import { AppError, envelope } from './errors.ts';
@@ -56,6 +58,45 @@ export function refuseOversizedHeaders(req: FastifyRequest): void {
     throw new AppError('HEADERS_TOO_LARGE', `the Authorization header must be at most ${MAX_AUTHORIZATION_BYTES} bytes`);
   }
 }
+
+/**
+ * onRequest: a query string's escapes must spell UTF-8 (DESIGN §10). The query parser keeps an
+ * escape it cannot decode (`%FF`) as its literal text, so `?q=%FF` and `?q=%25FF` would read alike;
+ * a path parameter with such an escape is already refused by the router (frameworkError).
+ */
+export function refuseUndecodableQuery(req: FastifyRequest): void {
+  const url = req.raw.url ?? '';
+  const at = url.indexOf('?');
+  if (at < 0 || !url.includes('%', at)) return;
+  try {
+    decodeURIComponent(url.slice(at + 1));
+  } catch {
+    throw new AppError('VALIDATION_ERROR', 'the URL is malformed: its query string is not percent-encoded UTF-8');
+  }
+}
+
+/**
+ * JSON bodies of every route (the webhook keeps its raw bytes) are parsed by Fastify's own parser,
+ * prototype-poisoning checks included, once their bytes are known to be UTF-8: decoding alone would
+ * turn an invalid byte into U+FFFD without a word, and the text stored would not be the text sent
+ * (DESIGN §10). The check is one native pass over the bytes, no second parse of a large body.
+ */
+export const utf8JsonBodies = fp(async (app: FastifyInstance) => {
+  // Fastify's default JSON parser is the callback form of FastifyBodyParser.
+  const parseJson = app.getDefaultJsonParser(app.initialConfig.onProtoPoisoning ?? 'error', app.initialConfig.onConstructorPoisoning ?? 'error') as (
+    req: FastifyRequest,
+    body: string,
+    done: (err: Error | null, body?: unknown) => void,
+  ) => void;
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body: Buffer, done) => {
+    if (!isUtf8(body)) {
+      done(new AppError('VALIDATION_ERROR', 'the body is not valid UTF-8', { details: [{ path: '/', message: 'body must be UTF-8 text' }] }), undefined);
+      return;
+    }
+    parseJson(req, body.toString('utf8'), done);
+  });
+});
 
 /** Fastify's own refusals before routing (a path parameter too long, a malformed URL), as the envelope. */
 export function frameworkError(err: FastifyError): AppError {

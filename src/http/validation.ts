@@ -1,21 +1,28 @@
 import { Ajv, type ErrorObject, type Options, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
 import type { FastifySchema, FastifySchemaCompiler } from 'fastify';
+import { unstorableTextAt } from '../db/storable-text.ts';
+import { isBoundedDay, isBoundedInstant } from './dates.ts';
 
 /**
  * Bodies are validated exactly as sent (a number is not a string); params and query strings arrive
  * as text, so they are coerced to the schema's types — from decimal digits only (Ajv alone would
  * read `0x10`, `1e1` or ` 16` as numbers). Every part, once valid, must also hold only text
- * PostgreSQL can store (DESIGN §10): one rule here instead of one per route.
+ * PostgreSQL can store (DESIGN §10): one rule here instead of one per route. Days (`format: date`)
+ * and instants (`format: date-time`) are also bounded to the years 1970–9999 (dates.ts).
  */
 export function createValidatorCompiler(): FastifySchemaCompiler<FastifySchema> {
   const common: Options = { allErrors: true, removeAdditional: false, useDefaults: true, strict: false };
-  const exact = addFormats.default(new Ajv({ ...common, coerceTypes: false }));
-  const coercing = addFormats.default(new Ajv({ ...common, coerceTypes: 'array' }));
+  const exact = withBoundedDates(addFormats.default(new Ajv({ ...common, coerceTypes: false })));
+  const coercing = withBoundedDates(addFormats.default(new Ajv({ ...common, coerceTypes: 'array' })));
   return ({ schema, httpPart }) => {
     const coerced = httpPart !== 'body';
     return withEdgeRules((coerced ? coercing : exact).compile(schema as object), coerced ? numericProperties(schema) : []);
   };
+}
+
+function withBoundedDates(ajv: Ajv): Ajv {
+  return ajv.addFormat('date', isBoundedDay).addFormat('date-time', isBoundedInstant);
 }
 
 type EdgeValidate = ((data: unknown, ctx?: unknown) => boolean) & { errors?: ErrorObject[] | null; schemaEnv?: unknown };
@@ -30,7 +37,7 @@ function withEdgeRules(validate: ValidateFunction, numeric: readonly NumericProp
     const valid = ctx === undefined ? validate(data) : validate(data, ctx as Parameters<ValidateFunction>[1]);
     edge.errors = validate.errors ?? null;
     if (!valid) return false;
-    const where = unstorableText(data, '');
+    const where = unstorableTextAt(data);
     if (where === undefined) return true;
     edge.errors = [edgeError(where, 'unstorableText', 'must not contain \\u0000 or an unpaired surrogate')];
     return false;
@@ -42,29 +49,6 @@ function withEdgeRules(validate: ValidateFunction, numeric: readonly NumericProp
 
 function edgeError(instancePath: string, keyword: string, message: string): ErrorObject {
   return { instancePath, keyword, message, params: {}, schemaPath: '#' };
-}
-
-/**
- * The first string (or property name) PostgreSQL cannot store as sent: `\u0000` is refused by text
- * columns, and an unpaired surrogate would be stored as U+FFFD, not as what was sent.
- */
-function unstorableText(value: unknown, path: string): string | undefined {
-  if (typeof value === 'string') return value.includes('\u0000') || !value.isWellFormed() ? path || '/' : undefined;
-  if (typeof value !== 'object' || value === null) return undefined;
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) {
-      const found = unstorableText(value[i], `${path}/${i}`);
-      if (found !== undefined) return found;
-    }
-    return undefined;
-  }
-  for (const [key, item] of Object.entries(value)) {
-    const here = `${path}/${key.replaceAll('~', '~0').replaceAll('/', '~1')}`;
-    if (key.includes('\u0000') || !key.isWellFormed()) return here;
-    const found = unstorableText(item, here);
-    if (found !== undefined) return found;
-  }
-  return undefined;
 }
 
 interface NumericProperty {

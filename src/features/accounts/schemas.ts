@@ -1,4 +1,5 @@
 import { Type, type Static } from 'typebox';
+import { Instant } from '../../http/dates.ts';
 import { IsoDateTime, named, ref, Uuid, type NamedSchema } from '../../http/schemas.ts';
 
 /** The service trims names and takes 1 to 100 characters (service.ts); a longer string is refused up front. */
@@ -59,7 +60,11 @@ const AccountListSchema = named('AccountList', Type.Object({ items: Type.Array(A
 export const AccountList = ref(AccountListSchema);
 
 export const TradingDayQuery = Type.Object(
-  { at: Type.Optional(Type.String({ format: 'date-time', description: 'Instant to evaluate; default now' })) },
+  {
+    at: Type.Optional(
+      Instant('Instant to evaluate; default now. One whose day in the account’s timezone is after 9999-12-31 → 400 VALIDATION_ERROR'),
+    ),
+  },
   { additionalProperties: false },
 );
 const TradingDaySchema = named(

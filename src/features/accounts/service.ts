@@ -6,6 +6,7 @@ import * as repo from './repo.ts';
 import type { AccountDto, BrokerageDto, CreateAccountInput, UpdateAccountInput } from './schemas.ts';
 import { accountNameKey } from './name-key.ts';
 import { calendarDate, canonicalTimezone } from './timezones.ts';
+import { isFourDigitDay, LAST_DAY } from '../../http/dates.ts';
 
 type AccountDeps = Pick<Deps, 'db' | 'clock' | 'ids'>;
 
@@ -146,7 +147,10 @@ export async function tradingDay(
   if (!account) throw new AppError('ACCOUNT_NOT_FOUND', 'account not found');
   const instant = at ?? deps.clock.now();
   const timezone = (await repo.timezoneAt(deps.db, id, instant)) ?? account.timezone;
-  return { tradingDay: calendarDate(instant, timezone), timezone };
+  const day = calendarDate(instant, timezone);
+  // The last hours of 9999 (UTC) fall on 10000-01-01 east of UTC: a day never written (DESIGN §10).
+  if (!isFourDigitDay(day)) throw invalid('/at', `falls on a day after ${LAST_DAY} in the account’s timezone`);
+  return { tradingDay: day, timezone };
 }
 
 export async function listBrokerages(deps: AccountDeps, userId: string): Promise<BrokerageDto[]> {

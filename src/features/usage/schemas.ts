@@ -1,12 +1,11 @@
 import { Type, type Static } from 'typebox';
+import { CalendarDay } from '../../http/dates.ts';
 import { named, ref, type NamedSchema } from '../../http/schemas.ts';
-
-const UtcDate = (description: string) => Type.String({ pattern: '^\\d{4}-\\d{2}-\\d{2}$', description });
 
 export const UsageQuery = Type.Object(
   {
-    from: Type.Optional(UtcDate('First UTC date included (YYYY-MM-DD); default 29 days before `to`')),
-    to: Type.Optional(UtcDate('Last UTC date included (YYYY-MM-DD); default today (UTC)')),
+    from: Type.Optional(CalendarDay('First UTC date included (YYYY-MM-DD); default 29 days before `to`')),
+    to: Type.Optional(CalendarDay('Last UTC date included (YYYY-MM-DD); default today (UTC)')),
     groupBy: Type.Optional(Type.Union([Type.Literal('day'), Type.Literal('model'), Type.Literal('provider')], { description: 'Default `day`' })),
   },
   { additionalProperties: false },

@@ -1,5 +1,8 @@
+import { isUtf8 } from 'node:buffer';
+import { createHash, createHmac } from 'node:crypto';
 import Stripe from 'stripe';
 import type { Config } from '../../config.ts';
+import { unstorableTextAt } from '../../db/storable-text.ts';
 
 export interface CheckoutSessionInput {
   readonly purchaseId: string;
@@ -108,14 +111,24 @@ export function createStripePayments(stripe: Config['stripe'], opts: StripeClien
 
 /**
  * What a verified webhook body holds: an event the service reads, or bytes Stripe signed that are not
- * such an event (a thin v2 event notification, a shape this service does not know). The second is
- * acknowledged, never refused: a refusal would have Stripe retry it for days.
+ * such an event (a thin v2 event notification, a shape this service does not know, text the store
+ * cannot hold — DESIGN §10). The second is acknowledged, never refused: a refusal would have Stripe
+ * retry it for days.
  */
 export type VerifiedWebhook =
   | { readonly kind: 'event'; readonly event: PaymentEvent }
   | { readonly kind: 'unreadable'; readonly id: string | undefined; readonly type: string | undefined; readonly reason: string };
 
-const NODE_CRYPTO = Stripe.createNodeCryptoProvider();
+/**
+ * stripe-node decodes a byte body as UTF-8 before it signs it again, so a byte that is not UTF-8
+ * would be checked as U+FFFD, not as sent. Handed the body as latin1 text (one character per byte)
+ * and signing latin1, its check covers exactly the bytes received, as Stripe signs them.
+ */
+const EXACT_BYTES: InstanceType<typeof Stripe.CryptoProvider> = {
+  computeHMACSignature: (content, secret) => createHmac('sha256', secret).update(content, 'latin1').digest('hex'),
+  computeHMACSignatureAsync: async (content, secret) => createHmac('sha256', secret).update(content, 'latin1').digest('hex'),
+  computeSHA256Async: async (data) => new Uint8Array(createHash('sha256').update(data).digest()),
+};
 
 /**
  * Verifies `Stripe-Signature` over the exact bytes received (any re-serialisation breaks it), then
@@ -127,7 +140,7 @@ export function verifyStripeEvent(raw: Buffer, header: string | undefined, secre
   const signature = Stripe.webhooks.signature;
   if (signature === null) throw new Error('stripe-node has no webhook signature helper');
   try {
-    signature.verifyHeader(raw, header, secret, toleranceSeconds, NODE_CRYPTO, nowMs);
+    signature.verifyHeader(raw.toString('latin1'), header, secret, toleranceSeconds, EXACT_BYTES, nowMs);
   } catch (err) {
     // Only the library's verdict, never the secret or the expected signature.
     const reason = err instanceof Stripe.errors.StripeSignatureVerificationError ? err.message : 'signature could not be verified';
@@ -137,6 +150,8 @@ export function verifyStripeEvent(raw: Buffer, header: string | undefined, secre
 }
 
 function readEvent(raw: Buffer): VerifiedWebhook {
+  // Decoding would turn a byte that is not UTF-8 into U+FFFD: an id or a user id other than the one sent.
+  if (!isUtf8(raw)) return { kind: 'unreadable', id: undefined, type: undefined, reason: 'body is not UTF-8' };
   let parsed: unknown;
   try {
     parsed = JSON.parse(raw.toString('utf8'));
@@ -146,6 +161,11 @@ function readEvent(raw: Buffer): VerifiedWebhook {
   const event = typeof parsed === 'object' && parsed !== null ? (parsed as Record<string, unknown>) : {};
   const id = typeof event['id'] === 'string' ? event['id'] : undefined;
   const type = typeof event['type'] === 'string' ? event['type'] : undefined;
+  // Nothing of an event is written when any of its text cannot be stored as sent (DESIGN §10).
+  const unstorable = unstorableTextAt(event);
+  if (unstorable !== undefined) {
+    return { kind: 'unreadable', id, type, reason: `text the store cannot hold (\\u0000 or an unpaired surrogate) at ${unstorable}` };
+  }
   const data = event['data'];
   const object = typeof data === 'object' && data !== null ? (data as Record<string, unknown>)['object'] : undefined;
   if (event['object'] !== 'event') {
