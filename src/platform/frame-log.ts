@@ -156,7 +156,8 @@ const FLUSH_RETRY_MS = 100;
 const FLUSH_RETRY_MAX_MS = 2_000;
 /** How long the end of a log keeps being retried while the store is unreachable. */
 const FLUSH_GIVE_UP_MS = 30_000;
-const LIVENESS_BEATS = 3;
+/** A turn silent (no frame, no sign of life) for this many heartbeats is taken for one whose instance is gone. */
+export const LIVENESS_BEATS = 3;
 /** How soon a follower reads the store again after a read failed. */
 const READ_RETRY_MS = 250;
 
@@ -295,6 +296,13 @@ export class FrameLog {
 
   async #followStored(turnId: string, after: number, sink: FrameSink, live: boolean, signal: AbortSignal, first?: StoredLook): Promise<FollowEnd> {
     const store = this.#store;
+    if (!live) {
+      // An ended turn's log changes no more: what it holds is sent, and the stored reply says the rest.
+      const stored = first !== undefined ? first.stored : await store.read(turnId, after);
+      const frames = stored?.frames ?? [];
+      if (frames.length > 0 && !sink.write(frames)) await sink.drained(signal);
+      return stored?.ended === true ? 'ended' : 'missing';
+    }
     const { heartbeatMs } = this.#opts;
     const silentMs = LIVENESS_BEATS * heartbeatMs;
     const followerId = randomToken(8);
@@ -330,19 +338,14 @@ export class FrameLog {
         }
         pending = undefined;
         if (readable) {
-          if (stored === undefined) {
-            if (!live) return 'missing';
-          } else {
-            const last = stored.frames.at(-1);
-            if (last !== undefined) {
-              pos = last.id;
-              heard = Date.now();
-              if (!sink.write(stored.frames)) await sink.drained(signal);
-            }
-            if (stored.ended) return 'ended';
-            // An ended turn's log without its terminal frame gets no more: its instance died.
-            if (!live) return 'missing';
+          // No log yet (or its store restarted empty): the running turn's next write brings it.
+          const last = stored?.frames.at(-1);
+          if (stored !== undefined && last !== undefined) {
+            pos = last.id;
+            heard = Date.now();
+            if (!sink.write(stored.frames)) await sink.drained(signal);
           }
+          if (stored?.ended === true) return 'ended';
         }
         // A notice, or a look at the store every heartbeat (a notice can be lost; a failed read is tried again sooner); silent past the liveness window.
         let tick: NodeJS.Timeout | undefined;

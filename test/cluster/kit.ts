@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { parseFrames, type Frame } from '../../src/features/conversations/test-kit.ts';
+import { parseFrames, type Frame, type LiveStream } from '../../src/features/conversations/test-kit.ts';
 import { TEST_ENCRYPTION_KEYS, TEST_JWT_SECRET } from '../helpers/app.ts';
 import { startOpenAiCompatibleFake, startStripeFake, type OpenAiCompatibleFake, type StripeFake } from '../fakes/index.ts';
 import { CLUSTER_STORES, startCluster, type Cluster } from './cluster.ts';
@@ -115,6 +115,18 @@ export async function waitFor<T>(what: string, probe: () => Promise<T | undefine
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await new Promise((r) => setTimeout(r, everyMs));
   }
+}
+
+/** The frames of a stream once it has ended; fails instead of hanging past `timeoutMs`. */
+export async function framesAtEnd(s: LiveStream, timeoutMs: number): Promise<Frame[]> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error('the stream hung')), timeoutMs)));
+  try {
+    await Promise.race([s.ended, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+  return s.frames;
 }
 
 /** Indices of the instances still running. */

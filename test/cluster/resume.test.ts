@@ -4,23 +4,14 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { attachStream, openStream, type Frame, type LiveStream } from '../../src/features/conversations/test-kit.ts';
-import { CLUSTER_AVAILABLE, clusterWithFakes, message, newUser, saveKey, waitFor } from './kit.ts';
+import { CLUSTER_AVAILABLE, clusterWithFakes, framesAtEnd, message, newUser, saveKey, waitFor } from './kit.ts';
 import type { Instance } from './cluster.ts';
 
 const HEARTBEAT_MS = 200;
 const GRACE_MS = 1500;
 
 const ids = (frames: Frame[]): number[] => frames.map((f) => f.id ?? -1);
-const ended = async (s: LiveStream, timeoutMs = 15_000): Promise<Frame[]> => {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error('the stream hung')), timeoutMs)));
-  try {
-    await Promise.race([s.ended, late]);
-  } finally {
-    clearTimeout(timer);
-  }
-  return s.frames;
-};
+const ended = (s: LiveStream, timeoutMs = 15_000): Promise<Frame[]> => framesAtEnd(s, timeoutMs);
 const chunks = (n: number): string[] => Array.from({ length: n }, (_, i) => `c${i} `);
 
 if (CLUSTER_AVAILABLE) {

@@ -34,6 +34,8 @@ export interface TurnReservation {
   readonly images: number;
   readonly tiers: string;
   readonly defaultTier: string;
+  /** Another reserved turn of the user with a sign of life since then is live: the turn is refused (the fence). */
+  readonly liveSince: Date;
 }
 
 /**
@@ -46,7 +48,7 @@ export function reservation(r: TurnReservation): RawBuilder<{ source: string; cr
   return sql<{ source: string; credits: number }>`
     select r_source as source, r_credits as credits
     from reserve_turn(${r.turnId}, ${r.userId}, ${r.ledgerId}::uuid, ${r.now}::timestamptz, ${r.month}, ${r.allowance}::boolean,
-                      ${r.cost}::bigint, ${r.images}::integer, ${r.tiers}::jsonb, ${r.defaultTier})`;
+                      ${r.cost}::bigint, ${r.images}::integer, ${r.tiers}::jsonb, ${r.defaultTier}, ${r.liveSince}::timestamptz)`;
 }
 
 /**

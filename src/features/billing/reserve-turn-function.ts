@@ -10,16 +10,19 @@ import { sql, type Kysely } from 'kysely';
  *   (purchases, refunds, grants, returned turns) calls it as its one statement.
  * reserve_turn is read inside the statement that stores a turn, so a stream start pays no round trip
  * of its own for billing. In order: the user's tier (user_tier; the catalogue's tiers come in as
- * `p_tiers`, since tiers live in configuration), the wallet row locked (created if needed), then the
- * month's usage row, the image quota, the allowance/credits decision, the `turn:<turnId>` entry
- * (ledger_append), the usage counted and the `turn_charges` row. A refusal raises SQLSTATE `BL402` /
- * `BL429` with the refusal's code as the message (and, for images, `limit=<n> used=<n>` as the
- * detail); the statement then fails whole, so a refused turn writes nothing. reserve-turn.test.ts
- * proves the decision row by row.
+ * `p_tiers`, since tiers live in configuration), the wallet row locked (created if needed), the fence
+ * of one live turn per user (DESIGN §12 "Under faults": another reply of the user still `streaming`
+ * whose reservation showed a sign of life since `p_live_since` refuses the turn, whatever the stream
+ * lease's store forgot; the one rule here that reads a table of conversations', `messages`), then the month's usage row, the image quota, the allowance/credits decision, the
+ * `turn:<turnId>` entry (ledger_append), the usage counted and the `turn_charges` row. A refusal
+ * raises SQLSTATE `BL409` / `BL402` / `BL429` with the refusal's code as the message (and, for
+ * images, `limit=<n> used=<n>` as the detail); the statement then fails whole, so a refused turn
+ * writes nothing. reserve-turn.test.ts proves the decision row by row.
  *
- * Version 3. v1 (migration 0006) took the wallet and usage locks with upserts; v2 (0007) locks an
+ * Version 4. v1 (migration 0006) took the wallet and usage locks with upserts; v2 (0007) locks an
  * existing row with `select … for update` and inserts only a missing one; v3 (0010) moved the tier
- * fallback and the ledger append into user_tier and ledger_append.
+ * fallback and the ledger append into user_tier and ledger_append; v4 (0017) added the live-turn
+ * fence and its parameter `p_live_since`.
  *
  * The rule: a change to any of these functions bumps the version here and ships with a new migration
  * whose `up` calls installReserveTurn. Never copy this text into a migration. Every migration that
@@ -38,7 +41,7 @@ export const RESERVE_TURN_SQL = {
     declare
       v_stored text;
     begin
-      -- v3; source: src/features/billing/reserve-turn-function.ts
+      -- v4; source: src/features/billing/reserve-turn-function.ts
       select u.tier into v_stored from users u where u.id = p_user_id;
       return case when (p_tiers -> v_stored) is not null then v_stored else p_default_tier end;
     end
@@ -49,7 +52,7 @@ export const RESERVE_TURN_SQL = {
       p_id uuid, p_user_id text, p_amount bigint, p_kind text, p_reference text, p_note text, p_now timestamptz
     ) returns boolean language plpgsql as $$
     begin
-      -- v3; source: src/features/billing/reserve-turn-function.ts
+      -- v4; source: src/features/billing/reserve-turn-function.ts
       -- The caller holds the wallet row's lock, so the entry and the balance move as one step.
       insert into ledger_entries (id, user_id, amount, kind, reference, note, created_at)
         values (p_id, p_user_id, p_amount, p_kind, p_reference, p_note, p_now)
@@ -77,6 +80,7 @@ export const RESERVE_TURN_SQL = {
       p_images integer,
       p_tiers jsonb,
       p_default_tier text,
+      p_live_since timestamptz,
       out r_source text,
       out r_credits bigint
     ) language plpgsql as $$
@@ -89,7 +93,7 @@ export const RESERVE_TURN_SQL = {
       v_images integer;
       v_allowance_left boolean;
     begin
-      -- v3; source: src/features/billing/reserve-turn-function.ts
+      -- v4; source: src/features/billing/reserve-turn-function.ts
       v_tier := p_tiers -> user_tier(p_user_id, p_tiers, p_default_tier);
       if v_tier is null then
         raise exception 'tier % is not in the catalogue', p_default_tier;
@@ -113,6 +117,15 @@ export const RESERVE_TURN_SQL = {
         insert into monthly_usage as m (user_id, month) values (p_user_id, p_month)
           on conflict (user_id, month) do update set images = m.images
           returning m.allowance_turns, m.images into v_turns, v_images;
+      end if;
+
+      -- Under the wallet lock, so two starts of one user cannot both pass: a reply of the user still
+      -- streaming whose turn showed a sign of life since p_live_since. A silent one belongs to a turn
+      -- whose instance is gone (the sweeper settles it).
+      if exists (select 1 from messages m join turn_charges t on t.turn_id = m.id::text
+                 where m.user_id = p_user_id and m.status = 'streaming'
+                   and coalesce(t.alive_at, t.created_at) > p_live_since) then
+        raise exception using errcode = 'BL409', message = 'STREAM_IN_PROGRESS';
       end if;
 
       if p_images > 0 and v_images + p_images > v_image_limit then

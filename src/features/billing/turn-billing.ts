@@ -6,6 +6,7 @@ import type { Db } from '../../db/types.ts';
 import type { Deps } from '../../deps.ts';
 import { AppError } from '../../http/errors.ts';
 import { rateLimitHeaders } from '../../http/rate-limit.ts';
+import { LIVENESS_BEATS } from '../../platform/frame-log.ts';
 import { appendEntry, monthKey, monthStart, nextMonthStart } from './ledger.ts';
 import * as repo from './repo.ts';
 
@@ -112,9 +113,12 @@ const REFUSALS = {
   INSUFFICIENT_CREDITS: 'not enough credits for this model',
 } as const;
 
-/** The refusal `reserve_turn` raised (SQLSTATE BL402 / BL429), as the client sees it; else undefined. */
+/** The refusal `reserve_turn` raised (SQLSTATE BL409 / BL402 / BL429), as the client sees it; else undefined. */
 function refusalOf(err: unknown, now: Date): AppError | undefined {
   const code = pgErrorCode(err);
+  if (code === 'BL409' && err instanceof Error && err.message === 'STREAM_IN_PROGRESS') {
+    return new AppError('STREAM_IN_PROGRESS', 'another reply is streaming for this user');
+  }
   if ((code !== 'BL402' && code !== 'BL429') || !(err instanceof Error)) return undefined;
   if (code === 'BL429' && err.message === 'TIER_LIMIT_IMAGES') {
     const detail = 'detail' in err && typeof err.detail === 'string' ? /^limit=(\d+) used=(\d+)$/.exec(err.detail) : null;
@@ -158,6 +162,7 @@ async function reserveTurn(deps: BillingDeps, tiers: string, req: TurnRequest, s
         images: req.images,
         tiers,
         defaultTier: deps.config.catalogue.defaultTier,
+        liveSince: new Date(now.getTime() - liveWithinMs(deps)),
       }),
     );
   } catch (err) {
@@ -231,6 +236,21 @@ async function returnTurn(deps: BillingDeps, turnId: string): Promise<boolean> {
     if (turns > 0 || done.images > 0) await repo.addUsage(trx, done.user_id, done.month, -turns, -done.images);
     return true;
   });
+}
+
+/**
+ * DESIGN §12 "Under faults": a reserved turn that has shown a sign of life within this is live — the
+ * fence refuses another turn of its user — and one silent for longer has lost its instance (three
+ * heartbeats, as a follower on another instance judges it).
+ */
+export const liveWithinMs = (deps: Pick<Deps, 'config'>): number => LIVENESS_BEATS * deps.config.streamHeartbeatMs;
+
+/** Whether a turn's reservation is settled already, live (a sign of life within liveWithinMs), or silent. */
+export async function reservationState(deps: BillingDeps, turnId: string): Promise<'settled' | 'live' | 'silent'> {
+  const row = await repo.findTurnCharge(deps.db, turnId);
+  if (row === undefined || row.status !== 'reserved') return 'settled';
+  const lastSign = row.alive_at ?? row.created_at;
+  return deps.clock.now().getTime() - lastSign.getTime() < liveWithinMs(deps) ? 'live' : 'silent';
 }
 
 /** Reserved turns with no sign of life for `silentForMs` (their instance crashed or froze): the sweeper's candidates. */

@@ -5,7 +5,7 @@ import type { FastifyReply } from 'fastify';
 import type { Deps } from '../../deps.ts';
 import { AppError } from '../../http/errors.ts';
 import { SseWriter } from '../../http/sse.ts';
-import { wireOf, type FollowEnd, type Frame, type FrameSink } from '../../platform/frame-log.ts';
+import { wireOf, type FirstLook, type FollowEnd, type Frame, type FrameSink } from '../../platform/frame-log.ts';
 import { Ticker } from '../../platform/ticker.ts';
 import { errorData, snapshotData, storedReceipt, storedTerminal } from './frames.ts';
 import { apiParts } from './parts.ts';
@@ -29,8 +29,9 @@ function pingerOf(deps: Deps): Ticker<SseWriter> {
  * its terminal frame, the client's going, or — for a turn whose instance is gone — what was stored.
  * `ended`: the stored reply of a turn that has ended (undefined while it runs). A client that reads
  * nothing for STREAM_STALL_TIMEOUT_MS while frames wait is cut off (the turn runs on, DESIGN §12).
+ * `first`: the client's first look at the log, taken before it was answered.
  */
-export async function serveStream(deps: Deps, reply: FastifyReply, turnId: string, after: number, ended?: repo.MessageRow): Promise<void> {
+export async function serveStream(deps: Deps, reply: FastifyReply, turnId: string, after: number, ended?: repo.MessageRow, first?: FirstLook): Promise<void> {
   reply.hijack();
   const raw = reply.raw;
   const sse = new SseWriter(raw, { stallMs: deps.config.streamStallTimeoutMs });
@@ -50,7 +51,7 @@ export async function serveStream(deps: Deps, reply: FastifyReply, turnId: strin
     drained: (signal) => sse.drained(signal),
   };
   try {
-    const end = await deps.frames.follow(turnId, after, sink, { live: ended === undefined, signal: gone.signal });
+    const end = await deps.frames.follow(turnId, after, sink, { live: ended === undefined, signal: gone.signal, ...(first ? { first } : {}) });
     if (end === 'missing' || end === 'silent') {
       // An ended reply no longer changes; one that was running is looked at again.
       const row = ended ?? (await deps.db.selectFrom('messages').selectAll().where('id', '=', turnId).executeTakeFirst());
@@ -75,7 +76,8 @@ function endFromStored(sink: FrameSink, row: repo.MessageRow, pos: number, end: 
     if (end === 'silent') sink.write([{ id: pos + 1, wire: wireOf(pos + 1, 'error', errorData('SHUTTING_DOWN', true)) }]);
     return;
   }
-  // The stream's own terminal id; a reply closed by the sweeper has none, and gets ids after the client's.
+  // The stream's own terminal id (for a crashed turn's reply, CRASHED_TERMINAL_ID: above any id a client
+  // holds); a reply closed before ids were stored has none, and gets ids after the client's.
   const terminalId = row.last_frame_id ?? pos + 2;
   if (terminalId <= pos) return;
   const frames: Frame[] = [];
@@ -114,7 +116,20 @@ export async function attachToConversation(deps: Deps, userId: string, conversat
     await reply.code(204).send();
     return;
   }
-  await serveStream(deps, reply, latest.id, after, live ? undefined : latest);
+  const ended = live ? undefined : latest;
+  let first: FirstLook;
+  try {
+    first = await deps.frames.look(latest.id, after);
+  } catch (err) {
+    // DESIGN §12 "Under faults": the log's store is unreachable. An ended turn is answered from the
+    // database (its stored reply as a snapshot and its terminal frame); a live one cannot be followed.
+    if (ended === undefined) {
+      reply.log.warn({ err, turnId: latest.id }, 'the frame log is unreachable: attach refused');
+      throw new AppError('SERVICE_UNAVAILABLE', 'the stream of this reply cannot be read right now; retry shortly', { headers: { 'Retry-After': '2' } });
+    }
+    first = { local: false, stored: undefined };
+  }
+  await serveStream(deps, reply, latest.id, after, ended, first);
 }
 
 type ReplyStatus = 'streaming' | repo.TurnEnd['status'];

@@ -102,6 +102,31 @@ describe('crashed turns (DESIGN §10)', () => {
     assert.equal(await assertLedgerInvariant(t, user), PAID_CREDITS);
   });
 
+  test('DESIGN §12 under faults: a crashed turn is closed with the text, calls and results its frame log holds (what its clients were sent) and charged, never made free', async () => {
+    const user = await payingUser();
+    const turnId = await crashedTurn(user);
+    // What the dead instance had written of the turn's log before it died (its TurnLog never ends).
+    const log = t.deps.frames.open(turnId, () => '{}', { stop: () => undefined, attached: () => undefined });
+    log.append('start', '{}');
+    log.append('delta', '{"text":"Half "}');
+    log.append('tool_call', '{"id":"c1","name":"get_quote","arguments":{"symbol":"AAPL"}}');
+    log.append('tool_result', '{"id":"c1","name":"get_quote","ok":true,"result":{"price":"1"}}');
+    log.append('delta', '{"text":"an answer"}');
+    await waitFor('the log written', async () => ((await t.deps.frames.held(turnId))?.length === 5 ? true : undefined), 5000);
+    await sleep(60);
+    assert.equal(await sweepCrashedTurns(t.deps, 50), 1);
+    const reply = await replyRow(t, turnId);
+    assert.deepEqual([reply?.status, reply?.error_code, reply?.content, reply?.last_frame_id], ['interrupted', 'SHUTTING_DOWN', 'Half an answer', repo.CRASHED_TERMINAL_ID]);
+    assert.deepEqual(reply?.parts, [
+      { type: 'text', text: 'Half ' },
+      { type: 'tool_call', id: 'c1', name: 'get_quote', arguments: '{"symbol":"AAPL"}' },
+      { type: 'tool_result', id: 'c1', name: 'get_quote', ok: true, result: { price: '1' } },
+      { type: 'text', text: 'an answer' },
+    ]);
+    assert.equal(await turnStatus(t, turnId), 'charged');
+    assert.equal(await assertLedgerInvariant(t, user), PAID_CREDITS);
+  });
+
   test('issue 14 item 3: a start whose commit acknowledgement was lost → 402 BILLING_NOT_AVAILABLE, and the reservation it did commit is returned within seconds, not held until the sweep age', async () => {
     const lostAck = await buildTestApp({
       env: { OPENAI_BASE_URL: fake.url },

@@ -1,7 +1,9 @@
 // DESIGN §10: turns whose instance is gone (killed, frozen past the sweep age) are closed and settled
 // by what they stored; a running turn, however long, shows it is alive and is never taken.
 import type { Deps } from '../../deps.ts';
+import type { Frame } from '../../platform/frame-log.ts';
 import { settleAbandonedTurn, silentTurns } from '../billing/turn-billing.ts';
+import { PartsLog, storable, type ApiPart, type ToolResultBody } from './parts.ts';
 import * as repo from './repo.ts';
 
 /** When a turn whose start statement failed on the connection is looked at again (ms after the failure). */
@@ -23,14 +25,59 @@ export function abandonTurn(deps: SweepDeps, turnId: string): void {
   }
 }
 
-type SweepDeps = Pick<Deps, 'db' | 'clock' | 'config' | 'logger' | 'metrics' | 'ids'>;
+type SweepDeps = Pick<Deps, 'db' | 'clock' | 'config' | 'logger' | 'metrics' | 'ids' | 'frames'>;
 
-/** Closes the turn's reply if still streaming and settles its charge by what the reply holds; true when this settled it. */
-async function settleCrashed(deps: SweepDeps, turnId: string): Promise<boolean> {
-  const { produced } = await repo.closeCrashedReply(deps.db, turnId, deps.clock.now());
+/**
+ * Closes the turn's reply if still streaming — with the text, tool calls and results its frame log
+ * holds (what its clients were sent, up to the last write interval: DESIGN §12 "Under faults") — and
+ * settles its charge by what the reply then holds (§7: a turn that produced text is charged). True
+ * when this settled it. A log that cannot be read leaves the turn for a later look.
+ */
+export async function settleCrashed(deps: SweepDeps, turnId: string): Promise<boolean> {
+  const held = await deps.frames.held(turnId);
+  const { produced } = await repo.closeCrashedReply(deps.db, turnId, deps.clock.now(), held === undefined ? undefined : replyInLog(held));
   if (!(await settleAbandonedTurn(deps, turnId, produced))) return false;
   deps.logger.warn({ turnId, charged: produced }, 'settled a turn whose instance is gone');
   return true;
+}
+
+/** The reply a turn's frames add up to, as a client following them assembles it. */
+export function replyInLog(frames: readonly Frame[]): repo.CrashedReply {
+  let parts = new PartsLog();
+  for (const f of frames) {
+    const { event, data } = frameOf(f);
+    if (event === 'delta') parts.addText(String(data['text'] ?? ''));
+    else if (event === 'tool_call') parts.addCall(callOf(data));
+    else if (event === 'tool_result') parts.addResult(callOf(data), resultOf(data));
+    else if (event === 'snapshot') parts = restored(data['parts']);
+  }
+  return { content: storable(parts.text), parts: parts.stored() };
+}
+
+function frameOf(f: Frame): { event: string; data: Record<string, unknown> } {
+  const event = /^event: (.*)$/m.exec(f.wire)?.[1] ?? '';
+  const data: unknown = JSON.parse(/^data: (.*)$/m.exec(f.wire)?.[1] ?? '{}');
+  return { event, data: typeof data === 'object' && data !== null ? (data as Record<string, unknown>) : {} };
+}
+
+const callOf = (data: Record<string, unknown>): { id: string; name: string; arguments: string } => ({
+  id: String(data['id'] ?? ''),
+  name: String(data['name'] ?? ''),
+  arguments: JSON.stringify(data['arguments'] ?? {}),
+});
+
+const resultOf = (data: Record<string, unknown>): ToolResultBody =>
+  data['ok'] === true ? { ok: true, result: data['result'] as Record<string, unknown> } : { ok: false, error: data['error'] as { code: string; message: string } };
+
+/** A snapshot's parts (as the API shows them) taken up again. */
+function restored(apiParts: unknown): PartsLog {
+  const parts = new PartsLog();
+  for (const p of (Array.isArray(apiParts) ? apiParts : []) as ApiPart[]) {
+    if (p.type === 'text') parts.addText(p.text);
+    else if (p.type === 'tool_call') parts.addCall({ id: p.id, name: p.name, arguments: JSON.stringify(p.arguments) });
+    else parts.addResult(p, p);
+  }
+  return parts;
 }
 
 /**

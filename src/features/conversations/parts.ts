@@ -56,7 +56,7 @@ export class PartsLog {
     this.#parts.push({ type: 'tool_call', id: c.id, name: c.name, arguments: c.arguments, ...(c.signature !== undefined ? { signature: c.signature } : {}) });
   }
 
-  addResult(c: ToolCallPart, body: ToolResultBody): void {
+  addResult(c: Pick<ToolCallPart, 'id' | 'name'>, body: ToolResultBody): void {
     this.#parts.push({ type: 'tool_result', id: c.id, name: c.name, ...body });
   }
 

@@ -207,14 +207,12 @@ const STREAMING_LEFT_BEHIND = { status: 'interrupted', error_code: 'SHUTTING_DOW
  * conversation (created, or its counters moved, which also numbers the two messages; a conversation
  * deleted meanwhile leaves them without a number and the statement fails whole). `reservation`
  * (billing's one-row query, read once) decides how the reply is paid; a refusal fails the statement
- * whole, so nothing of the turn is stored. The caller holds the user's stream lease, so any other
- * reply of this user still 'streaming' belongs to a crashed instance and is closed in the same
- * statement. Returns the reservation's row.
+ * whole, so nothing of the turn is stored. Another reply of the user left 'streaming' by a crashed
+ * instance is not touched here: the sweeper closes it with what its frame log holds (DESIGN §12).
+ * Returns the reservation's row.
  */
 export async function startReservedTurn(db: Db, t: TurnRows, reservation: RawBuilder<ReplyBilling>): Promise<ReplyBilling> {
   const { now, userId } = t;
-  const sweep = sql`update messages set status = ${STREAMING_LEFT_BEHIND.status}, error_code = ${STREAMING_LEFT_BEHIND.error_code},
-    error_retryable = true, completed_at = ${now} where user_id = ${userId} and status = 'streaming'`;
   const conversation = t.newConversation
     ? sql`insert into conversations (id, user_id, title, provider, model, persona_id, message_count, last_message_at, created_at, updated_at)
         values (${t.newConversation.id}, ${userId}, ${t.newConversation.title}, ${t.newConversation.provider}, ${t.newConversation.model},
@@ -230,7 +228,7 @@ export async function startReservedTurn(db: Db, t: TurnRows, reservation: RawBui
         )})`;
   const u = t.userMessage;
   const { rows } = await sql<ReplyBilling>`with charge as materialized (${reservation}),
-      sweep as (${sweep}), conversation as (${conversation})${images},
+      conversation as (${conversation})${images},
       turn as (insert into messages (id, conversation_id, user_id, seq, role, content, status, client_message_id, billing_source, billing_credits, created_at)
         values (${u.id}, ${t.conversationId}, ${userId}, (select message_count - 1 from conversation), 'user', ${u.content}, 'complete',
                 ${u.clientMessageId}, null, null, ${now}),
@@ -288,29 +286,36 @@ export async function finishTurn(db: Db, e: TurnEnd, settlement: RawBuilder<{ cr
   return rows[0];
 }
 
+/** What a crashed turn's frame log holds of its reply (DESIGN §12 "Under faults"). */
+export interface CrashedReply {
+  readonly content: string;
+  /** The reply's parts as JSON text (parts.ts), null for a text-only reply. */
+  readonly parts: string | null;
+}
+
 /**
- * A turn whose instance is gone (DESIGN §10): its reply, if still 'streaming', is closed interrupted;
- * returns whether the reply holds anything (text or tool calls) — how the turn is settled. A reply
- * deleted with its conversation holds nothing.
+ * The terminal frame id of a reply closed for a crashed instance (the largest `int`), its snapshot
+ * one below. A client may hold frames the dead instance sent it but never wrote to the log: whatever
+ * it holds, a resume sends it the stored reply as a snapshot, then the end, with ids above its own —
+ * and a client that has had that end is answered 204.
  */
-export async function closeCrashedReply(db: Db, replyId: string, now: Date): Promise<{ produced: boolean }> {
-  // A data-modifying CTE runs whether or not it is read; the select sees the reply as it was before.
+export const CRASHED_TERMINAL_ID = 2_147_483_647;
+
+/**
+ * A turn whose instance is gone (DESIGN §10, §12): its reply, if still 'streaming', is closed
+ * interrupted with what its frame log holds (`fromLog`; undefined when the log is gone); returns
+ * whether the reply holds anything (text or tool calls) — how the turn is settled. A reply deleted
+ * with its conversation holds nothing.
+ */
+export async function closeCrashedReply(db: Db, replyId: string, now: Date, fromLog: CrashedReply | undefined): Promise<{ produced: boolean }> {
+  const logged = fromLog ? sql`, content = ${fromLog.content}, parts = ${fromLog.parts}::jsonb` : sql``;
+  // A data-modifying CTE runs whether or not it is read; the outer select sees the reply as it was before.
   const { rows } = await sql<{ produced: boolean }>`
     with closed as (
       update messages set status = ${STREAMING_LEFT_BEHIND.status}, error_code = ${STREAMING_LEFT_BEHIND.error_code},
-        error_retryable = ${STREAMING_LEFT_BEHIND.error_retryable}, completed_at = ${now}
+        error_retryable = ${STREAMING_LEFT_BEHIND.error_retryable}, completed_at = ${now}, last_frame_id = ${CRASHED_TERMINAL_ID}${logged}
       where id = ${replyId} and status = 'streaming'
-      returning 1)
-    select (content <> '' or parts is not null) as produced from messages where id = ${replyId}`.execute(db);
+      returning (content <> '' or parts is not null) as produced)
+    select coalesce((select produced from closed), (select content <> '' or parts is not null from messages where id = ${replyId})) as produced`.execute(db);
   return { produced: rows[0]?.produced === true };
-}
-
-/** Closes replies of this user left 'streaming' by a crashed instance (caller holds the lease). */
-export async function closeAbandonedReplies(db: Db, userId: string, now: Date): Promise<void> {
-  await db
-    .updateTable('messages')
-    .set({ ...STREAMING_LEFT_BEHIND, completed_at: now })
-    .where('user_id', '=', userId)
-    .where('status', '=', 'streaming')
-    .execute();
 }

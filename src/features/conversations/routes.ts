@@ -69,7 +69,9 @@ export async function conversationsRoutes(parent: FastifyInstance, { deps }: { d
         description:
           'DESIGN §12. Sends the frames after `Last-Event-ID` (header, or `?lastEventId=`; from the first frame without one), then follows the turn live until its terminal frame. ' +
           'When the log no longer holds that id (trimmed past STREAM_LOG_MAX_BYTES, or expired STREAM_LOG_RETENTION_MS after the end), one `snapshot` frame carries the reply so far. ' +
-          '204 when no turn ever ran, or when the client already has the terminal frame (an EventSource stops reconnecting). Never counts toward the message limit; never calls a provider.',
+          '204 when no turn ever ran, or when the client already has the terminal frame (an EventSource stops reconnecting). ' +
+          '503 SERVICE_UNAVAILABLE (with Retry-After) when the log of a running turn cannot be read; an ended turn is then answered from the database (`snapshot` + terminal frame). ' +
+          'Never counts toward the message limit; never calls a provider.',
         params: IdParams,
         querystring: AttachQuery,
         response: responses({ 200: { description: EVENT_STREAM_DOC, content: { 'text/event-stream': { schema: EventStream } } }, 204: NoContent }),

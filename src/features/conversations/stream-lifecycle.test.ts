@@ -105,23 +105,44 @@ describe('advisor stream: lifecycle', () => {
     assert.equal(textOf(res), 'abcd');
   });
 
-  test('DESIGN §4: a reply left streaming by a crashed instance → 409 while its lease lives, then replayed as interrupted; the next turn closes others', async () => {
+  test('DESIGN §12 under faults: a reply left streaming by a crashed instance → 409 STREAM_IN_PROGRESS while its lease lives or its turn shows a sign of life; then replayed as interrupted with the text its frame log holds, charged; another such reply is left to the sweeper', async () => {
     const user = await userWithKey('crash');
     const body = message();
+    fake.enqueueStream({ chunks: ['Half ', 'an answer'] });
     const first = await send(t, user, null, body);
     const orphan = String(startOf(first)['assistantMessageId']);
     const other = String(startOf(await send(t, user, null, message())).assistantMessageId);
-    await t.deps.db.updateTable('messages').set({ status: 'streaming', content: '', finish_reason: null, completed_at: null }).where('id', 'in', [orphan, other]).execute();
+    // As a dead instance leaves them: the replies streaming with nothing stored, the turns reserved; the
+    // frame log holds what the clients were sent.
+    const crash = async (aliveAt: Date): Promise<void> => {
+      await t.deps.db.updateTable('messages').set({ status: 'streaming', content: '', parts: null, finish_reason: null, completed_at: null, last_frame_id: null }).where('id', 'in', [orphan, other]).execute();
+      await t.deps.db.updateTable('turn_charges').set({ status: 'reserved', settled_at: null, alive_at: aliveAt }).where('turn_id', 'in', [orphan, other]).execute();
+    };
+    const longAgo = new Date(t.deps.clock.now().getTime() - 3_600_000);
+    await crash(longAgo);
     const lease = await t.deps.leases.acquire(user, 30_000);
     assert.ok(lease);
-    const whileHeld = await send(t, user, null, body);
-    assert.deepEqual([whileHeld.statusCode, whileHeld.code], [409, 'STREAM_IN_PROGRESS']);
+    const whileLeased = await send(t, user, null, body);
+    assert.deepEqual([whileLeased.statusCode, whileLeased.code], [409, 'STREAM_IN_PROGRESS']);
     await t.deps.leases.release(user, lease);
+    // The lease's store forgot it (restarted empty), yet the turn shows signs of life: the database decides.
+    await crash(new Date(t.deps.clock.now().getTime() + 3_600_000));
+    const whileAlive = await send(t, user, null, body);
+    assert.deepEqual([whileAlive.statusCode, whileAlive.code], [409, 'STREAM_IN_PROGRESS']);
+    const otherTurn = await send(t, user, null, message());
+    assert.deepEqual([otherTurn.statusCode, otherTurn.code], [409, 'STREAM_IN_PROGRESS'], 'the fence holds for a new turn too');
+
+    await crash(longAgo);
     const replay = await send(t, user, null, body);
     assert.equal(replay.statusCode, 200);
-    assert.deepEqual(replay.frames.map((f) => [f.event, f.data['code']]), [['start', undefined], ['error', 'SHUTTING_DOWN']]);
-    assert.equal((await replyRow(t, orphan))?.status, 'interrupted');
-    assert.equal((await replyRow(t, other))?.status, 'interrupted', 'closed together with the first');
+    assert.deepEqual(replay.frames.map((f) => [f.event, f.data['code']]), [['start', undefined], ['delta', undefined], ['error', 'SHUTTING_DOWN']]);
+    assert.equal(textOf(replay), 'Half an answer');
+    const stored = await replyRow(t, orphan);
+    assert.deepEqual([stored?.status, stored?.content], ['interrupted', 'Half an answer']);
+    assert.equal((await t.deps.db.selectFrom('turn_charges').select('status').where('turn_id', '=', orphan).executeTakeFirstOrThrow()).status, 'charged');
+    assert.equal((await replyRow(t, other))?.status, 'streaming', 'the sweeper closes the other one');
+    // A silent reply does not hold the user back.
+    assert.equal((await send(t, user, null, message())).statusCode, 200);
   });
 
   test('operations: stream metrics and the request metrics hook see streams', async () => {

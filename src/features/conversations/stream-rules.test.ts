@@ -2,6 +2,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
+import type { StreamLeases } from '../../platform/stream-lease.ts';
 import { buildTestApp, type TestApp } from '../../../test/helpers/app.ts';
 import type { OpenAiCompatibleFake } from '../../../test/fakes/index.ts';
 import { startOpenAiCompatibleFake } from '../../../test/fakes/index.ts';
@@ -280,6 +281,32 @@ describe('advisor stream: checks, idempotency, limits', () => {
       assert.equal((await send(t, user, null, message())).statusCode, 200, 'the lease is free once the stream ended');
     } finally {
       await second.close();
+    }
+  });
+});
+
+describe('advisor stream: the database fences one live turn per user (DESIGN §12 under faults)', () => {
+  test('DESIGN §12: 20 concurrent stream starts of one user across two instances whose lease store grants every lease (as one restarted empty does) → exactly one 200, 19 × 409 STREAM_IN_PROGRESS; nothing of the refused stored or charged', async () => {
+    const fake = await startOpenAiCompatibleFake({ flavor: 'openai' });
+    // Every acquire succeeds and no lease is ever refused: only the database stands between two turns.
+    const forgetful = (real: StreamLeases): StreamLeases => ({ ...real, acquire: async () => randomUUID(), renew: async () => true, release: async () => undefined });
+    const one = await buildTestApp({ env: { OPENAI_BASE_URL: fake.url }, deps: { leases: forgetful } });
+    const two = await buildTestApp({ shareWith: one, env: { OPENAI_BASE_URL: fake.url }, deps: { leases: forgetful } });
+    try {
+      const user = await userWithOpenAiKey(one, fake.validKey, 'fence');
+      fake.scriptStream({ chunks: ['slow', ' answer'], delayMs: 300 });
+      const all = await Promise.all(Array.from({ length: 20 }, (_, i) => send(i % 2 ? two : one, user, null, message())));
+      fake.scriptStream({});
+      assert.deepEqual(all.map((r) => `${r.statusCode} ${r.code ?? ''}`.trim()).sort(), ['200', ...Array<string>(19).fill('409 STREAM_IN_PROGRESS')]);
+      const stored = await one.deps.db.selectFrom('messages').select('role').where('user_id', '=', user).execute();
+      assert.equal(stored.length, 2, 'one user message and one reply');
+      const charges = await one.deps.db.selectFrom('turn_charges').select('status').where('user_id', '=', user).execute();
+      assert.deepEqual(charges.map((c) => c.status), ['charged']);
+      assert.equal((await send(two, user, null, message())).statusCode, 200, 'the next turn starts once the first ended');
+    } finally {
+      await two.close();
+      await one.close();
+      await fake.close();
     }
   });
 });

@@ -11,7 +11,8 @@ import { ProviderError, type ChatEvent, type ChatImage, type FinishReason, type 
 import type { UsableMarketDataKey } from '../advisor-keys/market-data-service.ts';
 import { keysForTurn, type TurnKeys, type UsableProviderKey } from '../advisor-keys/service.ts';
 import { overLimit, Toolbox, type ToolOutcome } from '../advisor-tools/toolbox.ts';
-import { abandonTurn } from './crashed-turns.ts';
+import { reservationState } from '../billing/turn-billing.ts';
+import { abandonTurn, settleCrashed } from './crashed-turns.ts';
 import { buildMessages, defaultTitle, systemPrompt } from './context.ts';
 import { deltaData, doneData, errorData, replayTurn, startData, toolCallData, toolResultData, type StreamErrorCode, type TurnIds } from './frames.ts';
 import { resultPart, storable } from './parts.ts';
@@ -232,8 +233,8 @@ async function decide(deps: Deps, userId: string, target: string | null, input: 
 
 /**
  * DESIGN §7 idempotency: the same id with other text, or sent to another conversation, is a reuse;
- * a reply still streaming is a 409 unless its stream is dead (its instance crashed: no lease held),
- * in which case it is closed as interrupted and replayed like any finished reply. `lease` is the
+ * a reply still streaming is a 409 unless its turn is dead (no lease held, no recent sign of life:
+ * its instance crashed), in which case it is closed as a crashed turn and replayed like any finished reply. `lease` is the
  * user's lease as the caller asked for it (undefined: take one here when needed, and give it back).
  */
 async function idempotentReplay(
@@ -254,12 +255,19 @@ async function idempotentReplay(
   if (token instanceof AppError) throw token;
   if (token === null) throw new AppError('STREAM_IN_PROGRESS', 'the reply to this message is still streaming');
   try {
-    await repo.closeAbandonedReplies(deps.db, userId, deps.clock.now());
+    // The lease is free, yet the reply streams: its instance is gone, or the lease's store forgot it
+    // (restarted empty). The database decides (DESIGN §12 "Under faults"): a turn with a recent sign
+    // of life is live; a silent one is closed with what its frame log holds, and charged by it.
+    const replyId = prior.reply?.id;
+    if (replyId !== undefined) {
+      if ((await reservationState(deps, replyId)) === 'live') throw new AppError('STREAM_IN_PROGRESS', 'the reply to this message is still streaming');
+      await settleCrashed(deps, replyId);
+    }
   } finally {
     if (lease === undefined) await deps.leases.release(userId, token);
   }
   const again = await repo.findTurnByClientId(deps.db, userId, body.clientMessageId);
-  if (again?.reply === undefined) throw new Error('a stored turn lost its reply row');
+  if (again?.reply === undefined || again.reply.status === 'streaming') throw new Error('a stored turn lost its reply row');
   return replayOf(again, again.reply);
 }
 
