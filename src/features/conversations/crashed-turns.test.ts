@@ -128,7 +128,7 @@ describe('crashed turns (DESIGN §10)', () => {
       const reply = await lostAck.deps.db.selectFrom('messages').select('id').where('user_id', '=', user).where('role', '=', 'assistant').executeTakeFirstOrThrow();
       assert.equal(await turnStatus(lostAck, reply.id), 'reserved', 'the statement did commit');
       // Looked at again within seconds of the refusal; the sweeper would wait for its age (10 minutes here).
-      await waitFor('the abandoned reservation returned', async () => ((await turnStatus(lostAck, reply.id)) === 'returned' ? true : undefined), 30_000);
+      await waitFor('the abandoned reservation returned', async () => ((await turnStatus(lostAck, reply.id)) === 'returned' ? true : undefined));
       assert.equal((await replyRow(lostAck, reply.id))?.status, 'interrupted');
       assert.equal(await assertLedgerInvariant(lostAck, user), 2 * PAID_CREDITS);
     } finally {

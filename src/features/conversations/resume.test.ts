@@ -315,7 +315,7 @@ describe('advisor stream: resume, stop, detach grace (DESIGN §12)', () => {
     for (const event of ['start', 'delta', 'done', 'error', 'snapshot']) {
       es.addEventListener(event, (e) => void ('lastEventId' in e && got.push({ id: (e as MessageEvent).lastEventId, event })));
     }
-    await waitFor('the EventSource to stop', () => (es.readyState === EventSource.CLOSED ? true : undefined), 15_000);
+    await waitFor('the EventSource to stop', () => (es.readyState === EventSource.CLOSED ? true : undefined));
     t.app.server.off('request', onRequest);
     const original = await ended(post);
     assert.deepEqual(got, original.map((f) => ({ id: String(f.id), event: f.event })));
