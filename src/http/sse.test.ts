@@ -2,6 +2,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import net, { type AddressInfo } from 'node:net';
+import { setTimeout as delay } from 'node:timers/promises';
 import { SseWriter } from './sse.ts';
 
 /** A raw HTTP/1.1 exchange: what each socket read brought, so the chunks on the wire can be checked. */
@@ -88,8 +89,8 @@ describe('SseWriter', () => {
   });
 
   test('a client that does not read: writes report backpressure, drained() waits until it reads again', async () => {
-    let report: (r: { frames: number; waited: number }) => void = () => undefined;
-    const result = new Promise<{ frames: number; waited: number }>((resolve) => (report = resolve));
+    let report: (r: { frames: number; waitedForClient: boolean }) => void = () => undefined;
+    const result = new Promise<{ frames: number; waitedForClient: boolean }>((resolve) => (report = resolve));
     const frame = JSON.stringify({ text: 'x'.repeat(1000) });
     route = (res) => {
       const sse = new SseWriter(res);
@@ -97,28 +98,31 @@ describe('SseWriter', () => {
       const signal = new AbortController().signal;
       void (async () => {
         let frames = 0;
+        let waitedForClient = false;
         // Until the kernel's buffers are full too, a drain comes at once; bounded so a broken writer fails instead of hanging.
         while (frames < 100_000) {
           frames++;
           if (sse.event('delta', frame)) continue;
           assert.equal(sse.needsDrain, true);
-          const from = Date.now();
-          await sse.drained(signal);
-          const waited = Date.now() - from;
-          if (waited >= 50) {
-            report({ frames, waited });
-            break;
-          }
+          const drained = sse.drained(signal).then(() => true);
+          // Still waiting after 50 ms: the buffers are full. Only then does the client read again,
+          // so however slow the machine, the client never reads before the writer waits for it.
+          if (await Promise.race([drained, delay(50).then(() => false)])) continue;
+          raw.socket.resume();
+          await drained;
+          waitedForClient = true;
+          break;
         }
+        raw.socket.resume();
+        report({ frames, waitedForClient });
         sse.end();
       })();
     };
     const raw = fetchRaw(port, '/', { paused: true });
-    setTimeout(() => raw.socket.resume(), 300);
-    const { frames, waited } = await result;
+    const { frames, waitedForClient } = await result;
     await raw.ended;
     assert.ok(frames < 100_000, 'backpressure was reported');
-    assert.ok(waited >= 50, `drained() waited ${waited} ms for the client`);
+    assert.ok(waitedForClient, 'drained() waited for the client to read');
     const sent = chunks(raw.reads.join('')).join('').split('\n\n').filter(Boolean);
     assert.equal(sent.length, frames, 'nothing lost');
     assert.deepEqual(sent.map((f) => Number(/^id: (\d+)/.exec(f)?.[1])), Array.from({ length: frames }, (_, i) => i + 1));

@@ -5,6 +5,7 @@ import { after, before, describe, test } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { sql } from 'kysely';
+import { gate } from '../../test/helpers/events.ts';
 import { ManualClock } from '../../test/helpers/manual-clock.ts';
 import { createDb, type DbHandle } from '../db/create-db.ts';
 import { migrateToLatest } from '../db/migrate.ts';
@@ -16,7 +17,10 @@ import { closeRedis, openRedis } from './redis-connection.ts';
 
 const { DATABASE_URL, REDIS_URL } = process.env;
 
-const HEARTBEAT_MS = 60;
+// A follower on another instance gives a writer up after 3 heartbeats without a frame; these writers
+// show no other sign of life, so the window must be far above any pause a busy machine puts between
+// two of their frames.
+const HEARTBEAT_MS = 500;
 const OPTS: Omit<FrameLogOptions, 'retentionMs' | 'maxBytes'> = { maxDurationMs: 60_000, heartbeatMs: HEARTBEAT_MS, onError: () => undefined };
 
 /** Two instances' frame logs over one store. */
@@ -149,20 +153,32 @@ const frame = (id: number, event = 'delta', data = `{"text":"${id} "}`): Frame =
 const frames = (from: number, to: number): Frame[] => range(from, to).map((id) => frame(id));
 
 /**
- * A store whose writes go wrong the way a store under faults does: `timeOut` writes land and then
- * fail to their writer (a reply lost, a command timed out yet run when the store woke); `lose` writes
- * are answered written and dropped (the store restarted empty just after).
+ * A store whose writes go wrong the way a store under faults does: the `timeOut` writes (by number)
+ * land and then fail to their writer (a reply lost, a command timed out yet run when the store woke);
+ * the first write carrying frame `loseAt` is answered written and dropped (the store restarted empty
+ * just after), and `lost` settles then. The loss is chosen by its frame, not its number: how many
+ * writes a turn takes depends on how busy the machine is, and a lost terminal write would leave
+ * nothing after it to notice the loss.
  */
-function faulty(store: FrameStore, faults: { timeOut: Set<number>; lose: Set<number> }): FrameStore {
+function faulty(store: FrameStore, faults: { timeOut: Set<number>; loseAt: number }): { store: FrameStore; lost: Promise<void> } {
   let n = 0;
+  const lost = gate();
+  let losing = true;
   return {
-    ...store,
-    async write(turnId, batch, ttlMs) {
-      n++;
-      if (faults.lose.has(n)) return { kind: 'written' };
-      const outcome = await store.write(turnId, batch, ttlMs);
-      if (faults.timeOut.has(n)) throw new Error('command timed out');
-      return outcome;
+    lost: lost.opened,
+    store: {
+      ...store,
+      async write(turnId, batch, ttlMs) {
+        n++;
+        if (losing && batch.frames.some((f) => f.id === faults.loseAt)) {
+          losing = false;
+          lost.open();
+          return { kind: 'written' };
+        }
+        const outcome = await store.write(turnId, batch, ttlMs);
+        if (faults.timeOut.has(n)) throw new Error('command timed out');
+        return outcome;
+      },
     },
   };
 }
@@ -273,7 +289,9 @@ for (const backend of backends) {
     });
 
     test('DESIGN §12 retention: the log of an ended turn is gone after STREAM_LOG_RETENTION_MS (a follower finds no log)', async () => {
-      const inst = await backend.open({ retentionMs: 300, maxBytes: 1 << 20 });
+      // Redis times the retention itself, in real time: long enough that the first read comes well within it.
+      const retentionMs = 2000;
+      const inst = await backend.open({ retentionMs, maxBytes: 1 << 20 });
       try {
         const turnId = randomUUID();
         const log = inst.a.open(turnId, () => '{}', noEvents);
@@ -283,7 +301,7 @@ for (const backend of backends) {
         const kept = client();
         assert.equal(await inst.b.follow(turnId, 0, kept.sink, { live: false, signal: kept.signal }), 'ended');
         assert.deepEqual(kept.ids(), [1, 2]);
-        await inst.elapse(300);
+        await inst.elapse(retentionMs);
         const late = client();
         assert.equal(await inst.b.follow(turnId, 0, late.sink, { live: false, signal: late.signal }), 'missing');
         assert.deepEqual(late.ids(), []);
@@ -300,7 +318,7 @@ for (const backend of backends) {
           let stopped = 0;
           const log = inst.a.open(turnId, () => '{}', { stop: () => void stopped++, attached: () => undefined });
           await asker.requestStop(turnId);
-          for (let i = 0; i < 100 && stopped === 0; i++) await delay(10);
+          for (let i = 0; i < 3000 && stopped === 0; i++) await delay(10);
           assert.equal(stopped, 1, `asked on instance ${asker === inst.a ? 'a' : 'b'}`);
           log.end('done', '{}');
         }
@@ -320,11 +338,11 @@ for (const backend of backends) {
         const c = client();
         const gone = new AbortController();
         const following = inst.b.follow(turnId, 0, c.sink, { live: true, signal: AbortSignal.any([c.signal, gone.signal]) });
-        for (let i = 0; i < 100 && log.attached === 0; i++) await delay(10);
+        for (let i = 0; i < 3000 && log.attached === 0; i++) await delay(10);
         assert.equal(log.attached, 1);
         gone.abort();
         assert.equal(await following, 'closed');
-        for (let i = 0; i < 100 && log.attached === 1; i++) await delay(10);
+        for (let i = 0; i < 3000 && log.attached === 1; i++) await delay(10);
         assert.equal(log.attached, 0);
         assert.deepEqual(counts, [1, 0]);
         log.end('done', '{}');
@@ -370,7 +388,9 @@ for (const backend of backends) {
 
     test('DESIGN §12 under faults: writes that time out after landing, and a log its store lost mid-turn — a follower and a resume from 0 each see ids only rising and assemble exactly the reply', async () => {
       const store = await backend.store();
-      const writer = new FrameLog(faulty(store, { timeOut: new Set([2, 3, 6]), lose: new Set([9]) }), { ...OPTS, retentionMs: 60_000, maxBytes: 1 << 20 });
+      const LOSE_AT = 40;
+      const faults = faulty(store, { timeOut: new Set([2, 3, 6]), loseAt: LOSE_AT });
+      const writer = new FrameLog(faults.store, { ...OPTS, retentionMs: 60_000, maxBytes: 1 << 20 });
       // The reader is another instance, on the same store (this process's own, for the in-memory store).
       const reader = new FrameLog(backend.shared ? await backend.store() : store, { ...OPTS, retentionMs: 60_000, maxBytes: 1 << 20 });
       let beat: NodeJS.Timeout | undefined;
@@ -387,7 +407,9 @@ for (const backend of backends) {
         for (let i = 2; i <= 80; i++) {
           text += `${i} `;
           log.append('delta', `{"text":"${i} "}`);
-          if (i % 4 === 0) await delay(25);
+          // The turn goes on only once the store has lost the write carrying this frame: mid-turn.
+          if (i === LOSE_AT) await faults.lost;
+          else if (i % 4 === 0) await delay(25);
         }
         log.end('done', '{}');
         assert.equal(await following, 'ended');

@@ -156,10 +156,11 @@ export interface ClusterWithFakes {
 }
 
 /**
- * Registers before/after hooks that start three instances wired to an OpenAI fake and a Stripe fake
- * (plus `env`), and stop everything afterwards, reporting any instance that died on its own.
+ * Registers before/after hooks that start `instances` server processes (three by default) wired to an
+ * OpenAI fake and a Stripe fake (plus `env`), and stop everything afterwards, reporting any instance
+ * that died on its own.
  */
-export function clusterWithFakes(env: Record<string, string>): ClusterWithFakes {
+export function clusterWithFakes(env: Record<string, string>, instances = 3): ClusterWithFakes {
   let fake: OpenAiCompatibleFake | undefined;
   let stripe: StripeFake | undefined;
   let cluster: Cluster | undefined;
@@ -185,7 +186,7 @@ export function clusterWithFakes(env: Record<string, string>): ClusterWithFakes 
     fake = await startOpenAiCompatibleFake({ flavor: 'openai', models: ['gpt-4o-mini', 'gpt-4.1-mini', 'gpt-4o', PAID_MODEL] });
     stripe = await startStripeFake();
     cluster = await startCluster({
-      instances: 3,
+      instances,
       env: { OPENAI_BASE_URL: fake.url, STRIPE_SECRET_KEY: stripe.validKey, STRIPE_API_BASE: stripe.url, ...env },
     });
   });

@@ -13,6 +13,7 @@ import {
   startPolygonFake,
   startStripeFake,
 } from './index.ts';
+import { settles } from '../helpers/events.ts';
 
 interface SseEvent { event?: string; data?: string; comments: string[] }
 
@@ -168,7 +169,7 @@ test('mistral stream: usage rides on the finishing chunk', async () => {
   }
 });
 
-test('client disconnect is observed within a second', async () => {
+test('client disconnect is observed', async () => {
   const fake = await startOpenAiCompatibleFake({ flavor: 'openai' });
   try {
     fake.scriptStream({ chunks: ['a', 'b', 'c'], stallAfterChunks: 1 });
@@ -178,12 +179,11 @@ test('client disconnect is observed within a second', async () => {
     assert.ok(reader);
     const first = await reader.read();
     assert.match(new TextDecoder().decode(first.value), /chat\.completion\.chunk/);
-    const abortedAt = Date.now();
     ac.abort();
     const stream = fake.streams[0];
     assert.ok(stream);
-    const closedAt = await stream.closed;
-    assert.ok(closedAt - abortedAt < 1000);
+    // The stream stalls after its first chunk: only the client's going closes it.
+    await settles(stream.closed, 'the fake seeing the client go');
     assert.equal(stream.closedByClient, true);
   } finally {
     await fake.close();
@@ -207,9 +207,8 @@ test('pacing, silence before headers, and close() with streams still open', asyn
     fake.enqueueStream({ stallAfterChunks: 1 });
     const open = await post(`${fake.url}/messages`, h, msg);
     assert.equal(open.status, 200);
-    const closing = Date.now();
-    await fake.close();
-    assert.ok(Date.now() - closing < 500);
+    // The open stream stalls forever: close() ends only if it does not wait for it.
+    await settles(fake.close(), 'close() with a stream open');
     assert.equal(fake.streams[3]?.closedByClient, false);
     await assert.rejects(open.text());
   } finally {

@@ -45,6 +45,11 @@ export interface StreamScript {
   dropAfterChunks?: number;
   /** After n pieces, send nothing more but keep the socket open (until the client or close()). */
   stallAfterChunks?: number;
+  /**
+   * After `afterChunks` pieces, send nothing until `until` settles, then go on: the test, not the clock,
+   * decides when the turn moves past that point.
+   */
+  hold?: { afterChunks: number; until: Promise<unknown> };
   /** After n pieces, send a `data: {not json` line and end the response. */
   malformedAfterChunks?: number;
   /** Accept the request and never send even the status line (upstream silence before headers). */
@@ -197,6 +202,10 @@ export async function playScript(
       return;
     }
     if (script.stallAfterChunks === i) return;
+    if (script.hold?.afterChunks === i) {
+      const gone = new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
+      await Promise.race([script.hold.until, gone]);
+    }
     if (script.malformedAfterChunks === i) {
       writer.malformed();
       res.end();

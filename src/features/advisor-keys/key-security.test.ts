@@ -12,12 +12,16 @@ const NEW_KEYRING = `rot2:${randomBytes(32).toString('base64')}`;
 
 describe('key secrets (DESIGN §5)', () => {
   let t: TestApp;
+  // A second instance on t's database whose probes give up at the stalled deadline.
+  let stalled: TestApp;
   let fakes: KeyFakes;
   before(async () => {
     fakes = await startKeyFakes();
     t = await buildTestApp({ env: fakes.env({ LOG_LEVEL: 'trace' }) });
+    stalled = await buildTestApp({ env: fakes.env({ LOG_LEVEL: 'trace' }, 'stalled'), shareWith: t });
   });
   after(async () => {
+    await stalled.close();
     await t.close();
     await fakes.close();
   });
@@ -44,14 +48,15 @@ describe('key secrets (DESIGN §5)', () => {
     // Three users, so no one reaches the 10-saves-per-hour limit.
     const [user, second, third] = [newUser(), newUser(), newUser()];
     const bodies: string[] = [];
-    const call = async (...args: Parameters<TestApp['call']>) => {
-      const res = await t.call(...args);
+    const callOn = async (app: TestApp, ...args: Parameters<TestApp['call']>) => {
+      const res = await app.call(...args);
       bodies.push(res.body, JSON.stringify(res.headers));
       return res;
     };
+    const call = (...args: Parameters<TestApp['call']>) => callOn(t, ...args);
     for (const p of PROVIDERS) assert.equal((await call('PUT', `/api/advisor/provider-keys/${p}`, { user, body: { apiKey: canary } })).statusCode, 200);
     fakes.providers.openai.setProbe('stall');
-    assert.equal((await call('PUT', '/api/advisor/provider-keys/openai', { user: second, body: { apiKey: ` ${canary} ` } })).statusCode, 200);
+    assert.equal((await callOn(stalled, 'PUT', '/api/advisor/provider-keys/openai', { user: second, body: { apiKey: ` ${canary} ` } })).statusCode, 200);
     fakes.reset();
     assert.equal((await call('PUT', '/api/advisor/provider-keys/openai', { user: second, body: { apiKey: rejected } })).statusCode, 400);
     assert.equal((await call('PUT', '/api/advisor/provider-keys/google', { user: second, body: { apiKey: rejected } })).statusCode, 400);
@@ -66,7 +71,7 @@ describe('key secrets (DESIGN §5)', () => {
     assert.equal((await call('GET', '/metrics', { user })).statusCode, 200);
     assert.equal((await call('DELETE', '/api/advisor/provider-keys/groq', { user })).statusCode, 204);
 
-    const logs = t.logs.join('');
+    const logs = [...t.logs, ...stalled.logs].join('');
     assert.ok(logs.length > 0 && logs.includes('/api/advisor/provider-keys'), 'the requests were logged');
     const rows = await everyRow();
     assert.ok(rows.includes(canary.slice(-4)), 'the hint is stored');

@@ -22,12 +22,18 @@ describe('market-data key (spec 4.1)', () => {
   let fakes: KeyFakes;
   const clock = new ManualClock(new Date('2030-02-01T00:00:00Z'));
   const apps: Record<'polygon' | 'fmp', TestApp> = {} as Record<'polygon' | 'fmp', TestApp>;
+  // The same, on the same databases, with the stalled probe deadline: for the tests that stall a fake.
+  const stalledApps: Record<'polygon' | 'fmp', TestApp> = {} as Record<'polygon' | 'fmp', TestApp>;
   before(async () => {
     fakes = await startKeyFakes();
+    const fmp = { MARKET_DATA_PROVIDER: 'fmp', MARKET_DATA_BASE_URL: fakes.fmp.url };
     apps.polygon = await buildTestApp({ clock, env: fakes.env() });
-    apps.fmp = await buildTestApp({ clock, env: fakes.env({ MARKET_DATA_PROVIDER: 'fmp', MARKET_DATA_BASE_URL: fakes.fmp.url }) });
+    apps.fmp = await buildTestApp({ clock, env: fakes.env(fmp) });
+    stalledApps.polygon = await buildTestApp({ clock, env: fakes.env({}, 'stalled'), shareWith: apps.polygon });
+    stalledApps.fmp = await buildTestApp({ clock, env: fakes.env(fmp, 'stalled'), shareWith: apps.fmp });
   });
   after(async () => {
+    await Promise.all(Object.values(stalledApps).map((a) => a.close()));
     await Promise.all(Object.values(apps).map((a) => a.close()));
     await fakes.close();
   });
@@ -100,7 +106,9 @@ describe('market-data key (spec 4.1)', () => {
         test(`spec 4.1 rule 5: ${provider} probe ${what} → 200 stored with verified false`, async () => {
           const user = newUser();
           fake().setProbe(behaviour);
-          const res = await put(user, { apiKey: fake().validKey });
+          // A stalled fake never answers: only an app with the stalled deadline ends the probe quickly.
+          const app = behaviour === 'stall' ? stalledApps[provider] : t();
+          const res = await app.call('PUT', URL_, { user, body: { apiKey: fake().validKey } });
           assert.equal(res.statusCode, 200, res.body);
           assert.deepEqual([res.json<Status>().configured, res.json<Status>().verified, res.json<Status>().lastVerifiedAt], [true, false, null]);
           assert.equal((await status(user)).verified, false);

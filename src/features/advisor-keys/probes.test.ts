@@ -1,5 +1,6 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { setTimeout as delay } from 'node:timers/promises';
 import fc from 'fast-check';
 import { BUILT_IN_CATALOGUE } from '../../catalogue.ts';
 import { probeMarketDataKey } from '../../providers/market-data/probes.ts';
@@ -7,9 +8,10 @@ import { probeProviderKey } from '../../providers/llm/probes.ts';
 import { sendJson, startFake, startAnthropicFake, startGeminiFake, type FakeHandler, type FakeServer } from '../../../test/fakes/index.ts';
 import { buildTestApp, type TestApp } from '../../../test/helpers/app.ts';
 import { chooseDefaultModel } from './default-model.ts';
-import { newUser, TEST_PROBE_TIMEOUT_MS } from './test-kit.ts';
+import { newUser, PROBE_DEADLINE_MS } from './test-kit.ts';
 
-const opts = (baseUrl: string) => ({ baseUrl, timeoutMs: TEST_PROBE_TIMEOUT_MS });
+// Every fake here answers: the deadline must never be what ends the probe.
+const opts = (baseUrl: string) => ({ baseUrl, timeoutMs: PROBE_DEADLINE_MS.answered });
 
 async function withFake(handler: FakeHandler, run: (fake: FakeServer) => Promise<void>): Promise<void> {
   const fake = await startFake(handler);
@@ -135,8 +137,9 @@ describe('probe deadline (spec 4.2 rules 2 and 5: one 5 s timeout, then the key 
   test('a stalled provider is cut at the deadline → transient "timeout"; a finished probe leaves no timer scheduled', async () => {
     await withFake(stalled, async (f) => {
       const started = performance.now();
-      assert.deepEqual(await probeProviderKey('openai', 'sk-x-12345678', { baseUrl: `${f.url}/v1`, timeoutMs: 200 }), { outcome: 'transient', reason: 'timeout' });
-      assert.ok(performance.now() - started < 2000);
+      assert.deepEqual(await probeProviderKey('openai', 'sk-x-12345678', { baseUrl: `${f.url}/v1`, timeoutMs: PROBE_DEADLINE_MS.stalled }), { outcome: 'transient', reason: 'timeout' });
+      // The fake never answers, so only the deadline ends the probe: nothing else would within undici's own 300 s.
+      assert.ok(performance.now() - started < 30_000);
     });
     await withFake(
       (_req, res) => sendJson(res, 200, { data: [{ id: 'gpt-4o' }] }),
@@ -151,11 +154,13 @@ describe('probe deadline (spec 4.2 rules 2 and 5: one 5 s timeout, then the key 
   test("the caller's signal ends a probe at once; an already-aborted one calls no provider", async () => {
     await withFake(stalled, async (f) => {
       const caller = new AbortController();
-      setTimeout(() => caller.abort(), 50);
-      const started = performance.now();
-      const r = await probeMarketDataKey('polygon', 'pg-x-12345678', { baseUrl: f.url, timeoutMs: 60_000, signal: caller.signal });
-      assert.deepEqual(r, { outcome: 'transient', reason: 'timeout' });
-      assert.ok(performance.now() - started < 1000);
+      const probe = probeMarketDataKey('polygon', 'pg-x-12345678', { baseUrl: f.url, timeoutMs: 10 * 60_000, signal: caller.signal });
+      while (f.requests.length === 0) await delay(5);
+      const abortedAt = performance.now();
+      caller.abort();
+      assert.deepEqual(await probe, { outcome: 'transient', reason: 'timeout' });
+      // The fake never answers and the deadline is 10 minutes away: only the caller's signal ends it.
+      assert.ok(performance.now() - abortedAt < 30_000);
       assert.equal(f.requests.length, 1);
       assert.deepEqual(await probeMarketDataKey('polygon', 'pg-x-12345678', { baseUrl: f.url, timeoutMs: 60_000, signal: AbortSignal.abort() }), {
         outcome: 'transient',

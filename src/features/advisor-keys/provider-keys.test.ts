@@ -65,7 +65,9 @@ describe('provider keys (spec 4.2, DESIGN §6)', () => {
         test(`spec 4.2 rule 5: ${p} probe ${what} → 200 stored with verified false and the configured default model`, async () => {
           const user = newUser();
           k.fakes.providers[p].setProbe(behaviour);
-          const res = await put(user, p, { apiKey: valid(p) });
+          // A stalled fake never answers: only an app with the stalled deadline ends the probe quickly.
+          const app = behaviour === 'stall' ? await k.stalled() : k.t;
+          const res = await app.call('PUT', `/api/advisor/provider-keys/${p}`, { user, body: { apiKey: valid(p) } });
           assert.equal(res.statusCode, 200, res.body);
           const saved = res.json<Item>();
           assert.equal(saved.verified, false);

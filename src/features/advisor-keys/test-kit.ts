@@ -16,14 +16,16 @@ export interface KeyFakes {
   readonly providers: Record<Provider, ProviderFake>;
   readonly polygon: MarketDataFake;
   readonly fmp: MarketDataFake;
-  /** Env for buildTestApp: every provider and Polygon point at the fakes; short probe timeouts. */
-  env(extra?: Record<string, string | undefined>): Record<string, string | undefined>;
+  /**
+   * Env for buildTestApp: every provider and Polygon point at the fakes, with the probe deadline for
+   * fakes that answer (the default) or for fakes told to stall.
+   */
+  env(extra?: Record<string, string | undefined>, deadline?: keyof typeof PROBE_DEADLINE_MS): Record<string, string | undefined>;
   /** Every fake back to answering normally. */
   reset(): void;
   close(): Promise<void>;
 }
 
-/** Short enough to keep the stall tests quick, long enough for a loaded CI machine's loopback. */
 /**
  * The default model a verified key gets from each provider's fake (its default model list) under the
  * built-in catalogue's provider preferences.
@@ -39,7 +41,13 @@ export const FAKE_DEFAULT_MODEL: Record<Provider, string> = {
   openrouter: 'openai/gpt-4o-mini',
 };
 
-export const TEST_PROBE_TIMEOUT_MS = 400;
+/**
+ * Key-probe deadlines. A probe the fake answers must never meet its deadline, however loaded the
+ * machine: far above any loopback delay. A probe of a stalled fake (it never answers) meets the
+ * deadline whatever its value: short only to keep those tests quick. An app serves one or the other,
+ * never both (a short deadline on an answered probe stores the key unverified once the machine is busy).
+ */
+export const PROBE_DEADLINE_MS = { answered: 60_000, stalled: 200 } as const;
 
 export async function startKeyFakes(opts: { anthropicPageSize?: number; geminiPageSize?: number } = {}): Promise<KeyFakes> {
   const providers: Record<Provider, ProviderFake> = {
@@ -59,12 +67,12 @@ export async function startKeyFakes(opts: { anthropicPageSize?: number; geminiPa
     providers,
     polygon,
     fmp,
-    env: (extra = {}) => ({
+    env: (extra = {}, deadline = 'answered') => ({
       ...Object.fromEntries(Object.entries(providers).map(([p, f]) => [`${p.toUpperCase()}_BASE_URL`, f.url])),
       MARKET_DATA_PROVIDER: 'polygon',
       MARKET_DATA_BASE_URL: polygon.url,
-      PROVIDER_PROBE_TIMEOUT_MS: String(TEST_PROBE_TIMEOUT_MS),
-      MARKET_DATA_PROBE_TIMEOUT_MS: String(TEST_PROBE_TIMEOUT_MS),
+      PROVIDER_PROBE_TIMEOUT_MS: String(PROBE_DEADLINE_MS[deadline]),
+      MARKET_DATA_PROBE_TIMEOUT_MS: String(PROBE_DEADLINE_MS[deadline]),
       ...extra,
     }),
     reset: () => all.forEach((f) => f.setProbe('ok' satisfies ProbeBehaviour)),
@@ -91,6 +99,8 @@ export type ProviderKeyItem = {
 export interface ProviderKeysApp {
   /** The app and the fakes, started before the suite and closed after it. */
   readonly t: TestApp;
+  /** A second instance on t's database and clock, its probes under the stalled deadline: for the tests that stall a fake. */
+  stalled(): Promise<TestApp>;
   readonly fakes: KeyFakes;
   readonly clock: ManualClock;
   put(user: string, provider: string, body: unknown): ReturnType<TestApp['call']>;
@@ -101,6 +111,7 @@ export interface ProviderKeysApp {
 /** Registers the hooks of a provider-keys suite: every fake, an app on them, probes reset before each test. */
 export function useProviderKeysApp(): ProviderKeysApp {
   let t: TestApp | undefined;
+  let stalled: Promise<TestApp> | undefined;
   let fakes: KeyFakes | undefined;
   const clock = new ManualClock(new Date('2030-01-01T00:00:00Z'));
   before(async () => {
@@ -108,6 +119,7 @@ export function useProviderKeysApp(): ProviderKeysApp {
     t = await buildTestApp({ clock, env: fakes.env() });
   });
   after(async () => {
+    await (await stalled)?.close();
     await t?.close();
     await fakes?.close();
   });
@@ -121,6 +133,7 @@ export function useProviderKeysApp(): ProviderKeysApp {
       if (!fakes) throw new Error('the fakes did not start');
       return fakes;
     },
+    stalled: () => (stalled ??= buildTestApp({ clock, env: app.fakes.env({}, 'stalled'), shareWith: app.t })),
     clock,
     put: (user, provider, body) => app.t.call('PUT', `/api/advisor/provider-keys/${provider}`, { user, body }),
     list: async (user) => (await app.t.call('GET', '/api/advisor/provider-keys', { user })).json<{ items: ProviderKeyItem[] }>().items,

@@ -48,13 +48,17 @@ function watchMarketData(real: MarketData): MarketData & { inFlight: number; max
 describe('advisor tools (DESIGN §11)', () => {
   let fakes: KeyFakes;
   let t: TestApp;
+  let stalledReads: TestApp;
   let noTools: TestApp;
   let watched: ReturnType<typeof watchMarketData>;
   before(async () => {
     fakes = await startKeyFakes();
     fakes.polygon.addValidKey(CANARY);
     // No detach grace: a client that goes ends its turn at once (the grace has its own tests, DESIGN §12).
-    t = await buildTestApp({ env: fakes.env({ MARKET_DATA_TIMEOUT_MS: '300', STREAM_DETACH_GRACE_MS: '0' }), deps: { marketData: (real) => (watched = watchMarketData(real)) } });
+    // The longest read deadline: a read the fake answers never meets it, however busy the machine.
+    t = await buildTestApp({ env: fakes.env({ MARKET_DATA_TIMEOUT_MS: '120000', STREAM_DETACH_GRACE_MS: '0' }), deps: { marketData: (real) => (watched = watchMarketData(real)) } });
+    // For the read the fake never answers: any deadline proves the rule, a short one keeps it quick.
+    stalledReads = await buildTestApp({ env: fakes.env({ MARKET_DATA_TIMEOUT_MS: '200' }), shareWith: t });
     // A catalogue whose OpenAI models say `"tools": false`.
     const dir = mkdtempSync(path.join(os.tmpdir(), 'tools-catalogue-'));
     const file = path.join(dir, 'catalogue.json');
@@ -63,6 +67,7 @@ describe('advisor tools (DESIGN §11)', () => {
     noTools = await buildTestApp({ env: fakes.env({ CONFIG_FILE: file }) });
   });
   after(async () => {
+    await stalledReads.close();
     await t.close();
     await noTools.close();
     await fakes.close();
@@ -243,22 +248,23 @@ describe('advisor tools (DESIGN §11)', () => {
     assert.equal((results.at(-1)?.['error'] as Json)['code'], 'TOOL_CALL_LIMIT_REACHED');
   });
 
-  const failures: [string, () => void, ScriptedCall, string][] = [
+  const failures: [string, () => void, ScriptedCall, string, app?: () => TestApp][] = [
     ['arguments that are not JSON', () => undefined, { name: 'get_quote', raw: '{"symbol": "AAPL"' }, 'TOOL_INVALID_ARGUMENTS'],
     ['arguments outside the schema (symbol pattern)', () => undefined, quoteCall('$$$ bad'), 'TOOL_INVALID_ARGUMENTS'],
     ['an extra argument (additionalProperties: false)', () => undefined, { name: 'get_quote', arguments: { symbol: 'AAPL', venue: 'x' } }, 'TOOL_INVALID_ARGUMENTS'],
     ['an unknown symbol', () => undefined, quoteCall('ZZZZZ'), 'UNKNOWN_SYMBOL'],
     ['a provider 429', () => fakes.polygon.setMarket('rate-limited'), quoteCall(), 'MARKET_DATA_RATE_LIMITED'],
     ['a provider 5xx', () => fakes.polygon.setMarket('server-error'), quoteCall(), 'MARKET_DATA_UNAVAILABLE'],
-    ['a provider that does not answer within MARKET_DATA_TIMEOUT_MS', () => fakes.polygon.setMarket('stall'), quoteCall(), 'MARKET_DATA_UNAVAILABLE'],
+    ['a provider that does not answer within MARKET_DATA_TIMEOUT_MS', () => fakes.polygon.setMarket('stall'), quoteCall(), 'MARKET_DATA_UNAVAILABLE', () => stalledReads],
     ['a plan not entitled to the data', () => fakes.polygon.setMarket('not-entitled'), quoteCall(), 'MARKET_DATA_NOT_ENTITLED'],
   ];
-  for (const [what, arrange, call, code] of failures) {
+  for (const [what, arrange, call, code, appOf = () => t] of failures) {
     test(`DESIGN §11: ${what} → tool_result ${code}; the model is told and answers`, async () => {
-      const u = await user('openai');
+      const app = appOf();
+      const u = await user('openai', { app });
       arrange();
       try {
-        const { res, upstream } = await turn('openai', u, [{ toolCalls: [call] }, { chunks: ['Sorry, no data'] }]);
+        const { res, upstream } = await turn('openai', u, [{ toolCalls: [call] }, { chunks: ['Sorry, no data'] }], { app });
         const [result] = framesOf(res, 'tool_result');
         assert.equal(result?.['ok'], false, JSON.stringify(result));
         assert.equal((result?.['error'] as Json)['code'], code);

@@ -9,11 +9,14 @@ import { EventSource } from 'undici';
 import { startOpenAiCompatibleFake, type OpenAiCompatibleFake } from '../../../test/fakes/index.ts';
 import { buildTestApp, codeOf, type TestApp } from '../../../test/helpers/app.ts';
 import { turnStatus } from '../billing/testing.ts';
+import { gate } from '../../../test/helpers/events.ts';
 import { attachStream, message, openStream, replyRow, send, startOf, textOf, userWithOpenAiKey, waitFor, type Frame, type LiveStream } from './test-kit.ts';
 
+// Short, for the two tests that wait for them to run out (their own instance); every other test runs
+// on the defaults (30 s, 10 min), which a client coming back on a busy machine never outlasts.
 const GRACE_MS = 800;
-const LOG_MAX_BYTES = 1024;
 const RETENTION_MS = 1000;
+const LOG_MAX_BYTES = 1024;
 
 const idsOf = (frames: Frame[]): number[] => frames.map((f) => f.id ?? -1);
 const textsOf = (frames: Frame[]): string => frames.filter((f) => f.event === 'delta').map((f) => String(f.data['text'])).join('');
@@ -22,36 +25,45 @@ describe('advisor stream: resume, stop, detach grace (DESIGN §12)', () => {
   let fake: OpenAiCompatibleFake;
   let t: TestApp;
   let base: string;
+  /** An app of its own with the short grace and retention (an embedded second instance would share t's frame log). */
+  let short: TestApp;
+  let shortBase: string;
   before(async () => {
     fake = await startOpenAiCompatibleFake({ flavor: 'openai' });
-    t = await buildTestApp({
-      env: {
-        OPENAI_BASE_URL: fake.url,
-        STREAM_DETACH_GRACE_MS: String(GRACE_MS),
-        STREAM_LOG_MAX_BYTES: String(LOG_MAX_BYTES),
-        STREAM_LOG_RETENTION_MS: String(RETENTION_MS),
-      },
-    });
-    await t.app.listen({ port: 0, host: '127.0.0.1' });
-    base = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
+    t = await buildTestApp({ env: { OPENAI_BASE_URL: fake.url, STREAM_LOG_MAX_BYTES: String(LOG_MAX_BYTES) } });
+    base = await t.app.listen({ port: 0, host: '127.0.0.1' });
+    short = await buildTestApp({ env: { OPENAI_BASE_URL: fake.url, STREAM_DETACH_GRACE_MS: String(GRACE_MS), STREAM_LOG_RETENTION_MS: String(RETENTION_MS) } });
+    shortBase = await short.app.listen({ port: 0, host: '127.0.0.1' });
   });
   after(async () => {
+    await short.close();
     await t.close();
     await fake.close();
   });
 
-  const user = (tag: string): Promise<string> => userWithOpenAiKey(t, fake.validKey, tag);
+  const user = (tag: string, app = t): Promise<string> => userWithOpenAiKey(app, fake.validKey, tag);
   const chunks = (n: number, size = 4): string[] => Array.from({ length: n }, (_, i) => `${String(i).padStart(size - 1, '0')} `);
-  /** A turn streaming slowly: its POST stream, its conversation, and its upstream call. */
-  async function slowTurn(u: string, n: number, delayMs: number): Promise<{ post: LiveStream; conversationId: string; upstream: NonNullable<OpenAiCompatibleFake['streams'][number]> }> {
-    fake.enqueueStream({ chunks: chunks(n), delayMs });
+  /**
+   * A turn streaming slowly on `app` (t unless said): its POST stream, its conversation, its upstream
+   * call, and when the service saw the POST's client go. With `hold`, the provider sends nothing past
+   * `afterChunks` pieces until the test opens the gate.
+   */
+  async function slowTurn(
+    u: string,
+    n: number,
+    delayMs: number,
+    opts: { app?: TestApp; hold?: { afterChunks: number; until: Promise<unknown> } } = {},
+  ): Promise<{ post: LiveStream; conversationId: string; upstream: NonNullable<OpenAiCompatibleFake['streams'][number]>; clientGone: Promise<void> }> {
+    const app = opts.app ?? t;
+    fake.enqueueStream({ chunks: chunks(n), delayMs, ...(opts.hold ? { hold: opts.hold } : {}) });
     const seen = fake.streams.length;
-    const post = openStream(base, await t.token(u), message());
+    const clientGone = new Promise<void>((resolve) => app.app.server.once('request', (_req, res) => res.once('close', () => resolve())));
+    const post = openStream(app === t ? base : shortBase, await app.token(u), message());
     assert.equal(await post.status, 200);
     await post.deltas(1);
     const upstream = fake.streams[seen];
     assert.ok(upstream);
-    return { post, conversationId: String(post.frames[0]?.data['conversationId']), upstream };
+    return { post, conversationId: String(post.frames[0]?.data['conversationId']), upstream, clientGone };
   }
   const ended = async (s: LiveStream): Promise<Frame[]> => {
     await s.ended;
@@ -60,13 +72,16 @@ describe('advisor stream: resume, stop, detach grace (DESIGN §12)', () => {
 
   test('DESIGN §12: GET …/stream with Last-Event-ID (header or ?lastEventId=) gets the frames after it, then live ones, with the ids and data of the original stream', async () => {
     const u = await user('resume');
-    const { post, conversationId } = await slowTurn(u, 12, 40);
+    // The turn waits at its fourth piece until all three clients are attached: what follows is live for them.
+    const attached = gate();
+    const { post, conversationId } = await slowTurn(u, 12, 40, { hold: { afterChunks: 4, until: attached.opened } });
     await post.deltas(3);
     const token = await t.token(u);
     const byHeader = attachStream(base, token, conversationId, 2);
     const byQuery = attachStream(base, token, conversationId, 3, 'query');
     const fromStart = attachStream(base, token, conversationId);
-    assert.equal(await byHeader.status, 200);
+    assert.deepEqual(await Promise.all([byHeader.status, byQuery.status, fromStart.status]), [200, 200, 200]);
+    attached.open();
     const original = await ended(post);
     assert.equal(original.at(-1)?.event, 'done');
     assert.deepEqual(await ended(byHeader), original.filter((f) => (f.id ?? 0) > 2));
@@ -77,15 +92,20 @@ describe('advisor stream: resume, stop, detach grace (DESIGN §12)', () => {
 
   test('DESIGN §12 detach grace: a client that reconnects within STREAM_DETACH_GRACE_MS gets every frame it missed; the turn ran on (a new turn meanwhile → 409 STREAM_IN_PROGRESS), stored complete, charged once', async () => {
     const u = await user('reload');
-    const { post, conversationId, upstream } = await slowTurn(u, 10, 60);
+    // The turn waits at its sixth piece until the client is back: it is still running when the new turn
+    // is asked for and when the client reattaches, however slow the machine.
+    const back = gate();
+    const { post, conversationId, upstream, clientGone } = await slowTurn(u, 10, 60, { hold: { afterChunks: 6, until: back.opened } });
     await post.deltas(3);
     post.destroy();
-    await delay(GRACE_MS / 2);
+    await clientGone;
     assert.equal((await send(t, u, null, message())).code, 'STREAM_IN_PROGRESS', 'the detached turn holds the lease');
     const seen = post.frames;
     const lastId = seen.at(-1)?.id ?? 0;
-    const back = attachStream(base, await t.token(u), conversationId, lastId);
-    const rest = await ended(back);
+    const reattached = attachStream(base, await t.token(u), conversationId, lastId);
+    assert.equal(await reattached.status, 200);
+    back.open();
+    const rest = await ended(reattached);
     assert.equal(upstream.closedByClient, false, 'the provider call ran to its end');
     const all = [...seen, ...rest];
     assert.deepEqual(idsOf(all), Array.from({ length: all.length }, (_, i) => i + 1), 'no frame twice, none missing');
@@ -99,8 +119,8 @@ describe('advisor stream: resume, stop, detach grace (DESIGN §12)', () => {
   });
 
   test(`DESIGN §12 detach grace: with no client for STREAM_DETACH_GRACE_MS (${GRACE_MS} ms) the provider call is aborted within a second, the reply stored interrupted, the lease freed`, async () => {
-    const u = await user('grace');
-    const { post, upstream } = await slowTurn(u, 40, 100);
+    const u = await user('grace', short);
+    const { post, upstream } = await slowTurn(u, 40, 100, { app: short });
     await post.deltas(2);
     const cutAt = Date.now();
     post.destroy();
@@ -110,13 +130,13 @@ describe('advisor stream: resume, stop, detach grace (DESIGN §12)', () => {
     assert.ok(closedAt - cutAt < GRACE_MS + 1000, `aborted ${closedAt - cutAt} ms after the client left`);
     const replyId = String(post.frames[0]?.data['assistantMessageId']);
     const row = await waitFor('the reply to settle', async () => {
-      const r = await replyRow(t, replyId);
+      const r = await replyRow(short, replyId);
       return r?.status === 'streaming' ? undefined : r;
     });
     assert.deepEqual([row.status, row.finish_reason], ['interrupted', 'aborted']);
     assert.ok(row.content.startsWith(chunks(2).join('')));
     fake.enqueueStream({ chunks: ['next'] });
-    assert.equal((await send(t, u, null, message())).statusCode, 200, 'the lease was released');
+    assert.equal((await send(short, u, null, message())).statusCode, 200, 'the lease was released');
   });
 
   test('DESIGN §12 stop: POST …/stop → 202; the provider call is aborted within a second; every attached stream ends with done finishReason "stopped"; stored interrupted and charged (a delta was produced); a second stop → 200 with the status', async () => {
@@ -227,11 +247,15 @@ describe('advisor stream: resume, stop, detach grace (DESIGN §12)', () => {
   test(`DESIGN §12 bound: past STREAM_LOG_MAX_BYTES (${LOG_MAX_BYTES}) a client resuming from an id the log no longer holds gets one snapshot frame with the reply so far, then the frames after it`, async () => {
     const u = await user('snapshot');
     const pieces = Array.from({ length: 30 }, (_, i) => `${i}:${'x'.repeat(60)} `);
-    fake.enqueueStream({ chunks: pieces, delayMs: 15 });
+    // The turn waits after 25 pieces until the late client has its snapshot: it is still streaming then.
+    const resumed = gate();
+    fake.enqueueStream({ chunks: pieces, delayMs: 15, hold: { afterChunks: 25, until: resumed.opened } });
     const post = openStream(base, await t.token(u), message());
     await post.deltas(25);
     const conversationId = String(post.frames[0]?.data['conversationId']);
     const late = attachStream(base, await t.token(u), conversationId, 1);
+    await waitFor('the snapshot', () => (late.frames.length > 0 ? true : undefined));
+    resumed.open();
     const frames = await ended(late);
     const original = await ended(post);
     const [snap, ...rest] = frames;
@@ -243,20 +267,20 @@ describe('advisor stream: resume, stop, detach grace (DESIGN §12)', () => {
   });
 
   test(`DESIGN §12 retention: after STREAM_LOG_RETENTION_MS (${RETENTION_MS} ms) the stored reply comes as a snapshot and its terminal frame, with ids that follow the client’s; 204 once it has the terminal id`, async () => {
-    const u = await user('retention');
+    const u = await user('retention', short);
     fake.enqueueStream({ chunks: ['kept ', 'in ', 'the ', 'database'] });
-    const done = await send(t, u, null, message());
+    const done = await send(short, u, null, message());
     const conversationId = String(startOf(done)['conversationId']);
     await delay(RETENTION_MS + 300);
-    const late = await ended(attachStream(base, await t.token(u), conversationId, 2));
+    const late = await ended(attachStream(shortBase, await short.token(u), conversationId, 2));
     const terminalId = done.frames.at(-1)?.id ?? 0;
     assert.deepEqual(late.map((f) => [f.id, f.event]), [[terminalId - 1, 'snapshot'], [terminalId, 'done']]);
     assert.deepEqual([late[0]?.data['status'], late[0]?.data['text']], ['complete', 'kept in the database']);
     assert.deepEqual(late[1]?.data, done.frames.at(-1)?.data);
     // A client that had every frame but the terminal one gets just that, under its own id.
-    const lastOne = await ended(attachStream(base, await t.token(u), conversationId, terminalId - 1));
+    const lastOne = await ended(attachStream(shortBase, await short.token(u), conversationId, terminalId - 1));
     assert.deepEqual(lastOne.map((f) => [f.id, f.event]), [[terminalId, 'done']]);
-    assert.equal((await t.call('GET', `/api/advisor/conversations/${conversationId}/stream`, { user: u, headers: { 'last-event-id': String(terminalId) } })).statusCode, 204);
+    assert.equal((await short.call('GET', `/api/advisor/conversations/${conversationId}/stream`, { user: u, headers: { 'last-event-id': String(terminalId) } })).statusCode, 204);
   });
 
   test('DESIGN §12: attaching never counts toward the 30 / 60 s message limit', async () => {
@@ -291,7 +315,7 @@ describe('advisor stream: resume, stop, detach grace (DESIGN §12)', () => {
     for (const event of ['start', 'delta', 'done', 'error', 'snapshot']) {
       es.addEventListener(event, (e) => void ('lastEventId' in e && got.push({ id: (e as MessageEvent).lastEventId, event })));
     }
-    await waitFor('the EventSource to stop', () => (es.readyState === EventSource.CLOSED ? true : undefined), 15_000);
+    await waitFor('the EventSource to stop', () => (es.readyState === EventSource.CLOSED ? true : undefined));
     t.app.server.off('request', onRequest);
     const original = await ended(post);
     assert.deepEqual(got, original.map((f) => ({ id: String(f.id), event: f.event })));

@@ -7,11 +7,14 @@ import { startOpenAiCompatibleFake } from '../../../test/fakes/index.ts';
 import { message, newUser, openStream, replyRow, saveKey, send, billingSpy, startOf, textOf, waitFor, type BillingSpy, userWithOpenAiKey } from './test-kit.ts';
 
 const HEARTBEAT_MS = 20;
-const IDLE_MS = 300;
+// Only the idle-timeout tests run under it (their own instance); every other stream has the default
+// 60 s, which no provider gap on a busy machine comes near.
+const IDLE_MS = 2000;
 
 describe('advisor stream: lifecycle', () => {
   let fake: OpenAiCompatibleFake;
   let t: TestApp;
+  let idle: TestApp;
   let base: string;
   let billing: BillingSpy;
   before(async () => {
@@ -19,13 +22,15 @@ describe('advisor stream: lifecycle', () => {
     billing = billingSpy();
     t = await buildTestApp({
       // No detach grace: the old rule, a client that goes ends its turn at once (DESIGN §12 tests the grace).
-      env: { OPENAI_BASE_URL: fake.url, STREAM_HEARTBEAT_MS: String(HEARTBEAT_MS), STREAM_IDLE_TIMEOUT_MS: String(IDLE_MS), STREAM_DETACH_GRACE_MS: '0' },
+      env: { OPENAI_BASE_URL: fake.url, STREAM_HEARTBEAT_MS: String(HEARTBEAT_MS), STREAM_DETACH_GRACE_MS: '0' },
       deps: { billing: billing.wrap },
     });
     await t.app.listen({ port: 0, host: '127.0.0.1' });
     base = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
+    idle = await buildTestApp({ env: { OPENAI_BASE_URL: fake.url, STREAM_IDLE_TIMEOUT_MS: String(IDLE_MS) }, shareWith: t });
   });
   after(async () => {
+    await idle.close();
     await t.close();
     await fake.close();
   });
@@ -35,7 +40,9 @@ describe('advisor stream: lifecycle', () => {
 
   test('DESIGN §7 with STREAM_DETACH_GRACE_MS=0: a client that disconnects after 5 deltas → upstream closed within 1 s, reply stored interrupted with exactly those deltas, lease free', async () => {
     const user = await userWithKey('gone');
-    fake.enqueueStream({ chunks: Array.from({ length: 10 }, (_, i) => `w${i} `), delayMs: 100 });
+    // After the fifth piece the provider sends nothing more: only the service can end the call, and
+    // the reply can hold nothing beyond what the client got.
+    fake.enqueueStream({ chunks: Array.from({ length: 10 }, (_, i) => `w${i} `), delayMs: 100, stallAfterChunks: 5 });
     const seen = fake.streams.length;
     const live = openStream(base, await t.token(user), message());
     assert.equal(await live.status, 200);
@@ -82,27 +89,28 @@ describe('advisor stream: lifecycle', () => {
   test(`DESIGN §7: no byte from the provider for STREAM_IDLE_TIMEOUT_MS (${IDLE_MS} ms) after a chunk → error UPSTREAM_TIMEOUT; stored failed`, async () => {
     const user = await userWithKey('stall');
     fake.enqueueStream({ chunks: ['a', 'b'], stallAfterChunks: 1 });
-    const res = await send(t, user, null, message());
+    const res = await send(idle, user, null, message());
     assert.deepEqual(res.frames.map((f) => f.event), ['start', 'delta', 'error']);
     assert.deepEqual([res.frames.at(-1)?.data['code'], res.frames.at(-1)?.data['retryable']], ['UPSTREAM_TIMEOUT', true]);
-    const stored = await replyRow(t, String(startOf(res)['assistantMessageId']));
+    const stored = await replyRow(idle, String(startOf(res)['assistantMessageId']));
     assert.deepEqual([stored?.status, stored?.content, stored?.error_code], ['failed', 'a', 'UPSTREAM_TIMEOUT']);
   });
 
   test('DESIGN §7: a provider that never answers the request → error UPSTREAM_TIMEOUT', async () => {
     const user = await userWithKey('silent');
     fake.enqueueStream({ stallBeforeHeaders: true });
-    const res = await send(t, user, null, message());
+    const res = await send(idle, user, null, message());
     assert.deepEqual(res.frames.map((f) => f.event), ['start', 'error']);
     assert.equal(res.frames.at(-1)?.data['code'], 'UPSTREAM_TIMEOUT');
   });
 
   test('DESIGN §7: a slow provider whose gaps stay under the idle timeout is not timed out', async () => {
     const user = await userWithKey('slow');
-    fake.enqueueStream({ chunks: ['a', 'b', 'c', 'd'], delayMs: IDLE_MS / 2 });
-    const res = await send(t, user, null, message());
+    // Six gaps a quarter of the idle timeout: together 1.5 times it, each far below it on a busy machine.
+    fake.enqueueStream({ chunks: ['a', 'b', 'c', 'd', 'e', 'f'], delayMs: IDLE_MS / 4 });
+    const res = await send(idle, user, null, message());
     assert.equal(res.frames.at(-1)?.event, 'done');
-    assert.equal(textOf(res), 'abcd');
+    assert.equal(textOf(res), 'abcdef');
   });
 
   test('DESIGN §12 under faults: a reply left streaming by a crashed instance → 409 STREAM_IN_PROGRESS while its lease lives or its turn shows a sign of life; then replayed as interrupted with the text its frame log holds, charged; another such reply is left to the sweeper', async () => {

@@ -112,7 +112,8 @@ export async function replyRow(t: TestApp, id: string) {
   return t.deps.db.selectFrom('messages').selectAll().where('id', '=', id).executeTakeFirst();
 }
 
-export async function waitFor<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 5000): Promise<T> {
+/** Polls until `probe` has a value. The bound only turns a hang into a failure: far above anything a busy machine adds. */
+export async function waitFor<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 30_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = await probe();
