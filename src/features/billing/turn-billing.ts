@@ -264,9 +264,9 @@ export function markTurnAlive(deps: BillingDeps, turnId: string): Promise<void> 
 }
 
 /**
- * Settles a turn whose instance is gone, by what it stored: charged when its reply has content,
- * else returned. Idempotent like settle; false when it was settled already.
+ * Settles a turn whose instance is gone, by what it stored: charged when its reply has content (in
+ * `store`'s statement, like settle), else returned. Idempotent like settle; false when it was settled already.
  */
-export function settleAbandonedTurn(deps: BillingDeps, turnId: string, produced: boolean): Promise<boolean> {
-  return produced ? chargeTurn(deps, turnId, settlementAlone) : returnTurn(deps, turnId);
+export function settleAbandonedTurn(deps: BillingDeps, turnId: string, produced: boolean, store: StoreSettledTurn = settlementAlone): Promise<boolean> {
+  return produced ? chargeTurn(deps, turnId, store) : returnTurn(deps, turnId);
 }

@@ -126,6 +126,14 @@ describe('crashed turns (DESIGN §10)', () => {
     ]);
     assert.equal(await turnStatus(t, turnId), 'charged');
     assert.equal(await assertLedgerInvariant(t, user), PAID_CREDITS);
+    // DESIGN §13: the usage summary counts the charged turn, so it agrees with the ledger (no token figures: they never came).
+    const usage = await t.call('GET', '/api/advisor/usage', { user });
+    assert.equal(usage.statusCode, 200, usage.body);
+    const total = usage.json<{ total: { turns: number; creditsCharged: number; inputTokens: number | null } }>().total;
+    assert.deepEqual([total.turns, total.creditsCharged], [1, PAID_CREDITS]);
+    assert.equal(await sweepCrashedTurns(t.deps, 50), 0, 'settled and counted once');
+    const again = (await t.call('GET', '/api/advisor/usage', { user })).json<{ total: { turns: number } }>().total;
+    assert.equal(again.turns, 1);
   });
 
   test('issue 14 item 3: a start whose commit acknowledgement was lost → 402 BILLING_NOT_AVAILABLE, and the reservation it did commit is returned within seconds, not held until the sweep age', async () => {

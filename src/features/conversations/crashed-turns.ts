@@ -2,7 +2,7 @@
 // by what they stored; a running turn, however long, shows it is alive and is never taken.
 import type { Deps } from '../../deps.ts';
 import type { Frame } from '../../platform/frame-log.ts';
-import { settleAbandonedTurn, silentTurns } from '../billing/turn-billing.ts';
+import { settleAbandonedTurn, silentTurns, type StoreSettledTurn } from '../billing/turn-billing.ts';
 import { PartsLog, storable, type ApiPart, type ToolResultBody } from './parts.ts';
 import * as repo from './repo.ts';
 
@@ -35,8 +35,11 @@ type SweepDeps = Pick<Deps, 'db' | 'clock' | 'config' | 'logger' | 'metrics' | '
  */
 export async function settleCrashed(deps: SweepDeps, turnId: string): Promise<boolean> {
   const held = await deps.frames.held(turnId);
-  const { produced } = await repo.closeCrashedReply(deps.db, turnId, deps.clock.now(), held === undefined ? undefined : replyInLog(held));
-  if (!(await settleAbandonedTurn(deps, turnId, produced))) return false;
+  const now = deps.clock.now();
+  const closed = await repo.closeCrashedReply(deps.db, turnId, now, held === undefined ? undefined : replyInLog(held));
+  const produced = closed?.produced === true;
+  const charged: StoreSettledTurn | undefined = closed && ((db, settlement) => repo.chargeCrashedTurn(db, closed, now, settlement));
+  if (!(await settleAbandonedTurn(deps, turnId, produced, charged))) return false;
   deps.logger.warn({ turnId, charged: produced }, 'settled a turn whose instance is gone');
   return true;
 }
@@ -89,7 +92,12 @@ function restored(apiParts: unknown): PartsLog {
 export async function sweepCrashedTurns(deps: SweepDeps, silentForMs: number): Promise<number> {
   let settled = 0;
   for (const turnId of await silentTurns(deps, silentForMs)) {
-    if (await settleCrashed(deps, turnId)) settled++;
+    // A turn that cannot be settled now (its log unreadable) is looked at again next sweep; the others go on.
+    try {
+      if (await settleCrashed(deps, turnId)) settled++;
+    } catch (err) {
+      deps.logger.warn({ err, turnId }, 'settling a crashed turn failed; the next sweep tries again');
+    }
   }
   return settled;
 }

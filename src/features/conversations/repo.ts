@@ -1,6 +1,6 @@
 import { sql, type RawBuilder, type Selectable } from 'kysely';
 import type { AttachmentsTable, ConversationsTable, Db, MessagesTable, Trx } from '../../db/types.ts';
-import type { Receipt } from '../usage/receipt.ts';
+import { NO_RECEIPT, type Receipt } from '../usage/receipt.ts';
 import * as usageRepo from '../usage/repo.ts';
 
 export type ConversationRow = Selectable<ConversationsTable>;
@@ -301,21 +301,45 @@ export interface CrashedReply {
  */
 export const CRASHED_TERMINAL_ID = 2_147_483_647;
 
+/** A crashed turn's reply as closeCrashedReply left it: whether it holds anything, and where its usage is counted. */
+export interface ClosedCrashedReply {
+  readonly produced: boolean;
+  readonly userId: string;
+  readonly provider: string;
+  readonly model: string;
+}
+
 /**
  * A turn whose instance is gone (DESIGN §10, §12): its reply, if still 'streaming', is closed
  * interrupted with what its frame log holds (`fromLog`; undefined when the log is gone); returns
- * whether the reply holds anything (text or tool calls) — how the turn is settled. A reply deleted
- * with its conversation holds nothing.
+ * whether the reply holds anything (text or tool calls) — how the turn is settled — and its
+ * conversation's provider and model; undefined when the reply was deleted with its conversation.
  */
-export async function closeCrashedReply(db: Db, replyId: string, now: Date, fromLog: CrashedReply | undefined): Promise<{ produced: boolean }> {
+export async function closeCrashedReply(db: Db, replyId: string, now: Date, fromLog: CrashedReply | undefined): Promise<ClosedCrashedReply | undefined> {
   const logged = fromLog ? sql`, content = ${fromLog.content}, parts = ${fromLog.parts}::jsonb` : sql``;
   // A data-modifying CTE runs whether or not it is read; the outer select sees the reply as it was before.
-  const { rows } = await sql<{ produced: boolean }>`
+  const { rows } = await sql<{ produced: boolean; user_id: string; provider: string; model: string }>`
     with closed as (
       update messages set status = ${STREAMING_LEFT_BEHIND.status}, error_code = ${STREAMING_LEFT_BEHIND.error_code},
         error_retryable = ${STREAMING_LEFT_BEHIND.error_retryable}, completed_at = ${now}, last_frame_id = ${CRASHED_TERMINAL_ID}${logged}
       where id = ${replyId} and status = 'streaming'
       returning (content <> '' or parts is not null) as produced)
-    select coalesce((select produced from closed), (select content <> '' or parts is not null from messages where id = ${replyId})) as produced`.execute(db);
-  return { produced: rows[0]?.produced === true };
+    select coalesce((select produced from closed), m.content <> '' or m.parts is not null) as produced, m.user_id, c.provider, c.model
+    from messages m join conversations c on c.id = m.conversation_id where m.id = ${replyId}`.execute(db);
+  const row = rows[0];
+  return row && { produced: row.produced, userId: row.user_id, provider: row.provider, model: row.model };
+}
+
+/**
+ * A crashed turn's charge (`settlement`, billing's part: a row when it charged) with the turn counted
+ * in the user's daily usage (DESIGN §13: its credits, no token figures — the provider's usage comes
+ * with the end the turn never reached), in one statement; counted only by the statement that charged it.
+ */
+export async function chargeCrashedTurn(db: Db, turn: ClosedCrashedReply, now: Date, settlement: RawBuilder<{ credits: number; source: string }>): Promise<{ credits: number } | undefined> {
+  const day = now.toISOString().slice(0, 10);
+  const { rows } = await sql<{ credits: number }>`with settlement as (${settlement}),
+    ended as (select 1 from settlement),
+    usage as (${usageRepo.countTurn({ userId: turn.userId, day, provider: turn.provider, model: turn.model, receipt: NO_RECEIPT })})
+    select credits from settlement`.execute(db);
+  return rows[0];
 }
