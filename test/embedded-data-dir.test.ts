@@ -9,40 +9,14 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { DATA_DIR_LOCK_FILE } from '../src/platform/data-dir-lock.ts';
+import { startServerProcess, type ServerProcess } from './helpers/server-process.ts';
 
 const root = path.resolve(import.meta.dirname, '..');
 
-interface Server {
-  readonly child: ChildProcess;
-  readonly url: string;
-  readonly banner: string;
-}
+type Server = ServerProcess;
 
 /** `node src/server.ts` on the embedded default in `dataDir`, like `npm start`. */
-async function start(dataDir: string): Promise<Server> {
-  const child = spawn(process.execPath, ['src/server.ts'], { cwd: root, env: env(dataDir, { PORT: '0' }), stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  child.stderr.on('data', (c: Buffer) => (out += c.toString()));
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error(`no banner in: ${out}`));
-    }, 90_000);
-    child.stdout.on('data', (chunk: Buffer) => {
-      out += chunk.toString();
-      const match = /listening on (http:\/\/\S+)[\s\S]*Mint a token:.*\n/.exec(out);
-      if (match?.[1]) {
-        clearTimeout(timer);
-        resolve(match[1]);
-      }
-    });
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`exited ${code}: ${out}`));
-    });
-  });
-  return { child, url, banner: out };
-}
+const start = (dataDir: string): Promise<Server> => startServerProcess(env(dataDir, { PORT: '0' }));
 
 function env(dataDir: string, extra: Record<string, string> = {}): Record<string, string> {
   return { PATH: process.env.PATH ?? '', DATA_DIR: dataDir, LOG_LEVEL: 'warn', ...extra };

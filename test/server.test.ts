@@ -1,32 +1,17 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { once } from 'node:events';
+import { startServerProcess, type ServerProcess } from './helpers/server-process.ts';
 
 const root = path.resolve(import.meta.dirname, '..');
 
 /** Starts the real entry point with no configuration but a data directory, like `npm start`. */
-async function start(dataDir: string): Promise<{ child: ChildProcess; url: string }> {
-  const env: Record<string, string> = { PATH: process.env.PATH ?? '', DATA_DIR: dataDir, PORT: '0', LOG_LEVEL: 'warn' };
-  const child = spawn(process.execPath, ['src/server.ts'], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no listening line in: ${out}`)), 30_000);
-    child.stdout?.on('data', (chunk: Buffer) => {
-      out += chunk.toString();
-      const match = /listening on (http:\/\/\S+)/.exec(out);
-      if (match?.[1]) {
-        clearTimeout(timer);
-        resolve(match[1]);
-      }
-    });
-    child.once('exit', (code) => reject(new Error(`exited ${code}: ${out}`)));
-  });
-  return { child, url };
-}
+const start = (dataDir: string): Promise<ServerProcess> =>
+  startServerProcess({ PATH: process.env.PATH ?? '', DATA_DIR: dataDir, PORT: '0', LOG_LEVEL: 'warn' });
 
 async function token(dataDir: string, user: string): Promise<string> {
   const child = spawn(process.execPath, ['scripts/token.ts', user], { cwd: root, env: { PATH: process.env.PATH ?? '', DATA_DIR: dataDir } });
