@@ -18,6 +18,7 @@ import { createCoordination, type Coordination } from './platform/coordination.t
 import path from 'node:path';
 import { createTurnBilling, type TurnBilling } from './features/billing/turn-billing.ts';
 import { sealedKeyIds } from './features/advisor-keys/repo.ts';
+import { StreamRuntime } from './features/conversations/stream-runtime.ts';
 import { createLlm, createUpstreamAgent, type Llm } from './providers/llm/index.ts';
 import { createMarketData, type MarketData } from './providers/market-data/index.ts';
 import { createStripePayments, type PaymentsClient } from './providers/payments/stripe.ts';
@@ -48,6 +49,8 @@ export interface Deps {
   readonly marketData: MarketData;
   /** The payment processor; undefined when none is configured (billing not available). */
   readonly payments: PaymentsClient | undefined;
+  /** What this app's advisor streams share: their timers, the verdicts in flight. */
+  readonly streams: StreamRuntime;
   close(): Promise<void>;
 }
 
@@ -151,6 +154,7 @@ export async function createDeps(config: Config, opts: DepsOptions = {}): Promis
     llm: over.llm ? over.llm(llm) : llm,
     marketData: over.marketData ? over.marketData(marketData) : marketData,
     payments: over.payments ? over.payments(payments) : payments,
+    streams: new StreamRuntime(config.streamHeartbeatMs),
     async close() {
       // Streams have ended or been stopped by now; whatever upstream call is left is cut.
       await upstream.destroy();

@@ -6,23 +6,9 @@ import type { Deps } from '../../deps.ts';
 import { AppError } from '../../http/errors.ts';
 import { SseWriter } from '../../http/sse.ts';
 import { wireOf, type FirstLook, type FollowEnd, type Frame, type FrameSink } from '../../platform/frame-log.ts';
-import { Ticker } from '../../platform/ticker.ts';
 import { errorData, snapshotData, storedReceipt, storedTerminal } from './frames.ts';
 import { apiParts } from './parts.ts';
 import * as repo from './repo.ts';
-
-/** The keep-alive comment of every open stream connection of one app. */
-const pingers = new WeakMap<Deps, Ticker<SseWriter>>();
-
-function pingerOf(deps: Deps): Ticker<SseWriter> {
-  let p = pingers.get(deps);
-  if (p === undefined) {
-    // A backed-up socket does not need keep-alives, and must not grow.
-    p = new Ticker(deps.config.streamHeartbeatMs, (sse) => void (sse.needsDrain || sse.comment('ping')));
-    pingers.set(deps, p);
-  }
-  return p;
-}
 
 /**
  * Serves the frames of a turn after `after` on `reply` (hijacked), then follows the turn live until
@@ -40,7 +26,7 @@ export async function serveStream(deps: Deps, reply: FastifyReply, turnId: strin
   const onClose = (): void => gone.abort();
   raw.on('close', onClose);
   if (raw.destroyed) gone.abort();
-  const pinger = pingerOf(deps);
+  const pinger = deps.streams.pings;
   pinger.add(sse);
   let pos = after;
   const sink: FrameSink = {

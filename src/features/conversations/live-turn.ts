@@ -3,20 +3,18 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { PricingConfig, Provider } from '../../catalogue.ts';
 import { isDatabaseUnavailable } from '../../db/create-db.ts';
 import type { Deps } from '../../deps.ts';
-import { Ticker } from '../../platform/ticker.ts';
 import type { TurnLog } from '../../platform/frame-log.ts';
 import type { ChatEvent, ChatMessage, RoundUsage, ToolSpec } from '../../providers/llm/index.ts';
 import { receiptOf, type Receipt } from '../usage/receipt.ts';
-import { snapshotData } from './frames.ts';
+import { snapshotData, startData } from './frames.ts';
 import { apiParts, PartsLog } from './parts.ts';
 import type { Toolbox } from '../advisor-tools/toolbox.ts';
 import { markProviderKeyRejected, type UsableProviderKey } from '../advisor-keys/service.ts';
 import { markTurnAlive, type TurnCharge } from '../billing/turn-billing.ts';
 import type { TurnIds } from './frames.ts';
 import * as repo from './repo.ts';
+import { LEASE_TTL_MS, type Ticking } from './stream-runtime.ts';
 
-/** A crashed instance's lease frees itself within this; a live turn renews it every third of it. */
-export const LEASE_TTL_MS = 30_000;
 /** Generous for an advisor answer; every protocol gets it in its own field (Anthropic requires one). */
 export const MAX_OUTPUT_TOKENS = 8192;
 /**
@@ -65,31 +63,6 @@ export interface LiveTurnInit extends TurnIds {
   readonly log: FastifyBaseLogger;
 }
 
-interface Tickers {
-  /** The turn's sign of life for clients following it from other instances. */
-  readonly heartbeat: Ticker<LiveTurn>;
-  /** The stream lease's renewal. */
-  readonly renewal: Ticker<LiveTurn>;
-  /** The reservation's sign of life, at the heartbeat's pace (DESIGN §10: the sweeper never takes a live turn). */
-  readonly alive: Ticker<LiveTurn>;
-}
-
-/** The tickers of one app (tests run several apps, with their own settings, in one process). */
-const tickers = new WeakMap<Deps, Tickers>();
-
-function tickersOf(deps: Deps): Tickers {
-  let t = tickers.get(deps);
-  if (t === undefined) {
-    t = {
-      heartbeat: new Ticker(deps.config.streamHeartbeatMs, (live) => live.frames.alive()),
-      renewal: new Ticker(LEASE_TTL_MS / 3, (live) => void live.renewLease()),
-      alive: new Ticker(deps.config.streamHeartbeatMs, (live) => void live.markAlive()),
-    };
-    tickers.set(deps, t);
-  }
-  return t;
-}
-
 /**
  * A turn from its reservation to its settlement. It owns what the turn holds — the user's stream
  * lease (renewed while it runs), the charge, the user's key, its frame log and what the reply holds
@@ -97,7 +70,7 @@ function tickersOf(deps: Deps): Tickers {
  * once. The provider round is a step it can repeat (`round`); `stop` aborts whatever round runs, the
  * first cause winning. It runs whether or not a client is attached, for the detach grace.
  */
-export class LiveTurn implements TurnIds {
+export class LiveTurn implements TurnIds, Ticking {
   readonly conversationId: string;
   readonly userMessageId: string;
   readonly assistantMessageId: string;
@@ -113,7 +86,7 @@ export class LiveTurn implements TurnIds {
   /** The reply's text, tool calls and results so far. */
   readonly parts = new PartsLog();
   /** The latest usage figures of each round, kept as they arrive (a round that fails keeps what it counted). */
-  readonly usage: RoundUsage[] = [];
+  readonly #usage: RoundUsage[] = [];
   readonly #deps: Deps;
   readonly #leaseToken: string;
   readonly #key: UsableProviderKey;
@@ -161,18 +134,42 @@ export class LiveTurn implements TurnIds {
   }
 
   /**
-   * The turn is running: its frame log is open (a stop asked for from any instance reaches it), its
-   * lease is renewed, and a drain stops it. Undone by `close`.
+   * The turn is running, in this order: its frame log opens (a stop asked for from any instance
+   * reaches it; the lease is renewed; a drain stops it), its start frame is logged, its own client
+   * attaches (`serve`: the request's stream, the turn's first follower), and from then on the turn
+   * with no client left is stopped after the detach grace. Returns what `serve` returned.
    */
-  open(): void {
+  start<T>(serve: () => T): T {
+    this.#open();
+    this.frames.append('start', startData(this));
+    const served = serve();
+    this.#armGrace();
+    // A drain that began meanwhile will not wait for a stream it never saw.
+    if (this.#deps.lifecycle.draining) this.stop('shutdown');
+    return served;
+  }
+
+  /**
+   * The turn's end, in this order: the reply stored and the charge settled (one statement), the lease
+   * given back, the terminal frame logged (so a client that has seen it finds the reply stored and
+   * may send its next message at once), and the turn no longer counted. Exactly once.
+   */
+  async finish(end: repo.TurnEnd, produced: boolean, terminal: { readonly event: 'done' | 'error'; readonly data: string }): Promise<void> {
+    if (this.#settlement !== undefined) return this.#settlement;
+    this.#settlement = this.#settle(end, produced);
+    await this.#settlement;
+    this.frames.end(terminal.event, terminal.data);
+    this.#close(end.status);
+  }
+
+  #open(): void {
     this.#frames = this.#deps.frames.open(this.assistantMessageId, () => this.#snapshot(), {
       stop: () => this.stop('stopped'),
       attached: (n) => this.#attachedChanged(n),
     });
-    const { heartbeat, renewal, alive } = tickersOf(this.#deps);
+    const { heartbeat, renewal } = this.#deps.streams;
     heartbeat.add(this);
     renewal.add(this);
-    alive.add(this);
     this.#untrack = this.#deps.lifecycle.track(() => this.stop('shutdown'));
     this.#deadline = setTimeout(() => this.stop('deadline'), this.#deps.config.streamMaxDurationMs).unref();
     this.#deps.metrics.streamsOpen.inc();
@@ -182,7 +179,7 @@ export class LiveTurn implements TurnIds {
    * From now on, the turn with no client attached (on any instance) is stopped after
    * STREAM_DETACH_GRACE_MS (at once when 0), unless one attaches meanwhile (DESIGN §12).
    */
-  armGrace(): void {
+  #armGrace(): void {
     this.#graceArmed = true;
     this.#attachedChanged(this.frames.attached);
   }
@@ -202,13 +199,13 @@ export class LiveTurn implements TurnIds {
 
   /** DESIGN §13: what the rounds so far counted, priced. */
   receipt(): Receipt {
-    return receiptOf(this.usage.filter(Boolean), this.pricing);
+    return receiptOf(this.#usage.filter(Boolean), this.pricing);
   }
 
   /** DESIGN §12: the reply so far, for a client the log can no longer give every frame. */
   #snapshot(): string {
     const { text, parts } = this.parts;
-    return snapshotData(this.assistantMessageId, 'streaming', text, apiParts(parts, text), this.usage.length > 0 ? this.receipt() : undefined);
+    return snapshotData(this.assistantMessageId, 'streaming', text, apiParts(parts, text), this.#usage.length > 0 ? this.receipt() : undefined);
   }
 
   /** Stops the turn for `cause` unless it has stopped or begun to settle. */
@@ -242,18 +239,14 @@ export class LiveTurn implements TurnIds {
     return this.#deps.llm.stream(this.provider, this.#key.apiKey, chat)[Symbol.asyncIterator]();
   }
 
-  /**
-   * Stores the reply and settles the charge (one statement), then releases the lease, whatever the
-   * settlement did; exactly once (a second call gets the first one's promise). Leaves the tickers first: nothing
-   * runs on the turn's behalf any more.
-   */
-  settle(end: repo.TurnEnd, produced: boolean): Promise<void> {
-    this.#settlement ??= this.#settle(end, produced);
-    return this.#settlement;
+  /** Where the next round's usage figures go: its latest figures are kept as they arrive. */
+  usageOfNextRound(): (usage: RoundUsage) => void {
+    const round = this.#usage.length;
+    return (usage) => void (this.#usage[round] = usage);
   }
 
   /** After the last frame: the drain and the metrics no longer count the turn. */
-  close(outcome: repo.TurnEnd['status']): void {
+  #close(outcome: repo.TurnEnd['status']): void {
     this.#untrack?.();
     this.#untrack = undefined;
     this.#deps.metrics.streamsOpen.dec();
@@ -280,7 +273,12 @@ export class LiveTurn implements TurnIds {
     }
   }
 
-  /** The alive ticker's call: the reservation's sign of life, so no sweeper takes this turn for a crashed one. */
+  /** The heartbeat's call: a sign of life for clients following the turn from other instances. */
+  beat(): void {
+    this.frames.alive();
+  }
+
+  /** The heartbeat's call: the reservation's sign of life, so no sweeper takes this turn for a crashed one. */
   async markAlive(): Promise<void> {
     try {
       await markTurnAlive(this.#deps, this.charge.turnId);
@@ -289,22 +287,24 @@ export class LiveTurn implements TurnIds {
     }
   }
 
+  /**
+   * Stores the reply and settles the charge (one statement), then releases the lease, whatever the
+   * settlement did. The tickers keep the lease and the signs of life up while a database outage is
+   * ridden out, and are left after it.
+   */
   async #settle(end: repo.TurnEnd, produced: boolean): Promise<void> {
     const deps = this.#deps;
-    const { heartbeat, renewal, alive } = tickersOf(deps);
-    heartbeat.delete(this);
+    const { heartbeat, renewal } = deps.streams;
     clearTimeout(this.#deadline);
     clearTimeout(this.#grace);
-    // The reply's end and its charge are one statement (billing's part embedded); the lease goes back
-    // after it, so the user's next turn reads this reply in its history. Lease and sign of life are
-    // kept up while a database outage is ridden out.
+    // The lease goes back after the statement, so the user's next turn reads this reply in its history.
     try {
       await persist(() => deps.billing.settle(this.charge, produced, (db, settlement) => repo.finishTurn(db, end, settlement)));
     } catch (err) {
       this.log.error({ err, assistantMessageId: this.assistantMessageId, turnId: this.charge.turnId }, 'storing and settling the turn failed');
     }
+    heartbeat.delete(this);
     renewal.delete(this);
-    alive.delete(this);
     // A renewal still out would set the lease again after the release (a renewal takes back a lease it
     // finds gone): the user's next turn would be refused STREAM_IN_PROGRESS until it expired.
     await this.#renewing;

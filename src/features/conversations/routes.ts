@@ -24,6 +24,7 @@ export async function conversationsRoutes(parent: FastifyInstance, { deps }: { d
   const tags = ['advisor conversations'];
 
   const admission = admitTurn(deps);
+  const refusal = refuseAfterVerdict(deps);
   // Keyed by media type so the errors stay documented as JSON.
   const streamResponses = responses({ 200: { description: EVENT_STREAM_DOC, content: { 'text/event-stream': { schema: EventStream } } } });
 
@@ -31,7 +32,7 @@ export async function conversationsRoutes(parent: FastifyInstance, { deps }: { d
     '/advisor/conversations/new/messages/stream',
     {
       onRequest: admission,
-      errorHandler: refuseAfterVerdict,
+      errorHandler: refusal,
       schema: {
         tags,
         operationId: 'streamNewConversationMessage', summary: 'Start a conversation and stream the reply (spec 4.3)',
@@ -46,7 +47,7 @@ export async function conversationsRoutes(parent: FastifyInstance, { deps }: { d
     '/advisor/conversations/:id/messages/stream',
     {
       onRequest: admission,
-      errorHandler: refuseAfterVerdict,
+      errorHandler: refusal,
       schema: {
         tags,
         operationId: 'streamConversationMessage', summary: 'Send a message in a conversation and stream the reply',

@@ -1,5 +1,5 @@
 // An advisor turn, from request to settlement, as named stages run in order by `streamTurn`:
-// admission → body and images → reads → decision → reserve and store → relay → settle.
+// admission → body and images → reads → decision → reserve and store → relay → outcome → settle and end.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { findModel, PROVIDERS, type PricingConfig, type Provider } from '../../catalogue.ts';
 import { FOREIGN_KEY_VIOLATION, UNIQUE_VIOLATION, isDatabaseUnavailable, pgErrorCode } from '../../db/create-db.ts';
@@ -14,11 +14,12 @@ import { overLimit, Toolbox, type ToolOutcome } from '../advisor-tools/toolbox.t
 import { reservationState } from '../billing/turn-billing.ts';
 import { abandonTurn, settleCrashed } from './crashed-turns.ts';
 import { buildMessages, defaultTitle, systemPrompt } from './context.ts';
-import { deltaData, doneData, errorData, replayTurn, startData, toolCallData, toolResultData, type StreamErrorCode, type TurnIds } from './frames.ts';
+import { deltaData, doneData, errorData, replayTurn, toolCallData, toolResultData, type StreamErrorCode, type TurnIds } from './frames.ts';
 import { resultPart, storable } from './parts.ts';
 import { serveStream } from './attach.ts';
 import { decodeImages } from './images.ts';
-import { LEASE_TTL_MS, LiveTurn, type RoundRequest } from './live-turn.ts';
+import { LiveTurn, type RoundRequest, type StopCause } from './live-turn.ts';
+import { LeaseClaim } from './lease-claim.ts';
 import * as repo from './repo.ts';
 import type { StreamMessageInput } from './schemas.ts';
 
@@ -52,10 +53,6 @@ export const TURN_CHECKS_DOC = `Checks, in order (each refusal stores, reserves 
 const READ_BEFORE_VERDICT_BYTES = 64 * 1024;
 const NOT_NULL_VIOLATION = '23502';
 
-/** The rate-limit verdict of each stream request, asked for as soon as the request is authenticated. */
-const verdicts = new WeakMap<FastifyRequest, Promise<void>>();
-const verdictOf = (req: FastifyRequest): Promise<void> => verdicts.get(req) ?? Promise.resolve();
-
 /**
  * Stage 1, admission (the route's onRequest hook: after authentication, before the body is read).
  * Every request counts (DESIGN §4). The verdict is left in flight while a small body is read and
@@ -67,35 +64,35 @@ export function admitTurn(deps: Deps): (req: FastifyRequest, reply: FastifyReply
     if (deps.lifecycle.draining) throw new AppError('SERVICE_UNAVAILABLE', 'the service is shutting down; retry shortly');
     const verdict = enforceRateLimit(deps.limiter, ADVISOR_MESSAGES, req.user.id, reply);
     verdict.catch(() => undefined);
-    verdicts.set(req, verdict);
+    deps.streams.verdicts.set(req, verdict);
     if (!(Number(req.headers['content-length']) <= READ_BEFORE_VERDICT_BYTES)) await verdict;
   };
 }
 
 /** The route's error handler: a request the limit refuses is a 429 whatever else is wrong with it. */
-export async function refuseAfterVerdict(err: unknown, req: FastifyRequest): Promise<never> {
-  await verdictOf(req);
-  throw err;
+export function refuseAfterVerdict(deps: Deps): (err: unknown, req: FastifyRequest) => Promise<never> {
+  return async (err, req) => {
+    await deps.streams.verdictOf(req);
+    throw err;
+  };
 }
 
 /** The whole turn: its stages in order. `target` is the conversation, or null to start one. */
 export async function streamTurn(deps: Deps, req: FastifyRequest, reply: FastifyReply, target: string | null): Promise<void> {
   const userId = req.user.id;
+  let claim: LeaseClaim | undefined;
   let started: Started;
   try {
     const input = readInput(deps, req.body as StreamMessageInput);
-    const reads = await readTurn(deps, userId, target, input, verdictOf(req));
-    let plan: Plan;
-    try {
-      plan = await decide(deps, userId, target, input, reads);
-    } catch (err) {
-      const held = heldLease(reads.lease);
-      if (held !== null) await releaseLease(deps, userId, held);
-      throw err;
-    }
+    claim = new LeaseClaim(deps, userId);
+    const reads = await readTurn(deps, userId, target, input, deps.streams.verdictOf(req), claim);
+    const plan = await decide(deps, userId, target, input, reads);
     started = plan.kind === 'replay' ? plan : await reserveAndStore(deps, userId, target, input, plan, reply.log);
   } catch (err) {
-    return refuseAfterVerdict(err, req);
+    return refuseAfterVerdict(deps)(err, req);
+  } finally {
+    // A turn that started holds the lease now (handed over); any other outcome gives it back here.
+    await claim?.release();
   }
   // Up to 18 MB of base64 is decoded and stored by now; the stream may last minutes.
   (req as { body: unknown }).body = null;
@@ -103,15 +100,12 @@ export async function streamTurn(deps: Deps, req: FastifyRequest, reply: Fastify
   const { live, request } = started;
   // The provider call goes out first, and the start frame is logged while it is on its way: the
   // turn is stored by now (DESIGN §7), and the frame's write is then off the path to the first delta.
-  live.open();
   const first = startRound(live, request);
-  live.frames.append('start', startData(live));
   // The request's own client is the turn's first follower (DESIGN §12: one path for every client).
-  const serving = serveStream(deps, reply, live.assistantMessageId, 0);
-  live.armGrace();
-  // A drain that began meanwhile will not wait for a stream it never saw.
-  if (deps.lifecycle.draining) live.stop('shutdown');
-  await relay(deps, live, first, request);
+  const serving = live.start(() => serveStream(deps, reply, live.assistantMessageId, 0));
+  const rounds = await relay(deps, live, first, request);
+  const outcome = outcomeOf(rounds, live.cause);
+  await settle(deps, live, outcome, rounds.toolCalls);
   await serving;
 }
 
@@ -140,46 +134,37 @@ interface TurnReads {
   readonly marketKey: UsableMarketDataKey | undefined;
   /** The conversation's earlier turns that fit the context budget (none for a new conversation). */
   readonly history: repo.HistoryRow[];
-  /** The user's stream lease: its token, null when another stream holds it, or why it could not be asked for. */
-  readonly lease: string | null | AppError;
+  /** The request's claim on the user's stream lease, asked for with these reads. */
+  readonly claim: LeaseClaim;
 }
 
 /**
  * The rate-limit verdict, the earlier message with this id, the keys (a new conversation's active
- * provider key and the market-data key) and the lease, in one round trip; the verdict is taken
- * first. An existing conversation's keys and history follow once its provider is known; the history
- * is read under the lease, so a reply that has just ended is in it. A lease taken here is given back
- * if a read fails.
+ * provider key and the market-data key) and the lease (`claim`, asked for by the caller), in one
+ * round trip; the verdict is taken first. An existing conversation's keys and history follow once
+ * its provider is known; the history is read under the lease, so a reply that has just ended is in it.
  */
-async function readTurn(deps: Deps, userId: string, target: string | null, input: TurnInput, verdict: Promise<void>): Promise<TurnReads> {
-  const [admitted, conversation, prior, activeKeys, lease] = await Promise.allSettled([
+async function readTurn(deps: Deps, userId: string, target: string | null, input: TurnInput, verdict: Promise<void>, claim: LeaseClaim): Promise<TurnReads> {
+  const [admitted, conversation, prior, activeKeys, held] = await Promise.allSettled([
     verdict,
     target === null ? undefined : repo.findConversation(deps.db, userId, target),
     repo.findTurnByClientId(deps.db, userId, input.body.clientMessageId),
     target === null ? keysForTurn(deps, userId, null) : undefined,
-    deps.leases.acquire(userId, LEASE_TTL_MS).catch(refusalOf),
+    claim.held(),
   ]);
-  const leaseToken = heldLease(lease.status === 'fulfilled' ? lease.value : null);
-  try {
-    if (admitted.status === 'rejected') throw admitted.reason;
-    const found = valueOf(conversation);
-    // A missing conversation is refused before the key is looked at; an existing one keeps its provider.
-    let keys: TurnKeys = valueOf(activeKeys) ?? { key: new AppError('CONVERSATION_NOT_FOUND', 'conversation not found'), marketKey: undefined };
-    let history: repo.HistoryRow[] = [];
-    if (found) {
-      [keys, history] = await Promise.all([
-        keysForTurn(deps, userId, asProvider(found.provider)),
-        leaseToken !== null ? repo.historyWithin(deps.db, found.id, deps.config.contextBudgetChars) : [],
-      ]);
-    }
-    return { conversation: found, prior: valueOf(prior), key: keys.key, marketKey: keys.marketKey, history, lease: valueOf(lease) };
-  } catch (err) {
-    if (leaseToken !== null) await releaseLease(deps, userId, leaseToken);
-    throw err;
+  if (admitted.status === 'rejected') throw admitted.reason;
+  const found = valueOf(conversation);
+  // A missing conversation is refused before the key is looked at; an existing one keeps its provider.
+  let keys: TurnKeys = valueOf(activeKeys) ?? { key: new AppError('CONVERSATION_NOT_FOUND', 'conversation not found'), marketKey: undefined };
+  let history: repo.HistoryRow[] = [];
+  if (found) {
+    [keys, history] = await Promise.all([
+      keysForTurn(deps, userId, asProvider(found.provider)),
+      valueOf(held) ? repo.historyWithin(deps.db, found.id, deps.config.contextBudgetChars) : [],
+    ]);
   }
+  return { conversation: found, prior: valueOf(prior), key: keys.key, marketKey: keys.marketKey, history, claim };
 }
-
-const heldLease = (lease: string | null | AppError): string | null => (typeof lease === 'string' ? lease : null);
 
 /** Stage 4, decision: a replay of the stored reply, or the turn to reserve (its provider, model and context). */
 interface Replay extends TurnIds {
@@ -193,7 +178,8 @@ interface NewTurn {
   readonly key: UsableProviderKey;
   readonly provider: Provider;
   readonly model: string;
-  readonly leaseToken: string;
+  /** Held: the turn runs under it. */
+  readonly claim: LeaseClaim;
   readonly history: repo.HistoryRow[];
   readonly marketKey: UsableMarketDataKey | undefined;
   /** The model takes tools (its catalogue entry does not say `"tools": false`). */
@@ -204,16 +190,12 @@ interface NewTurn {
 
 type Plan = Replay | NewTurn;
 
-/** The checks of TURN_CHECKS.decision, in order. The caller gives back the lease if this throws. */
+/** The checks of TURN_CHECKS.decision, in order. */
 async function decide(deps: Deps, userId: string, target: string | null, input: TurnInput, reads: TurnReads): Promise<Plan> {
-  const { conversation, lease } = reads;
+  const { conversation, claim } = reads;
   if (target !== null && conversation === undefined) throw new AppError('CONVERSATION_NOT_FOUND', 'conversation not found');
-  const replay = await idempotentReplay(deps, userId, target, input.body, reads.prior, lease);
-  if (replay) {
-    const held = heldLease(lease);
-    if (held !== null) await releaseLease(deps, userId, held);
-    return replay;
-  }
+  const replay = await idempotentReplay(deps, target, input.body, reads.prior, claim);
+  if (replay) return replay;
   if (reads.key instanceof AppError) throw reads.key;
   const key = reads.key;
   // An existing conversation keeps the provider and model it started with.
@@ -225,25 +207,23 @@ async function decide(deps: Deps, userId: string, target: string | null, input: 
   }
   // Draining began while this request was being checked (admission saw it too late).
   if (deps.lifecycle.draining) throw new AppError('SERVICE_UNAVAILABLE', 'the service is shutting down; retry shortly');
-  if (lease instanceof AppError) throw lease;
-  if (lease === null) throw new AppError('STREAM_IN_PROGRESS', 'another reply is streaming for this user');
+  await claim.token();
   const toolsEnabled = entry?.tools !== false && deps.config.advisorMaxToolCalls > 0;
-  return { kind: 'new', conversation, key, provider, model, leaseToken: lease, history: reads.history, marketKey: reads.marketKey, toolsEnabled, pricing: entry?.pricing };
+  return { kind: 'new', conversation, key, provider, model, claim, history: reads.history, marketKey: reads.marketKey, toolsEnabled, pricing: entry?.pricing };
 }
 
 /**
  * DESIGN §7 idempotency: the same id with other text, or sent to another conversation, is a reuse;
  * a reply still streaming is a 409 unless its turn is dead (no lease held, no recent sign of life:
- * its instance crashed), in which case it is closed as a crashed turn and replayed like any finished reply. `lease` is the
- * user's lease as the caller asked for it (undefined: take one here when needed, and give it back).
+ * its instance crashed), in which case it is closed as a crashed turn and replayed like any finished
+ * reply. `claim` is the request's claim on the user's lease.
  */
 async function idempotentReplay(
   deps: Deps,
-  userId: string,
   target: string | null,
   body: StreamMessageInput,
   prior: repo.PriorTurn | undefined,
-  lease?: string | null | AppError,
+  claim: LeaseClaim,
 ): Promise<Replay | undefined> {
   if (!prior) return undefined;
   const sameTarget = target === null ? prior.user.seq === 1 : prior.user.conversation_id === target;
@@ -251,22 +231,16 @@ async function idempotentReplay(
     throw new AppError('CLIENT_MESSAGE_ID_REUSED', 'this clientMessageId was already used for another message');
   }
   if (prior.reply !== undefined && prior.reply.status !== 'streaming') return replayOf(prior, prior.reply);
-  const token = lease !== undefined ? lease : await deps.leases.acquire(userId, LEASE_TTL_MS);
-  if (token instanceof AppError) throw token;
-  if (token === null) throw new AppError('STREAM_IN_PROGRESS', 'the reply to this message is still streaming');
-  try {
-    // The lease is free, yet the reply streams: its instance is gone, or the lease's store forgot it
-    // (restarted empty). The database decides (DESIGN §12 "Under faults"): a turn with a recent sign
-    // of life is live; a silent one is closed with what its frame log holds, and charged by it.
-    const replyId = prior.reply?.id;
-    if (replyId !== undefined) {
-      if ((await reservationState(deps, replyId)) === 'live') throw new AppError('STREAM_IN_PROGRESS', 'the reply to this message is still streaming');
-      await settleCrashed(deps, replyId);
-    }
-  } finally {
-    if (lease === undefined) await deps.leases.release(userId, token);
+  // The lease is free, yet the reply streams: its instance is gone, or the lease's store forgot it
+  // (restarted empty). The database decides (DESIGN §12 "Under faults"): a turn with a recent sign
+  // of life is live; a silent one is closed with what its frame log holds, and charged by it.
+  await claim.token();
+  const replyId = prior.reply?.id;
+  if (replyId !== undefined) {
+    if ((await reservationState(deps, replyId)) === 'live') throw new AppError('STREAM_IN_PROGRESS', 'the reply to this message is still streaming');
+    await settleCrashed(deps, replyId);
   }
-  const again = await repo.findTurnByClientId(deps.db, userId, body.clientMessageId);
+  const again = await repo.findTurnByClientId(deps.db, prior.user.user_id, body.clientMessageId);
   if (again?.reply === undefined || again.reply.status === 'streaming') throw new Error('a stored turn lost its reply row');
   return replayOf(again, again.reply);
 }
@@ -300,7 +274,7 @@ async function reserveAndStore(
   plan: NewTurn,
   log: FastifyReply['log'],
 ): Promise<Started> {
-  const { conversation, key, provider, model, leaseToken } = plan;
+  const { conversation, key, provider, model, claim } = plan;
   const { body, images } = input;
   const conversationId = conversation?.id ?? deps.ids.uuid();
   const userMessageId = deps.ids.uuid();
@@ -324,17 +298,17 @@ async function reserveAndStore(
       repo.startReservedTurn(db, rows, reservation),
     );
     const billing = { source: charge.source, credits: charge.credits };
+    const leaseToken = await claim.handOver();
     const init = { conversationId, userMessageId, assistantMessageId, provider, model, billing, userId, leaseToken, key, charge, toolbox, pricing: plan.pricing, log };
     const live = new LiveTurn(deps, init);
     return { kind: 'live', live, request };
   } catch (err) {
-    await releaseLease(deps, userId, leaseToken);
     // The start statement failed on the connection: it may have committed all the same.
     if ((err instanceof AppError && err.code === 'BILLING_NOT_AVAILABLE') || isDatabaseUnavailable(err)) abandonTurn(deps, assistantMessageId);
     const code = pgErrorCode(err);
     // Lost a race with a concurrent duplicate (the unique index decided) or with a delete.
     if (code === UNIQUE_VIOLATION) {
-      const replayed = await idempotentReplay(deps, userId, target, body, await repo.findTurnByClientId(deps.db, userId, body.clientMessageId));
+      const replayed = await idempotentReplay(deps, target, body, await repo.findTurnByClientId(deps.db, userId, body.clientMessageId), claim);
       if (replayed) return replayed;
       throw new AppError('STREAM_IN_PROGRESS', 'another reply is streaming for this conversation');
     }
@@ -347,17 +321,23 @@ async function reserveAndStore(
 
 type Failure = { code: StreamErrorCode; retryable: boolean; detail: string; status?: number | undefined };
 
+/** How a turn's rounds ended: the provider's finish, or the failure that cut them (neither: the turn was stopped). */
+export interface RoundsEnd {
+  readonly finish: FinishReason | undefined;
+  readonly failure: Failure | undefined;
+  /** Tool calls run (DESIGN §11: `done.toolCalls`). */
+  readonly toolCalls: number;
+}
+
 /**
- * Stages 6 and 7, relay and settle, into the turn's frame log (its clients follow the log, DESIGN
- * §12): rounds with the provider until it answers in text (DESIGN §11): each round's deltas as they
- * come and its tool calls, run by the turn's toolbox while the round still streams, their results
- * sent back in the next round; then exactly one of done / error. Nothing is written to the database
- * until the turn ends; then the turn settles (reply stored with its parts, charge settled once, lease
- * released) before the last frame is logged, so a client that has seen `done` can send its next
- * message at once and will find the reply stored. Never throws.
+ * Stage 6, relay, into the turn's frame log (its clients follow the log, DESIGN §12): rounds with
+ * the provider until it answers in text (DESIGN §11): each round's deltas as they come and its tool
+ * calls, run by the turn's toolbox while the round still streams, their results sent back in the
+ * next round. Nothing is written to the database meanwhile. A key the provider refused is marked
+ * (DESIGN §13). Never throws.
  */
-async function relay(deps: Deps, live: LiveTurn, firstRound: PendingRound, first: RoundRequest): Promise<void> {
-  const { signal, parts, usage, frames } = live;
+async function relay(deps: Deps, live: LiveTurn, firstRound: PendingRound, first: RoundRequest): Promise<RoundsEnd> {
+  const { signal, parts, frames } = live;
   const maxCalls = deps.config.advisorMaxToolCalls;
   let round = firstRound;
   let request = first;
@@ -366,8 +346,7 @@ async function relay(deps: Deps, live: LiveTurn, firstRound: PendingRound, first
   let failure: Failure | undefined;
   try {
     for (;;) {
-      const roundIndex = usage.length;
-      const out = await relayRound(live, round, maxCalls - toolCalls, (u) => void (usage[roundIndex] = u));
+      const out = await relayRound(live, round, maxCalls - toolCalls, live.usageOfNextRound());
       toolCalls += out.ran;
       if (out.finish !== 'tool_calls' || out.calls.length === 0 || signal.aborted) {
         finish = out.finish === 'tool_calls' ? 'stop' : out.finish;
@@ -393,19 +372,54 @@ async function relay(deps: Deps, live: LiveTurn, firstRound: PendingRound, first
     if (!signal.aborted) failure = toFailure(err, live.log);
   }
   if (failure?.code === 'PROVIDER_AUTH_FAILED') await live.keyRefused(failure.status);
-  const cause = live.cause;
-  if (finish === undefined) {
-    if (cause === 'shutdown') failure = { code: 'SHUTTING_DOWN', retryable: true, detail: 'drain deadline reached' };
-    else if (cause === 'client' || cause === 'stopped') failure = undefined;
-    else if (cause === 'deadline') failure = { code: 'UPSTREAM_TIMEOUT', retryable: true, detail: 'STREAM_MAX_DURATION_MS reached' };
-    else if (cause === 'superseded') failure = { code: 'STREAM_IN_PROGRESS', retryable: false, detail: 'another stream of the user holds the lease' };
-    else failure ??= { code: 'PROVIDER_UNAVAILABLE', retryable: true, detail: 'stream ended early' };
-  }
+  return { finish, failure, toolCalls };
+}
 
-  // Stopped from outside (a stop, no client left, drain, another stream): interrupted; ran too long or failed: failed.
-  const status: repo.TurnEnd['status'] = finish !== undefined ? 'complete' : cause !== undefined && cause !== 'deadline' ? 'interrupted' : 'failed';
-  const error = finish === undefined && failure ? { code: failure.code, retryable: failure.retryable } : undefined;
-  const finishReason = finish ?? (cause === 'stopped' ? 'stopped' : 'aborted');
+/** How a turn ends: what is stored, and its terminal frame. */
+export interface Outcome {
+  readonly status: repo.TurnEnd['status'];
+  /** The terminal `error` frame's code; undefined: the turn ends with `done`. */
+  readonly error: { readonly code: StreamErrorCode; readonly retryable: boolean } | undefined;
+  readonly finishReason: FinishReason | 'stopped' | 'aborted';
+  /** Why it failed, for the log line. */
+  readonly detail: string | undefined;
+}
+
+/** What ends a turn stopped from outside before its answer did (undefined: `done`, nothing failed). */
+const STOPPED_WITH: Readonly<Record<StopCause, Failure | undefined>> = {
+  client: undefined,
+  stopped: undefined,
+  shutdown: { code: 'SHUTTING_DOWN', retryable: true, detail: 'drain deadline reached' },
+  deadline: { code: 'UPSTREAM_TIMEOUT', retryable: true, detail: 'STREAM_MAX_DURATION_MS reached' },
+  superseded: { code: 'STREAM_IN_PROGRESS', retryable: false, detail: 'another stream of the user holds the lease' },
+};
+
+const ENDED_EARLY: Failure = { code: 'PROVIDER_UNAVAILABLE', retryable: true, detail: 'stream ended early' };
+
+/**
+ * Stage 7, the outcome (pure): an answer the provider finished is complete; a turn stopped from
+ * outside (a stop, no client left, the drain, another stream) is interrupted, one that ran too long
+ * or failed is failed — each with the terminal frame its cause calls for.
+ */
+export function outcomeOf(rounds: RoundsEnd, cause: StopCause | undefined): Outcome {
+  if (rounds.finish !== undefined) return { status: 'complete', error: undefined, finishReason: rounds.finish, detail: undefined };
+  const failure = cause === undefined ? (rounds.failure ?? ENDED_EARLY) : STOPPED_WITH[cause];
+  return {
+    status: cause !== undefined && cause !== 'deadline' ? 'interrupted' : 'failed',
+    error: failure && { code: failure.code, retryable: failure.retryable },
+    finishReason: cause === 'stopped' ? 'stopped' : 'aborted',
+    detail: failure?.detail,
+  };
+}
+
+/**
+ * Stage 8, settle and end: the reply stored with its parts and receipt and the charge settled (one
+ * statement; charged if a delta was produced, DESIGN §7), the lease released, then the terminal
+ * frame — so a client that has seen `done` finds the reply stored and may send its next message.
+ */
+async function settle(deps: Deps, live: LiveTurn, outcome: Outcome, toolCalls: number): Promise<void> {
+  const { parts, frames } = live;
+  const { status, error } = outcome;
   const receipt = live.receipt();
   const end: repo.TurnEnd = {
     replyId: live.assistantMessageId,
@@ -416,19 +430,18 @@ async function relay(deps: Deps, live: LiveTurn, firstRound: PendingRound, first
     content: storable(parts.text),
     parts: parts.stored(),
     status,
-    finishReason: error ? null : finishReason,
+    finishReason: error ? null : outcome.finishReason,
     receipt,
     error,
     // The terminal frame is the next one, logged right after the settlement.
     lastFrameId: frames.nextId,
   };
-  await live.settle(end, parts.deltas > 0);
-
-  if (error) frames.end('error', errorData(error.code, error.retryable));
-  else frames.end('done', doneData(finishReason, receipt, toolCalls));
-  live.close(status);
+  const terminal = error
+    ? { event: 'error' as const, data: errorData(error.code, error.retryable) }
+    : { event: 'done' as const, data: doneData(outcome.finishReason, receipt, toolCalls) };
+  await live.finish(end, parts.deltas > 0, terminal);
   live.log.info(
-    { conversationId: live.conversationId, provider: live.provider, model: live.model, outcome: status, deltas: parts.deltas, toolCalls, cause, error: failure?.detail },
+    { conversationId: live.conversationId, provider: live.provider, model: live.model, outcome: status, deltas: parts.deltas, toolCalls, cause: live.cause, error: outcome.detail },
     'advisor stream ended',
   );
 }
@@ -526,19 +539,8 @@ async function drain(events: AsyncIterator<unknown>): Promise<void> {
   }
 }
 
-/** Gives back a lease this request will not stream under; a failure is logged, the answer still goes out. */
-async function releaseLease(deps: Deps, userId: string, leaseToken: string): Promise<void> {
-  await deps.leases.release(userId, leaseToken).catch((err: unknown) => deps.logger.error({ err }, 'releasing a stream lease failed'));
-}
-
 function invalid(path: string, message: string): AppError {
   return new AppError('VALIDATION_ERROR', `${path}: ${message}`, { details: [{ path, message }] });
-}
-
-/** A key read's refusal (not configured, undecryptable) kept as a value, to be raised in its place in the order. */
-function refusalOf(err: unknown): AppError {
-  if (err instanceof AppError) return err;
-  throw err;
 }
 
 function valueOf<T>(read: PromiseSettledResult<T>): T {
