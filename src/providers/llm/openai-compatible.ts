@@ -53,7 +53,7 @@ const callId = (flavor: OpenAiFlavor, id: string): string =>
 const count = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) ? v : null);
 
 /** OpenAI-style usage in the meaning of RoundUsage (cached and reasoning tokens are already inside the totals). */
-export function usageOf(u: Usage): RoundUsage | undefined {
+function usageOf(u: Usage): RoundUsage | undefined {
   const input = count(u.prompt_tokens);
   if (input === null) return undefined;
   return {
