@@ -3,7 +3,8 @@
 import type { Deps } from '../../deps.ts';
 import type { Frame } from '../../platform/frame-log.ts';
 import { settleAbandonedTurn, silentTurns } from '../billing/turn-billing.ts';
-import { PartsLog, storable, type ApiPart, type ToolResultBody } from './parts.ts';
+import type { ToolOutcome } from '../advisor-tools/toolbox.ts';
+import { PartsLog, storable, type ApiPart } from './parts.ts';
 import * as repo from './repo.ts';
 
 /** When a turn whose start statement failed on the connection is looked at again (ms after the failure). */
@@ -66,7 +67,7 @@ const callOf = (data: Record<string, unknown>): { id: string; name: string; argu
   arguments: JSON.stringify(data['arguments'] ?? {}),
 });
 
-const resultOf = (data: Record<string, unknown>): ToolResultBody =>
+const resultOf = (data: Record<string, unknown>): ToolOutcome<string> =>
   data['ok'] === true ? { ok: true, result: data['result'] as Record<string, unknown> } : { ok: false, error: data['error'] as { code: string; message: string } };
 
 /** A snapshot's parts (as the API shows them) taken up again. */

@@ -32,7 +32,7 @@ function content(m: ChatMessage): unknown {
   if (m.role === 'assistant' && m.toolCalls && m.toolCalls.length > 0) {
     return [
       ...(m.text === '' ? [] : [{ type: 'text', text: m.text }]),
-      ...m.toolCalls.map((c) => ({ type: 'tool_use', id: callId(c.id), name: c.name, input: argumentsObject(c) })),
+      ...m.toolCalls.map((c) => ({ type: 'tool_use', id: callId(c.id), name: c.name, input: argumentsObject(c.arguments) })),
     ];
   }
   if (!m.images || m.images.length === 0) return m.text;

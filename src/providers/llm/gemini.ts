@@ -37,7 +37,7 @@ function parts(m: ChatMessage): unknown[] {
     return [
       ...(m.text === '' ? [] : [{ text: m.text }]),
       // A call goes back with the thought signature it came with (Gemini's thinking models require it).
-      ...m.toolCalls.map((c) => ({ functionCall: { id: c.id, name: c.name, args: argumentsObject(c) }, ...(c.signature ? { thoughtSignature: c.signature } : {}) })),
+      ...m.toolCalls.map((c) => ({ functionCall: { id: c.id, name: c.name, args: argumentsObject(c.arguments) }, ...(c.signature ? { thoughtSignature: c.signature } : {}) })),
     ];
   }
   const list: unknown[] = [];
