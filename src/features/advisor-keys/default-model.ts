@@ -9,7 +9,7 @@ import { BUILT_IN_CATALOGUE, findModel, type Catalogue, type Provider } from '..
  */
 const NON_CHAT = /(^|[-_/.:])(embed|whisper|tts|audio|speech|transcribe|dall-e|image|veo|sora|moderation|realtime|search|rerank|guard|babbage|davinci|aqa)/i;
 
-export function isChatModel(id: string): boolean {
+function isChatModel(id: string): boolean {
   return !NON_CHAT.test(id);
 }
 

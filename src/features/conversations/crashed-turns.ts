@@ -43,7 +43,7 @@ export async function settleCrashed(deps: SweepDeps, turnId: string): Promise<bo
 }
 
 /** The reply a turn's frames add up to, as a client following them assembles it. */
-export function replyInLog(frames: readonly Frame[]): repo.CrashedReply {
+function replyInLog(frames: readonly Frame[]): repo.CrashedReply {
   let parts = new PartsLog();
   for (const f of frames) {
     const { event, data } = frameOf(f);

@@ -212,7 +212,7 @@ const BAD_KEY = /api[ _-]?key/i;
 const BAD_KEY_VERB = /invalid|incorrect|not valid|expired/i;
 
 /** Maps an HTTP error status (and, for 400, its body) to the stream error codes. */
-export function errorForStatus(provider: string, status: number, text: string): ProviderError {
+function errorForStatus(provider: string, status: number, text: string): ProviderError {
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
