@@ -196,7 +196,7 @@ export function catalogueProblems(c: Catalogue): string[] {
 }
 
 /** Glob with `*` only, anchored at both ends. */
-export function globMatches(pattern: string, value: string): boolean {
+function globMatches(pattern: string, value: string): boolean {
   const parts = pattern.split('*');
   if (parts.length === 1) return pattern === value;
   const first = parts[0] ?? '';

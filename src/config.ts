@@ -11,7 +11,7 @@ import {
   type Provider,
 } from './catalogue.ts';
 
-export const PROVIDER_PUBLIC_BASE_URLS: Record<Provider, string> = {
+const PROVIDER_PUBLIC_BASE_URLS: Record<Provider, string> = {
   openai: 'https://api.openai.com/v1',
   anthropic: 'https://api.anthropic.com/v1',
   google: 'https://generativelanguage.googleapis.com/v1beta',

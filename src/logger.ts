@@ -1,7 +1,7 @@
 import { pino, type DestinationStream, type Logger } from 'pino';
 
 /** Everything that may carry a secret is redacted wherever it appears in a log line. */
-export const REDACT_PATHS = [
+const REDACT_PATHS = [
   'req.headers.authorization',
   'req.headers["stripe-signature"]',
   'headers.authorization',

@@ -11,8 +11,8 @@ import addFormats from 'ajv-formats';
 import openapiTS, { astToString, type OpenAPI3 } from 'openapi-typescript';
 import { buildTestApp, codeOf, type TestApp } from './helpers/app.ts';
 import { makeStripeEvent, signStripePayload, startOpenAiCompatibleFake, type OpenAiCompatibleFake } from './fakes/index.ts';
-import { message, send, userWithOpenAiKey, type StreamResult } from '../src/features/conversations/test-kit.ts';
-import { giveCredits } from '../src/features/billing/testing.ts';
+import { message, send, userWithOpenAiKey, type StreamResult } from './kits/conversations.ts';
+import { giveCredits } from './kits/billing.ts';
 
 interface Operation {
   operationId?: string;

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { createVault, parseKeyring } from '../src/platform/aes-vault.ts';
 import type { Vault } from '../src/platform/vault.ts';
 import { grantCredits, ledgerPage } from '../src/features/billing/wallet-service.ts';
-import { message, send, startOf, userWithOpenAiKey } from '../src/features/conversations/test-kit.ts';
+import { message, send, startOf, userWithOpenAiKey } from './kits/conversations.ts';
 import { startOpenAiCompatibleFake, type OpenAiCompatibleFake } from './fakes/index.ts';
 import { TEST_ENCRYPTION_KEYS, buildTestApp, codeOf, type TestApp } from './helpers/app.ts';
 

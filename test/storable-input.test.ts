@@ -4,7 +4,7 @@ import { createHmac, randomUUID } from 'node:crypto';
 import Stripe from 'stripe';
 import { makeStripeEvent } from './fakes/index.ts';
 import { buildTestApp, codeOf, type TestApp } from './helpers/app.ts';
-import { giveCredits, ledgerCount } from '../src/features/billing/testing.ts';
+import { giveCredits, ledgerCount } from './kits/billing.ts';
 
 const WEBHOOK_SECRET = 'whsec_storable_input_0123456789abcdef';
 const WEBHOOK = '/api/billing/webhooks/stripe';

@@ -3,7 +3,7 @@
  * no encoding for an unpaired UTF-16 surrogate: the driver would write U+FFFD in its place, so two
  * distinct ids would become one. Such text is refused at the edge, never stored changed.
  */
-export function isStorableText(text: string): boolean {
+function isStorableText(text: string): boolean {
   return !text.includes('\u0000') && text.isWellFormed();
 }
 

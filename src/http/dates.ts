@@ -5,7 +5,7 @@ import { Type } from 'typebox';
  * writes is `YYYY-MM-DD` with four digits and every instant is one the database and `Date` hold.
  * The validator compiler checks the `date` and `date-time` formats with these rules (validation.ts).
  */
-export const FIRST_DAY = '1970-01-01';
+const FIRST_DAY = '1970-01-01';
 export const LAST_DAY = '9999-12-31';
 const FIRST_MS = Date.UTC(1970, 0, 1);
 const END_MS = Date.UTC(10000, 0, 1);

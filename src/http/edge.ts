@@ -13,9 +13,9 @@ import { AppError, envelope } from './errors.ts';
  */
 
 /** All request headers together; Node's default is 16 KiB. Room for a large identity-provider token. */
-export const MAX_HEADER_BYTES = 32 * 1024;
+const MAX_HEADER_BYTES = 32 * 1024;
 /** One Authorization header: a JWT with a generous set of claims fits many times over. */
-export const MAX_AUTHORIZATION_BYTES = 8 * 1024;
+const MAX_AUTHORIZATION_BYTES = 8 * 1024;
 /** Body cap of every JSON route but the stream routes (MAX_BODY_BYTES) and the webhook (1 MiB). */
 export const SMALL_BODY_BYTES = 16 * 1024;
 /** How long a refused connection is kept reading (and dropping) what the client still sends. */

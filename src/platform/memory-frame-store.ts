@@ -9,7 +9,7 @@ interface Held {
 }
 
 /** What the logs of ended turns may hold together in this process before the oldest are let go. */
-export const MEMORY_ENDED_LOGS_MAX_BYTES = 64 * 1024 * 1024;
+const MEMORY_ENDED_LOGS_MAX_BYTES = 64 * 1024 * 1024;
 
 /**
  * Frame logs in this process: the embedded single-instance default. Expiry is read from the clock.

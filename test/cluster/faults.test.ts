@@ -6,7 +6,7 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { parseFrames } from '../../src/features/conversations/test-kit.ts';
+import { parseFrames } from '../kits/conversations.ts';
 import { makeStripeEvent, signStripePayload } from '../fakes/index.ts';
 import { gate } from '../helpers/events.ts';
 import { CLUSTER_TEST_APPLICATION } from './cluster.ts';

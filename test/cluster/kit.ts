@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { parseFrames, type Frame, type LiveStream } from '../../src/features/conversations/test-kit.ts';
+import { parseFrames, type Frame, type LiveStream } from '../kits/conversations.ts';
 import { TEST_ENCRYPTION_KEYS, TEST_JWT_SECRET } from '../helpers/app.ts';
 import { startOpenAiCompatibleFake, startStripeFake, type OpenAiCompatibleFake, type StripeFake } from '../fakes/index.ts';
 import { CLUSTER_STORES, startCluster, type Cluster } from './cluster.ts';

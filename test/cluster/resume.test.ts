@@ -3,7 +3,7 @@
 // started without Redis), and a client following a turn whose instance is killed never hangs.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { attachStream, openStream, type Frame, type LiveStream } from '../../src/features/conversations/test-kit.ts';
+import { attachStream, openStream, type Frame, type LiveStream } from '../kits/conversations.ts';
 import { CLUSTER_AVAILABLE, clusterWithFakes, framesAtEnd, message, newUser, saveKey, waitFor } from './kit.ts';
 import type { Instance } from './cluster.ts';
 

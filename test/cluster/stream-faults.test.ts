@@ -6,7 +6,7 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { attachStream, openStream, type Frame, type LiveStream } from '../../src/features/conversations/test-kit.ts';
+import { attachStream, openStream, type Frame, type LiveStream } from '../kits/conversations.ts';
 import { CRASHED_TERMINAL_ID } from '../../src/features/conversations/repo.ts';
 import {
   CLUSTER_AVAILABLE,

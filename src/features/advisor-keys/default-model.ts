@@ -9,7 +9,7 @@ import { BUILT_IN_CATALOGUE, findModel, type Catalogue, type Provider } from '..
  */
 const NON_CHAT = /(^|[-_/.:])(embed|whisper|tts|audio|speech|transcribe|dall-e|image|veo|sora|moderation|realtime|search|rerank|guard|babbage|davinci|aqa)/i;
 
-export function isChatModel(id: string): boolean {
+function isChatModel(id: string): boolean {
   return !NON_CHAT.test(id);
 }
 
@@ -23,7 +23,7 @@ function snapshotOf(preference: string, id: string): boolean {
 const byCodeUnit = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
 
 /** The provider's configured preference order; the built-in one when the catalogue names none. */
-export function preferences(catalogue: Catalogue, provider: Provider): readonly string[] {
+function preferences(catalogue: Catalogue, provider: Provider): readonly string[] {
   const configured = catalogue.providerDefaults[provider];
   return configured && configured.length > 0 ? configured : (BUILT_IN_CATALOGUE.providerDefaults[provider] ?? []);
 }

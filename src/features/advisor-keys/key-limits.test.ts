@@ -2,7 +2,7 @@ import { after, before, beforeEach, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { buildTestApp, codeOf, STORES, type TestApp } from '../../../test/helpers/app.ts';
 import { ManualClock } from '../../../test/helpers/manual-clock.ts';
-import { newUser, startKeyFakes, type KeyFakes } from './test-kit.ts';
+import { newUser, startKeyFakes, type KeyFakes } from '../../../test/kits/advisor-keys.ts';
 
 const PROVIDER_URL = '/api/advisor/provider-keys/openai';
 const MARKET_URL = '/api/advisor/market-data-key';

@@ -6,7 +6,7 @@ import { PROVIDERS } from '../../catalogue.ts';
 import { createVault, parseKeyring } from '../../platform/aes-vault.ts';
 import { buildTestApp, TEST_ENCRYPTION_KEYS, type TestApp } from '../../../test/helpers/app.ts';
 import { rewrapAllKeys } from './rewrap.ts';
-import { newUser, startKeyFakes, type KeyFakes, usableKey } from './test-kit.ts';
+import { newUser, startKeyFakes, type KeyFakes, usableKey } from '../../../test/kits/advisor-keys.ts';
 
 const NEW_KEYRING = `rot2:${randomBytes(32).toString('base64')}`;
 

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import type { MarketDataFake } from '../../../test/fakes/index.ts';
 import { buildTestApp, codeOf, type TestApp } from '../../../test/helpers/app.ts';
 import { ManualClock } from '../../../test/helpers/manual-clock.ts';
-import { newUser, startKeyFakes, type KeyFakes } from './test-kit.ts';
+import { newUser, startKeyFakes, type KeyFakes } from '../../../test/kits/advisor-keys.ts';
 
 type Status = {
   configured: boolean;

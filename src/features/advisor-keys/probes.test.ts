@@ -8,7 +8,7 @@ import { probeProviderKey } from '../../providers/llm/probes.ts';
 import { sendJson, startFake, startAnthropicFake, startGeminiFake, type FakeHandler, type FakeServer } from '../../../test/fakes/index.ts';
 import { buildTestApp, type TestApp } from '../../../test/helpers/app.ts';
 import { chooseDefaultModel } from './default-model.ts';
-import { newUser, PROBE_DEADLINE_MS } from './test-kit.ts';
+import { newUser, PROBE_DEADLINE_MS } from '../../../test/kits/advisor-keys.ts';
 
 // Every fake here answers: the deadline must never be what ends the probe.
 const opts = (baseUrl: string) => ({ baseUrl, timeoutMs: PROBE_DEADLINE_MS.answered });

@@ -2,7 +2,7 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { PROVIDERS } from '../../catalogue.ts';
 import { codeOf } from '../../../test/helpers/app.ts';
-import { newUser, useProviderKeysApp, type ProviderKeyItem, usableKey } from './test-kit.ts';
+import { newUser, useProviderKeysApp, type ProviderKeyItem, usableKey } from '../../../test/kits/advisor-keys.ts';
 
 type Item = ProviderKeyItem;
 

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { PROVIDERS, type Provider } from '../../catalogue.ts';
 import type { ProbeBehaviour } from '../../../test/fakes/index.ts';
 import { codeOf } from '../../../test/helpers/app.ts';
-import { FAKE_DEFAULT_MODEL, newUser, useProviderKeysApp, type ProviderKeyItem, usableKey } from './test-kit.ts';
+import { FAKE_DEFAULT_MODEL, newUser, useProviderKeysApp, type ProviderKeyItem, usableKey } from '../../../test/kits/advisor-keys.ts';
 
 type Item = ProviderKeyItem;
 

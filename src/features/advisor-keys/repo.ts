@@ -31,10 +31,6 @@ export function findProviderKey(db: Db | Trx, userId: string, provider: string):
   return db.selectFrom('provider_keys').selectAll().where('user_id', '=', userId).where('provider', '=', provider).executeTakeFirst();
 }
 
-export function findActiveProviderKey(db: Db, userId: string): Promise<ProviderKeyRow | undefined> {
-  return db.selectFrom('provider_keys').selectAll().where('user_id', '=', userId).where('active', '=', true).executeTakeFirst();
-}
-
 /** The sealed columns and what a turn needs of both keys; `default_model` is null on the market-data row. */
 export interface TurnKeyRow extends SealedColumns {
   kind: 'provider' | 'market';

@@ -19,8 +19,8 @@ import * as service from './service.ts';
 
 const HOUR_MS = 3_600_000;
 /** DESIGN §4: every provider together. */
-export const PROVIDER_KEY_SAVES: RateLimitRule = { name: 'provider-key-saves', limit: 10, windowMs: HOUR_MS };
-export const MARKET_DATA_KEY_SAVES: RateLimitRule = { name: 'market-data-key-saves', limit: 10, windowMs: HOUR_MS };
+const PROVIDER_KEY_SAVES: RateLimitRule = { name: 'provider-key-saves', limit: 10, windowMs: HOUR_MS };
+const MARKET_DATA_KEY_SAVES: RateLimitRule = { name: 'market-data-key-saves', limit: 10, windowMs: HOUR_MS };
 
 export async function advisorKeysRoutes(parent: FastifyInstance, { deps }: { deps: Deps }): Promise<void> {
   const app = parent.withTypeProvider<TypeBoxTypeProvider>();

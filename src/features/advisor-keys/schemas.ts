@@ -6,7 +6,7 @@ import { IsoDateTime, named, ref, type NamedSchema } from '../../http/schemas.ts
  * Printable ASCII without spaces, 8 to 512 characters; surrounding whitespace (a pasted newline)
  * is tolerated and trimmed. Every provider's keys fit; anything else could not be sent in a header.
  */
-export const ApiKey = Type.String({
+const ApiKey = Type.String({
   pattern: '^\\s*[\\x21-\\x7E]{8,512}\\s*$',
   maxLength: 600,
   description: 'The plaintext key; write-only, never returned or logged',

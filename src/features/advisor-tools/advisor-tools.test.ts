@@ -11,8 +11,8 @@ import { BUILT_IN_CATALOGUE, PROVIDERS, type Provider } from '../../catalogue.ts
 import type { MarketData } from '../../providers/market-data/index.ts';
 import type { RecordedRequest, ScriptedCall, StreamScript } from '../../../test/fakes/index.ts';
 import { buildTestApp, type TestApp } from '../../../test/helpers/app.ts';
-import { startKeyFakes, type KeyFakes } from '../advisor-keys/test-kit.ts';
-import { message, newUser, openStream, replyRow, saveKey, send, startOf, textOf, waitFor, type Frame, type StreamResult } from '../conversations/test-kit.ts';
+import { startKeyFakes, type KeyFakes } from '../../../test/kits/advisor-keys.ts';
+import { message, newUser, openStream, replyRow, saveKey, send, startOf, textOf, waitFor, type Frame, type StreamResult } from '../../../test/kits/conversations.ts';
 
 type Json = Record<string, unknown>;
 const CANARY = `pk-CANARY-${randomUUID()}`;

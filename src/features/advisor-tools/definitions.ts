@@ -11,8 +11,8 @@ const Symbol = Type.String({
 const Day = Type.String({ pattern: '^\\d{4}-\\d{2}-\\d{2}$', description: 'Calendar date, YYYY-MM-DD' });
 const NoParameters = Type.Object({}, { additionalProperties: false });
 
-export const QuoteArgs = Type.Object({ symbol: Symbol }, { additionalProperties: false });
-export const PriceHistoryArgs = Type.Object(
+const QuoteArgs = Type.Object({ symbol: Symbol }, { additionalProperties: false });
+const PriceHistoryArgs = Type.Object(
   {
     symbol: Symbol,
     // A plain string enum: Gemini's function declarations take no anyOf/const.
@@ -22,7 +22,7 @@ export const PriceHistoryArgs = Type.Object(
   },
   { additionalProperties: false },
 );
-export const SearchArgs = Type.Object(
+const SearchArgs = Type.Object(
   { query: Type.String({ minLength: 1, maxLength: 64, description: 'Company name or part of a symbol' }) },
   { additionalProperties: false },
 );

@@ -3,7 +3,7 @@
 // through the accounts feature, every failure turned into a result the model is told about.
 import { Ajv, type ValidateFunction } from 'ajv';
 import type { Deps } from '../../deps.ts';
-import type { ToolCallPart, ToolSpec } from '../../providers/llm/index.ts';
+import { jsonObject, type ToolCallPart, type ToolSpec } from '../../providers/llm/index.ts';
 import { MarketDataError, type MarketReads } from '../../providers/market-data/index.ts';
 import { listAccounts, listBrokerages } from '../accounts/service.ts';
 import { markMarketDataKeyRefused, type UsableMarketDataKey } from '../advisor-keys/market-data-service.ts';
@@ -29,9 +29,13 @@ export type ToolErrorCode =
   /** The service could not run the tool (its own store failed). */
   | 'TOOL_FAILED';
 
-export type ToolOutcome =
+/**
+ * A tool call's result, as the model is told it, the client is shown it and a reply stores it.
+ * A reply read back from storage or a frame log has any string as its code (`ToolOutcome<string>`).
+ */
+export type ToolOutcome<Code extends string = ToolErrorCode> =
   | { readonly ok: true; readonly result: Readonly<Record<string, unknown>> }
-  | { readonly ok: false; readonly error: { readonly code: ToolErrorCode; readonly message: string } };
+  | { readonly ok: false; readonly error: { readonly code: Code; readonly message: string } };
 
 /** The user's market-data key as the tools use it; never sent anywhere but the market-data provider. */
 export type MarketKey = UsableMarketDataKey;
@@ -75,7 +79,8 @@ export class Toolbox {
   async run(call: ToolCallPart, signal: AbortSignal): Promise<ToolOutcome> {
     if (!this.#names.has(call.name)) return failure('UNKNOWN_TOOL', `no tool named "${call.name.slice(0, 64)}" is offered in this conversation`);
     const name = call.name as ToolName;
-    const args = parseArguments(call.arguments);
+    // Providers send `""` or nothing for a call without parameters.
+    const args = call.arguments.trim() === '' ? {} : jsonObject(call.arguments);
     if (args === undefined) return failure('TOOL_INVALID_ARGUMENTS', 'arguments must be a JSON object');
     const validate = validators[name];
     if (!validate(args)) {
@@ -143,19 +148,11 @@ export function overLimit(max: number): ToolOutcome {
   return failure('TOOL_CALL_LIMIT_REACHED', `at most ${max} tool calls per answer; answer with what you have`);
 }
 
+/** Whether an outcome is of a call that ran: every one but overLimit's (a turn counts these, DESIGN §11). */
+export const ranTool = (outcome: ToolOutcome<string>): boolean => outcome.ok || outcome.error.code !== 'TOOL_CALL_LIMIT_REACHED';
+
 function failure(code: ToolErrorCode, message: string): ToolOutcome {
   return { ok: false, error: { code, message } };
-}
-
-/** Providers send `""` or nothing for a call without parameters. */
-function parseArguments(text: string): object | undefined {
-  if (text.trim() === '') return {};
-  try {
-    const value: unknown = JSON.parse(text);
-    return typeof value === 'object' && value !== null && !Array.isArray(value) ? value : undefined;
-  } catch {
-    return undefined;
-  }
 }
 
 function checkRange(a: PriceHistoryInput): string | undefined {

@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { buildTestApp, codeOf, type TestApp } from '../../../test/helpers/app.ts';
 import { ManualClock } from '../../../test/helpers/manual-clock.ts';
 import { startStripeFake, type StripeFake } from '../../../test/fakes/index.ts';
-import { assertLedgerInvariant, giveCredits, ledgerCount, TEST_CATALOGUE, writeTestCatalogue } from './testing.ts';
+import { assertLedgerInvariant, giveCredits, ledgerCount, TEST_CATALOGUE, writeTestCatalogue } from '../../../test/kits/billing.ts';
 
 type Ledger = { items: { id: string; amount: number; kind: string; reference: string; createdAt: string }[]; nextCursor: string | null };
 

@@ -34,7 +34,7 @@ import { sql, type Kysely } from 'kysely';
  *
  * Unqualified names resolve through the caller's search_path, like every other query of the service.
  */
-export const RESERVE_TURN_SQL = {
+const RESERVE_TURN_SQL = {
   userTier: `
     create or replace function user_tier(p_user_id text, p_tiers jsonb, p_default_tier text)
     returns text language plpgsql stable as $$

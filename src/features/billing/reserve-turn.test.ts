@@ -5,7 +5,7 @@ import { AppError } from '../../http/errors.ts';
 import { buildTestApp, type TestApp } from '../../../test/helpers/app.ts';
 import { ManualClock } from '../../../test/helpers/manual-clock.ts';
 import type { TurnCharge, TurnRequest } from './turn-billing.ts';
-import { ensureTestUser, giveCredits, reservationOnly, TEST_CATALOGUE, writeTestCatalogue } from './testing.ts';
+import { ensureTestUser, giveCredits, reservationOnly, TEST_CATALOGUE, writeTestCatalogue } from '../../../test/kits/billing.ts';
 import { grantCredits } from './wallet-service.ts';
 import * as repo from './repo.ts';
 

@@ -50,7 +50,7 @@ const WalletSchema = named(
 );
 export const Wallet = ref(WalletSchema);
 
-export const LedgerKind = Type.Union([
+const LedgerKind = Type.Union([
   Type.Literal('purchase'),
   Type.Literal('turn'),
   Type.Literal('turn-return'),

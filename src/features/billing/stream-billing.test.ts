@@ -7,7 +7,7 @@ import { buildTestApp, codeOf, type TestApp } from '../../../test/helpers/app.ts
 import { ManualClock } from '../../../test/helpers/manual-clock.ts';
 import { startOpenAiCompatibleFake, type OpenAiCompatibleFake } from '../../../test/fakes/index.ts';
 import { createTurnBilling, type TurnBilling } from './turn-billing.ts';
-import { assertLedgerInvariant, giveCredits, ledgerCount, turnStatus, writeTestCatalogue } from './testing.ts';
+import { assertLedgerInvariant, giveCredits, ledgerCount, turnStatus, writeTestCatalogue } from '../../../test/kits/billing.ts';
 
 const STREAM = '/api/advisor/conversations/new/messages/stream';
 const PNG = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==';

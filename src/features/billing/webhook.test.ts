@@ -15,7 +15,7 @@ import {
 } from '../../../test/fakes/index.ts';
 import { ConfigError } from '../../config.ts';
 import { AppError } from '../../http/errors.ts';
-import { assertLedgerInvariant, ensureTestUser, ledgerCount, reservationOnly, writeTestCatalogue } from './testing.ts';
+import { assertLedgerInvariant, ensureTestUser, ledgerCount, reservationOnly, writeTestCatalogue } from '../../../test/kits/billing.ts';
 
 const SECRET = 'whsec_test_0123456789abcdefghijklmnop';
 const URL = '/api/billing/webhooks/stripe';

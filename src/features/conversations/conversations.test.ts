@@ -8,7 +8,7 @@ import type { OpenAiCompatibleFake } from '../../../test/fakes/index.ts';
 import { startOpenAiCompatibleFake } from '../../../test/fakes/index.ts';
 import { createValidatorCompiler } from '../../http/validation.ts';
 import { ConversationList, components, type ConversationListItemDto, type ConversationWithMessagesDto } from './schemas.ts';
-import { IMAGES, image, message, newUser, send, startOf, userWithOpenAiKey } from './test-kit.ts';
+import { IMAGES, image, message, newUser, send, startOf, userWithOpenAiKey } from '../../../test/kits/conversations.ts';
 
 type Page = { items: ConversationListItemDto[]; nextCursor: string | null };
 

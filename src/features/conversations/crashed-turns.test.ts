@@ -6,10 +6,10 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startOpenAiCompatibleFake, type OpenAiCompatibleFake } from '../../../test/fakes/index.ts';
 import { buildTestApp, type TestApp } from '../../../test/helpers/app.ts';
-import { assertLedgerInvariant, giveCredits, turnStatus } from '../billing/testing.ts';
+import { assertLedgerInvariant, giveCredits, turnStatus } from '../../../test/kits/billing.ts';
 import { sweepCrashedTurns } from './crashed-turns.ts';
 import * as repo from './repo.ts';
-import { message, newUser, replyRow, saveKey, send, startOf, waitFor } from './test-kit.ts';
+import { message, newUser, replyRow, saveKey, send, startOf, waitFor } from '../../../test/kits/conversations.ts';
 
 const SWEEP_AFTER_MS = 1000;
 const HEARTBEAT_MS = 100;

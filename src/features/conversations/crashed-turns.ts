@@ -3,7 +3,8 @@
 import type { Deps } from '../../deps.ts';
 import type { Frame } from '../../platform/frame-log.ts';
 import { settleAbandonedTurn, silentTurns, type StoreSettledTurn } from '../billing/turn-billing.ts';
-import { PartsLog, storable, type ApiPart, type ToolResultBody } from './parts.ts';
+import type { ToolOutcome } from '../advisor-tools/toolbox.ts';
+import { PartsLog, storable, type ApiPart } from './parts.ts';
 import * as repo from './repo.ts';
 
 /** When a turn whose start statement failed on the connection is looked at again (ms after the failure). */
@@ -45,7 +46,7 @@ export async function settleCrashed(deps: SweepDeps, turnId: string): Promise<bo
 }
 
 /** The reply a turn's frames add up to, as a client following them assembles it. */
-export function replyInLog(frames: readonly Frame[]): repo.CrashedReply {
+function replyInLog(frames: readonly Frame[]): repo.CrashedReply {
   let parts = new PartsLog();
   for (const f of frames) {
     const { event, data } = frameOf(f);
@@ -69,7 +70,7 @@ const callOf = (data: Record<string, unknown>): { id: string; name: string; argu
   arguments: JSON.stringify(data['arguments'] ?? {}),
 });
 
-const resultOf = (data: Record<string, unknown>): ToolResultBody =>
+const resultOf = (data: Record<string, unknown>): ToolOutcome<string> =>
   data['ok'] === true ? { ok: true, result: data['result'] as Record<string, unknown> } : { ok: false, error: data['error'] as { code: string; message: string } };
 
 /** A snapshot's parts (as the API shows them) taken up again. */

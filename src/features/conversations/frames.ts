@@ -1,9 +1,10 @@
 // The stream's frames (DESIGN §7) as the wire carries them: one JSON line each.
 import type { FastifyReply } from 'fastify';
 import { SseWriter } from '../../http/sse.ts';
-import type { FinishReason, ProviderErrorCode, ToolCallPart } from '../../providers/llm/index.ts';
+import { argumentsObject, type FinishReason, type ProviderErrorCode, type ToolCallPart } from '../../providers/llm/index.ts';
+import { ranTool, type ToolOutcome } from '../advisor-tools/toolbox.ts';
 import { usageDto, type Receipt } from '../usage/receipt.ts';
-import { apiParts, parsedArguments, type ApiPart, type ToolResultBody } from './parts.ts';
+import { apiParts, type ApiPart } from './parts.ts';
 import type { MessageRow } from './repo.ts';
 
 export type StreamErrorCode = ProviderErrorCode | 'SHUTTING_DOWN' | 'STREAM_IN_PROGRESS' | 'INTERNAL';
@@ -47,9 +48,9 @@ export function doneData(finishReason: FinishReason | 'aborted' | 'stopped', rec
   return JSON.stringify({ finishReason, usage: usageDto(receipt), toolCalls });
 }
 
-export const toolCallData = (call: ToolCallPart): string => JSON.stringify({ id: call.id, name: call.name, arguments: parsedArguments(call.arguments) });
+export const toolCallData = (call: ToolCallPart): string => JSON.stringify({ id: call.id, name: call.name, arguments: argumentsObject(call.arguments) });
 
-export const toolResultData = (call: { readonly id: string; readonly name: string }, body: ToolResultBody): string =>
+export const toolResultData = (call: { readonly id: string; readonly name: string }, body: ToolOutcome<string>): string =>
   JSON.stringify(body.ok ? { id: call.id, name: call.name, ok: true, result: body.result } : { id: call.id, name: call.name, ok: false, error: body.error });
 
 export const errorData = (code: string, retryable: boolean): string =>
@@ -61,30 +62,27 @@ export function replayTurn(reply: FastifyReply, turn: TurnIds, stored: MessageRo
   const sse = new SseWriter(reply.raw);
   sse.open(reply.getHeaders());
   sse.event('start', startData(turn));
-  let toolCalls = 0;
-  for (const part of apiParts(stored.parts, stored.content)) {
+  const parts = apiParts(stored.parts, stored.content);
+  for (const part of parts) {
     if (part.type === 'text') sse.event('delta', deltaData(part.text));
     else if (part.type === 'tool_call') sse.event('tool_call', JSON.stringify({ id: part.id, name: part.name, arguments: part.arguments }));
-    else {
-      if (part.ok || part.error.code !== 'TOOL_CALL_LIMIT_REACHED') toolCalls++;
-      sse.event('tool_result', toolResultData(part, part));
-    }
+    else sse.event('tool_result', toolResultData(part, part));
   }
-  const end = storedTerminal(stored, toolCalls);
+  const end = storedTerminal(stored, toolCallsOf(parts));
   sse.event(end.event, end.data);
   sse.end();
 }
 
 /** The terminal frame (event and data) of a stored reply that has ended. */
-export function storedTerminal(stored: MessageRow, toolCalls = toolCallsOf(stored)): { event: 'done' | 'error'; data: string } {
+export function storedTerminal(stored: MessageRow, toolCalls = toolCallsOf(apiParts(stored.parts, stored.content))): { event: 'done' | 'error'; data: string } {
   if (stored.error_code !== null) return { event: 'error', data: errorData(stored.error_code, stored.error_retryable ?? true) };
   const reason = stored.status === 'complete' ? ((stored.finish_reason ?? 'stop') as FinishReason) : stored.finish_reason === 'stopped' ? 'stopped' : 'aborted';
   return { event: 'done', data: doneData(reason, storedReceipt(stored), toolCalls) };
 }
 
-/** Tool calls a stored reply ran (those refused over the cap are not counted, DESIGN §11). */
-function toolCallsOf(stored: MessageRow): number {
-  return apiParts(stored.parts, stored.content).filter((p) => p.type === 'tool_result' && (p.ok || p.error.code !== 'TOOL_CALL_LIMIT_REACHED')).length;
+/** Tool calls a reply ran (those refused over the cap are not counted, DESIGN §11). */
+function toolCallsOf(parts: readonly ApiPart[]): number {
+  return parts.filter((p) => p.type === 'tool_result' && ranTool(p)).length;
 }
 
 /** DESIGN §12: the state of a reply so far, for a client whose Last-Event-ID the log no longer holds. */

@@ -1,23 +1,20 @@
 // An assistant reply as a sequence of parts (DESIGN §11): its text, the tool calls it made and
 // their results, in the order they happened. Stored as jsonb on the message, shown as `parts`, and
 // sent back to the provider on later turns in the provider's own form.
-import type { ChatMessage, ToolCallPart, ToolResultPart } from '../../providers/llm/index.ts';
-
-export type ToolResultBody =
-  | { readonly ok: true; readonly result: Readonly<Record<string, unknown>> }
-  | { readonly ok: false; readonly error: { readonly code: string; readonly message: string } };
+import { argumentsObject, type ChatMessage, type ToolCallPart, type ToolResultPart } from '../../providers/llm/index.ts';
+import type { ToolOutcome } from '../advisor-tools/toolbox.ts';
 
 /** As stored: a call keeps the model's own argument text and the provider's opaque signature. */
 export type StoredPart =
   | { readonly type: 'text'; readonly text: string }
   | { readonly type: 'tool_call'; readonly id: string; readonly name: string; readonly arguments: string; readonly signature?: string }
-  | ({ readonly type: 'tool_result'; readonly id: string; readonly name: string } & ToolResultBody);
+  | ({ readonly type: 'tool_result'; readonly id: string; readonly name: string } & ToolOutcome<string>);
 
 /** As the API shows it: a call's arguments parsed (an object; `{}` when the model's text was not one). */
 export type ApiPart =
   | { readonly type: 'text'; readonly text: string }
   | { readonly type: 'tool_call'; readonly id: string; readonly name: string; readonly arguments: Readonly<Record<string, unknown>> }
-  | ({ readonly type: 'tool_result'; readonly id: string; readonly name: string } & ToolResultBody);
+  | ({ readonly type: 'tool_result'; readonly id: string; readonly name: string } & ToolOutcome<string>);
 
 /** PostgreSQL stores no `\u0000` in text or jsonb; a model can produce one. */
 export const storable = (text: string): string => (text.includes('\u0000') ? text.replaceAll('\u0000', '\uFFFD') : text);
@@ -56,7 +53,7 @@ export class PartsLog {
     this.#parts.push({ type: 'tool_call', id: c.id, name: c.name, arguments: c.arguments, ...(c.signature !== undefined ? { signature: c.signature } : {}) });
   }
 
-  addResult(c: Pick<ToolCallPart, 'id' | 'name'>, body: ToolResultBody): void {
+  addResult(c: Pick<ToolCallPart, 'id' | 'name'>, body: ToolOutcome<string>): void {
     this.#parts.push({ type: 'tool_result', id: c.id, name: c.name, ...body });
   }
 
@@ -67,7 +64,7 @@ export class PartsLog {
 }
 
 /** A tool result as the model reads it: the result object, or `{"error":{code,message}}`. */
-export function resultPart(c: { id: string; name: string }, body: ToolResultBody): ToolResultPart {
+export function resultPart(c: { id: string; name: string }, body: ToolOutcome<string>): ToolResultPart {
   return body.ok
     ? { id: c.id, name: c.name, content: JSON.stringify(body.result), isError: false }
     : { id: c.id, name: c.name, content: JSON.stringify({ error: body.error }), isError: true };
@@ -75,16 +72,7 @@ export function resultPart(c: { id: string; name: string }, body: ToolResultBody
 
 export function apiParts(stored: unknown, content: string): ApiPart[] {
   if (!Array.isArray(stored)) return content.length > 0 ? [{ type: 'text', text: content }] : [];
-  return (stored as StoredPart[]).map((p) => (p.type === 'tool_call' ? { type: 'tool_call', id: p.id, name: p.name, arguments: parsedArguments(p.arguments) } : p));
-}
-
-export function parsedArguments(text: string): Record<string, unknown> {
-  try {
-    const value: unknown = JSON.parse(text);
-    return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : {};
-  } catch {
-    return {};
-  }
+  return (stored as StoredPart[]).map((p) => (p.type === 'tool_call' ? { type: 'tool_call', id: p.id, name: p.name, arguments: argumentsObject(p.arguments) } : p));
 }
 
 /**

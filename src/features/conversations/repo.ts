@@ -42,7 +42,10 @@ export async function listConversationsPage(
   return { itemsJson: row.items, next };
 }
 
-/** The statement behind listConversationsPage (the benchmark sends it to PostgreSQL directly as its baseline). */
+/**
+ * The statement behind listConversationsPage. Exported for bench/scenarios/list.ts: its baseline is this
+ * very statement sent straight to PostgreSQL, and a copy there would stop measuring the service's.
+ */
 export function conversationPageQuery(
   userId: string,
   limit: number,
@@ -144,7 +147,7 @@ export async function findTurnByClientId(db: Db, userId: string, clientMessageId
 }
 
 /** The turn a stored user message opened: its reply and its conversation's provider and model. */
-export async function priorTurnOf(db: Db, user: MessageRow): Promise<PriorTurn> {
+async function priorTurnOf(db: Db, user: MessageRow): Promise<PriorTurn> {
   const [reply, conversation] = await Promise.all([
     db.selectFrom('messages').selectAll().where('conversation_id', '=', user.conversation_id).where('seq', '=', user.seq + 1).executeTakeFirst(),
     db.selectFrom('conversations').select(['provider', 'model']).where('id', '=', user.conversation_id).executeTakeFirstOrThrow(),

@@ -8,9 +8,9 @@ import { randomUUID } from 'node:crypto';
 import { EventSource } from 'undici';
 import { startOpenAiCompatibleFake, type OpenAiCompatibleFake } from '../../../test/fakes/index.ts';
 import { buildTestApp, codeOf, type TestApp } from '../../../test/helpers/app.ts';
-import { turnStatus } from '../billing/testing.ts';
+import { turnStatus } from '../../../test/kits/billing.ts';
 import { gate } from '../../../test/helpers/events.ts';
-import { attachStream, message, openStream, replyRow, send, startOf, textOf, userWithOpenAiKey, waitFor, type Frame, type LiveStream } from './test-kit.ts';
+import { attachStream, message, openStream, replyRow, send, startOf, textOf, userWithOpenAiKey, waitFor, type Frame, type LiveStream } from '../../../test/kits/conversations.ts';
 
 // Short, for the two tests that wait for them to run out (their own instance); every other test runs
 // on the defaults (30 s, 10 min), which a client coming back on a busy machine never outlasts.

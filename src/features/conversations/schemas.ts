@@ -3,7 +3,7 @@ import { ProviderSchema } from '../../catalogue.ts';
 import { IsoDateTime, named, ref, Uuid, type NamedSchema } from '../../http/schemas.ts';
 
 export const MAX_ATTACHMENTS = 4;
-export const MAX_BASE64_CHARS = 4_500_000;
+const MAX_BASE64_CHARS = 4_500_000;
 export const MAX_TEXT_CHARS = 50_000;
 
 const ImageFormat = Type.Union([Type.Literal('png'), Type.Literal('jpeg'), Type.Literal('webp')]);

@@ -12,7 +12,7 @@ import { asProvider } from './turn.ts';
 
 type ReadDeps = Pick<Deps, 'db' | 'vault'>;
 
-export const DEFAULT_PAGE = 25;
+const DEFAULT_PAGE = 25;
 const TITLE_MAX = 200;
 const EXACT_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -21,7 +21,7 @@ function notFound(): AppError {
   return new AppError('CONVERSATION_NOT_FOUND', 'conversation not found');
 }
 
-export function toListItem(row: repo.ConversationRow): ConversationListItemDto {
+function toListItem(row: repo.ConversationRow): ConversationListItemDto {
   return {
     id: row.id,
     title: row.title,

@@ -7,9 +7,9 @@ import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { startOpenAiCompatibleFake, type OpenAiCompatibleFake } from '../../../test/fakes/index.ts';
 import { buildTestApp, type TestApp } from '../../../test/helpers/app.ts';
-import { turnStatus } from '../billing/testing.ts';
+import { turnStatus } from '../../../test/kits/billing.ts';
 import { gate } from '../../../test/helpers/events.ts';
-import { message, replyRow, send, startOf, userWithOpenAiKey, waitFor } from './test-kit.ts';
+import { message, replyRow, send, startOf, userWithOpenAiKey, waitFor } from '../../../test/kits/conversations.ts';
 
 const STALL_MS = 300;
 const MAX_DURATION_MS = 1500;

@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { buildTestApp, type TestApp } from '../../../test/helpers/app.ts';
 import type { OpenAiCompatibleFake } from '../../../test/fakes/index.ts';
 import { startOpenAiCompatibleFake } from '../../../test/fakes/index.ts';
-import { message, newUser, openStream, replyRow, saveKey, send, billingSpy, startOf, textOf, waitFor, type BillingSpy, userWithOpenAiKey } from './test-kit.ts';
+import { message, newUser, openStream, replyRow, saveKey, send, billingSpy, startOf, textOf, waitFor, type BillingSpy, userWithOpenAiKey } from '../../../test/kits/conversations.ts';
 
 const HEARTBEAT_MS = 20;
 // Only the idle-timeout tests run under it (their own instance); every other stream has the default

@@ -4,8 +4,8 @@ import { PROVIDERS, type Provider } from '../../catalogue.ts';
 import { buildTestApp, type TestApp } from '../../../test/helpers/app.ts';
 import type { AnthropicFake, GeminiFake, OpenAiCompatibleFake, RecordedRequest, StreamScript } from '../../../test/fakes/index.ts';
 import { startAnthropicFake, startGeminiFake, startOpenAiCompatibleFake } from '../../../test/fakes/index.ts';
-import { IMAGES, image, message, newUser, replyRow, saveKey, send, startOf, textOf, type StreamResult } from './test-kit.ts';
-import { FAKE_DEFAULT_MODEL } from '../advisor-keys/test-kit.ts';
+import { IMAGES, image, message, newUser, replyRow, saveKey, send, startOf, textOf, type StreamResult } from '../../../test/kits/conversations.ts';
+import { FAKE_DEFAULT_MODEL } from '../../../test/kits/advisor-keys.ts';
 
 type Fake = OpenAiCompatibleFake | AnthropicFake | GeminiFake;
 const OPENAI_STYLE = ['openai', 'mistral', 'xai', 'groq', 'deepseek', 'openrouter'] as const;

@@ -6,7 +6,7 @@ import type { StreamLeases } from '../../platform/stream-lease.ts';
 import { buildTestApp, type TestApp } from '../../../test/helpers/app.ts';
 import type { OpenAiCompatibleFake } from '../../../test/fakes/index.ts';
 import { startOpenAiCompatibleFake } from '../../../test/fakes/index.ts';
-import { countRows, image, IMAGES, message, newUser, saveKey, send, billingSpy, startOf, textOf, type BillingSpy, userWithOpenAiKey } from './test-kit.ts';
+import { countRows, image, IMAGES, message, newUser, saveKey, send, billingSpy, startOf, textOf, type BillingSpy, userWithOpenAiKey } from '../../../test/kits/conversations.ts';
 
 const MAX_IMAGE_BYTES = 1000;
 

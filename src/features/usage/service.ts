@@ -5,7 +5,7 @@ import * as repo from './repo.ts';
 import type { UsageFiguresDto, UsageQueryInput, UsageSummaryDto } from './schemas.ts';
 
 /** DESIGN §13: a range holds at most this many days. */
-export const MAX_RANGE_DAYS = 366;
+const MAX_RANGE_DAYS = 366;
 const DEFAULT_RANGE_DAYS = 30;
 const DAY_MS = 86_400_000;
 
@@ -23,7 +23,7 @@ function utcDate(value: string, path: string): number {
 const dateOf = (ms: number): string => new Date(ms).toISOString().slice(0, 10);
 
 /** The range asked for, checked: `from` ≤ `to`, at most 366 days. */
-export function usageRange(query: UsageQueryInput, now: Date): { from: string; to: string } {
+function usageRange(query: UsageQueryInput, now: Date): { from: string; to: string } {
   const to = query.to === undefined ? Date.parse(`${dateOf(now.getTime())}T00:00:00Z`) : utcDate(query.to, '/to');
   const from = query.from === undefined ? to - (DEFAULT_RANGE_DAYS - 1) * DAY_MS : utcDate(query.from, '/from');
   if (from > to) throw invalid('/from', 'must not be after `to`');

@@ -8,10 +8,10 @@ import { PROVIDERS, type Provider } from '../../catalogue.ts';
 import type { RoundUsage } from '../../providers/llm/index.ts';
 import type { StreamScript } from '../../../test/fakes/index.ts';
 import { buildTestApp, type TestApp } from '../../../test/helpers/app.ts';
-import { startKeyFakes, type KeyFakes } from '../advisor-keys/test-kit.ts';
-import { giveCredits } from '../billing/testing.ts';
+import { startKeyFakes, type KeyFakes } from '../../../test/kits/advisor-keys.ts';
+import { giveCredits } from '../../../test/kits/billing.ts';
 import * as conversationsRepo from '../conversations/repo.ts';
-import { message, newUser, saveKey, send, startOf, type StreamResult } from '../conversations/test-kit.ts';
+import { message, newUser, saveKey, send, startOf, type StreamResult } from '../../../test/kits/conversations.ts';
 import { NO_RECEIPT, receiptOf } from './receipt.ts';
 
 type Json = Record<string, unknown>;

@@ -1,5 +1,5 @@
 import { argumentsObject, idFor, newCallId } from './tool-wire.ts';
-import { MIME, base64, incomplete, inStreamError, streamSse, type Translator } from './upstream.ts';
+import { MIME, base64, count, incomplete, inStreamError, streamSse, type Translator } from './upstream.ts';
 import type { ChatEvent, ChatMessage, ChatRequest, ChatStream, ChatTarget, FinishReason } from './types.ts';
 
 export const ANTHROPIC_VERSION = '2023-06-01';
@@ -21,9 +21,8 @@ interface AnthropicUsage {
   cache_read_input_tokens?: unknown;
 }
 
-const num = (v: unknown): number => (typeof v === 'number' ? v : 0);
 /** Cached prompt tokens are reported apart from `input_tokens`; the prompt is all of them. */
-const inputOf = (u: AnthropicUsage): number => num(u.input_tokens) + num(u.cache_creation_input_tokens) + num(u.cache_read_input_tokens);
+const inputOf = (u: AnthropicUsage): number => (count(u.input_tokens) ?? 0) + (count(u.cache_creation_input_tokens) ?? 0) + (count(u.cache_read_input_tokens) ?? 0);
 
 /** Anthropic's tool_use ids: letters, digits, `_` and `-`. */
 const callId = (id: string): string => idFor(id, /^[A-Za-z0-9_-]{1,64}$/, 40, 'word');
@@ -32,7 +31,7 @@ function content(m: ChatMessage): unknown {
   if (m.role === 'assistant' && m.toolCalls && m.toolCalls.length > 0) {
     return [
       ...(m.text === '' ? [] : [{ type: 'text', text: m.text }]),
-      ...m.toolCalls.map((c) => ({ type: 'tool_use', id: callId(c.id), name: c.name, input: argumentsObject(c) })),
+      ...m.toolCalls.map((c) => ({ type: 'tool_use', id: callId(c.id), name: c.name, input: argumentsObject(c.arguments) })),
     ];
   }
   if (!m.images || m.images.length === 0) return m.text;
@@ -131,8 +130,8 @@ class AnthropicTranslator implements Translator {
         const usage = e.message?.usage;
         if (usage) {
           this.#input = inputOf(usage);
-          this.#output = num(usage.output_tokens);
-          this.#cached = typeof usage.cache_read_input_tokens === 'number' ? usage.cache_read_input_tokens : null;
+          this.#output = count(usage.output_tokens) ?? 0;
+          this.#cached = count(usage.cache_read_input_tokens);
           // Counted so far: a stream cut off later still reports its input (DESIGN §13).
           this.#usage(out);
         }
@@ -185,12 +184,7 @@ export function streamAnthropic(target: ChatTarget, req: ChatRequest): ChatStrea
   const call = {
     provider: 'anthropic',
     url: `${target.baseUrl}/messages`,
-    headers: {
-      'content-type': 'application/json',
-      accept: 'text/event-stream',
-      'x-api-key': target.apiKey,
-      'anthropic-version': ANTHROPIC_VERSION,
-    },
+    headers: { 'x-api-key': target.apiKey, 'anthropic-version': ANTHROPIC_VERSION },
   };
   return streamSse(call, requestBody(req), target, req.signal, new AnthropicTranslator());
 }

@@ -1,5 +1,5 @@
 import { argumentsObject, newCallId, resultObject } from './tool-wire.ts';
-import { MIME, base64, incomplete, inStreamError, streamSse, type Translator } from './upstream.ts';
+import { MIME, base64, count, incomplete, inStreamError, streamSse, type Translator } from './upstream.ts';
 import type { ChatEvent, ChatMessage, ChatRequest, ChatStream, ChatTarget, FinishReason } from './types.ts';
 
 const FINISH: Record<string, FinishReason> = {
@@ -27,8 +27,6 @@ interface Chunk {
   error?: unknown;
 }
 
-const num = (v: unknown): number => (typeof v === 'number' ? v : 0);
-
 function parts(m: ChatMessage): unknown[] {
   if (m.role === 'tool') {
     return (m.toolResults ?? []).map((r) => ({ functionResponse: { id: r.id, name: r.name, response: resultObject(r) } }));
@@ -37,7 +35,7 @@ function parts(m: ChatMessage): unknown[] {
     return [
       ...(m.text === '' ? [] : [{ text: m.text }]),
       // A call goes back with the thought signature it came with (Gemini's thinking models require it).
-      ...m.toolCalls.map((c) => ({ functionCall: { id: c.id, name: c.name, args: argumentsObject(c) }, ...(c.signature ? { thoughtSignature: c.signature } : {}) })),
+      ...m.toolCalls.map((c) => ({ functionCall: { id: c.id, name: c.name, args: argumentsObject(c.arguments) }, ...(c.signature ? { thoughtSignature: c.signature } : {}) })),
     ];
   }
   const list: unknown[] = [];
@@ -96,10 +94,10 @@ class GeminiTranslator implements Translator {
     // which leaves out fields whose value is zero: an absent cache or thoughts count is a reported 0.
     const usage = chunk.usageMetadata;
     if (usage) {
-      this.#input = num(usage.promptTokenCount);
-      this.#output = num(usage.candidatesTokenCount) + num(usage.thoughtsTokenCount);
-      this.#cached = num(usage.cachedContentTokenCount);
-      this.#reasoning = num(usage.thoughtsTokenCount);
+      this.#input = count(usage.promptTokenCount) ?? 0;
+      this.#output = (count(usage.candidatesTokenCount) ?? 0) + (count(usage.thoughtsTokenCount) ?? 0);
+      this.#cached = count(usage.cachedContentTokenCount) ?? 0;
+      this.#reasoning = count(usage.thoughtsTokenCount) ?? 0;
       // Counted so far: a stream cut off later keeps what it reported (DESIGN §13).
       this.#usage(out);
     }
@@ -126,11 +124,7 @@ export function streamGemini(target: ChatTarget, req: ChatRequest): ChatStream {
   const call = {
     provider: 'google',
     url: `${target.baseUrl}/models/${encodeURIComponent(model)}:streamGenerateContent?alt=sse`,
-    headers: {
-      'content-type': 'application/json',
-      accept: 'text/event-stream',
-      'x-goog-api-key': target.apiKey,
-    },
+    headers: { 'x-goog-api-key': target.apiKey },
   };
   return streamSse(call, requestBody(req), target, req.signal, new GeminiTranslator());
 }

@@ -23,6 +23,7 @@ export type {
 } from './types.ts';
 export type { ProviderProbeResult } from './probes.ts';
 export { createUpstreamAgent } from './upstream.ts';
+export { argumentsObject, jsonObject } from './tool-wire.ts';
 export { ProviderError, type ProviderErrorCode } from './types.ts';
 
 /** The language-model providers as the service uses them, each through its own wire protocol. */

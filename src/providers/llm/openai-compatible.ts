@@ -1,5 +1,5 @@
 import { CallAssembler, idFor } from './tool-wire.ts';
-import { MIME, base64, incomplete, inStreamError, streamSse, type Translator } from './upstream.ts';
+import { MIME, base64, count, incomplete, inStreamError, streamSse, type Translator } from './upstream.ts';
 import type { ChatEvent, ChatMessage, ChatRequest, ChatStream, ChatTarget, FinishReason, RoundUsage } from './types.ts';
 
 export type OpenAiFlavor = 'openai' | 'mistral' | 'xai' | 'groq' | 'deepseek' | 'openrouter';
@@ -50,10 +50,8 @@ const FINISH: Record<string, FinishReason> = { stop: 'stop', length: 'length', c
 const callId = (flavor: OpenAiFlavor, id: string): string =>
   flavor === 'mistral' ? idFor(id, /^[A-Za-z0-9]{9}$/, 9, 'alnum') : idFor(id, /^[A-Za-z0-9_-]{1,40}$/, 40, 'word');
 
-const count = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) ? v : null);
-
 /** OpenAI-style usage in the meaning of RoundUsage (cached and reasoning tokens are already inside the totals). */
-export function usageOf(u: Usage): RoundUsage | undefined {
+function usageOf(u: Usage): RoundUsage | undefined {
   const input = count(u.prompt_tokens);
   if (input === null) return undefined;
   return {
@@ -156,11 +154,7 @@ export function streamOpenAiCompatible(flavor: OpenAiFlavor, target: ChatTarget,
   const call = {
     provider: flavor,
     url: `${target.baseUrl}/chat/completions`,
-    headers: {
-      'content-type': 'application/json',
-      accept: 'text/event-stream',
-      authorization: `Bearer ${target.apiKey}`,
-    },
+    headers: { authorization: `Bearer ${target.apiKey}` },
   };
   return streamSse(call, requestBody(flavor, req), target, req.signal, new OpenAiTranslator(flavor));
 }

@@ -2,19 +2,22 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { ChatMessage, ToolCallPart, ToolResultPart } from './types.ts';
 
-/**
- * A call's arguments as an object, for the protocols that take one (Anthropic `input`, Gemini
- * `args`). Arguments the model produced that were not a JSON object travel as `{}`; their result
- * already told the model they were invalid.
- */
-export function argumentsObject(call: ToolCallPart): Record<string, unknown> {
+/** `text` parsed when it is a JSON object; undefined when it is anything else (an array, a scalar, not JSON). */
+export function jsonObject(text: string): Record<string, unknown> | undefined {
   try {
-    const v: unknown = JSON.parse(call.arguments);
-    return typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : {};
+    const v: unknown = JSON.parse(text);
+    return typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
   } catch {
-    return {};
+    return undefined;
   }
 }
+
+/**
+ * A call's arguments as an object, where one is wanted (Anthropic `input`, Gemini `args`, the API's
+ * `arguments`). Arguments the model produced that were not a JSON object become `{}`; their result
+ * already told the model they were invalid.
+ */
+export const argumentsObject = (args: string): Record<string, unknown> => jsonObject(args) ?? {};
 
 /** A result's content (a JSON object as text, by construction) as an object, for Gemini's `response`. */
 export function resultObject(result: ToolResultPart): Record<string, unknown> {

@@ -16,6 +16,7 @@ export interface Translator {
 export interface UpstreamCall {
   readonly provider: string;
   readonly url: string;
+  /** The provider's own headers (its key, its API version); streamSse adds the JSON and SSE ones. */
   readonly headers: Record<string, string>;
 }
 
@@ -36,8 +37,11 @@ export function createUpstreamAgent(): UpstreamAgent {
 /** After the end marker the body should close at once; do not hold the stream open for a slow one. */
 const END_GRACE_MS = 2000;
 const ERROR_BODY_MAX = 64 * 1024;
-/** What global fetch sent besides the caller's headers (no accept-encoding: SSE is read as sent). */
-const DEFAULT_HEADERS = { 'user-agent': 'node' } as const;
+/**
+ * Every streaming call sends JSON and asks for SSE; the user agent is what global fetch sent (no
+ * accept-encoding: SSE is read as sent).
+ */
+const DEFAULT_HEADERS = { 'user-agent': 'node', 'content-type': 'application/json', accept: 'text/event-stream' } as const;
 const ENCODER = new TextEncoder();
 /** The reason the request is aborted with when the provider was silent for too long. */
 const IDLE = new Error('upstream idle timeout');
@@ -70,6 +74,16 @@ export async function* streamSse(
   const fail = (err: unknown): unknown => upstreamFailure(err, call.provider, signal, ac.signal);
   let res: Dispatcher.ResponseData | undefined;
   let eof = false;
+  let out: ChatEvent[] = [];
+  // Hands the events so far to the consumer as one batch; while it holds them, silence is not the provider's.
+  function* flush(): Generator<ChatEvent[], void, undefined> {
+    if (out.length === 0) return;
+    const batch = out;
+    out = [];
+    waiting = false;
+    yield batch;
+    waiting = true;
+  }
   try {
     // undici keeps the body until the response ends. A string would become a Buffer from the shared
     // pool, and each stream would keep a whole pool slab (64 KB) alive; this one is its own.
@@ -98,7 +112,6 @@ export async function* streamSse(
     const chunks: AsyncIterator<Buffer> = res.body[Symbol.asyncIterator]();
     const decoder = new StringDecoder('utf8');
     let started = false;
-    let out: ChatEvent[] = [];
     let failure: unknown;
     // A failure inside a chunk stops parsing but keeps the events before it, so every delta the
     // provider produced before its error still reaches the client.
@@ -135,13 +148,7 @@ export async function* streamSse(
       } catch (err) {
         failure ??= err;
       }
-      if (out.length > 0) {
-        const batch = out;
-        out = [];
-        waiting = false;
-        yield batch;
-        waiting = true;
-      }
+      yield* flush();
       if (failure !== undefined) throw malformed(failure, call.provider);
       if (translator.ended) {
         // Read on to the end of the body so the connection can be reused, but not for long.
@@ -157,20 +164,10 @@ export async function* streamSse(
     } catch (err) {
       failure ??= err;
     }
-    if (out.length > 0) {
-      const batch = out;
-      out = [];
-      waiting = false;
-      yield batch;
-      waiting = true;
-    }
+    yield* flush();
     if (failure !== undefined) throw malformed(failure, call.provider);
     translator.end(out);
-    if (out.length > 0) {
-      waiting = false;
-      yield out;
-      waiting = true;
-    }
+    yield* flush();
   } finally {
     clearTimeout(timer);
     signal.removeEventListener('abort', onAbort);
@@ -215,7 +212,7 @@ const BAD_KEY = /api[ _-]?key/i;
 const BAD_KEY_VERB = /invalid|incorrect|not valid|expired/i;
 
 /** Maps an HTTP error status (and, for 400, its body) to the stream error codes. */
-export function errorForStatus(provider: string, status: number, text: string): ProviderError {
+function errorForStatus(provider: string, status: number, text: string): ProviderError {
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
@@ -250,6 +247,9 @@ export function inStreamError(provider: string, err: unknown): ProviderError {
 export function incomplete(provider: string): ProviderError {
   return new ProviderError('PROVIDER_UNAVAILABLE', true, `${provider} stream ended before the answer was complete`);
 }
+
+/** A count as a provider reports it (tokens, cost): a finite number, or null when absent or not a number. */
+export const count = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) ? v : null);
 
 export function base64(data: Buffer): string {
   return data.toString('base64');

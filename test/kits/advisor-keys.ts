@@ -1,14 +1,14 @@
-// Shared by this feature's tests: one loopback fake per provider, and the env that points an app at them.
+// Shared by the advisor-keys tests (and those of features that need a saved key): one loopback fake per provider, and the env that points an app at them.
 import { randomUUID } from 'node:crypto';
 import { after, before, beforeEach } from 'node:test';
-import { buildTestApp, type TestApp } from '../../../test/helpers/app.ts';
-import { ManualClock } from '../../../test/helpers/manual-clock.ts';
-import type { Provider } from '../../catalogue.ts';
-import type { Deps } from '../../deps.ts';
-import { AppError } from '../../http/errors.ts';
-import { keysForTurn, type UsableProviderKey } from './service.ts';
-import type { AnthropicFake, GeminiFake, MarketDataFake, OpenAiCompatibleFake, ProbeBehaviour } from '../../../test/fakes/index.ts';
-import { startAnthropicFake, startFmpFake, startGeminiFake, startOpenAiCompatibleFake, startPolygonFake } from '../../../test/fakes/index.ts';
+import { buildTestApp, type TestApp } from '../helpers/app.ts';
+import { ManualClock } from '../helpers/manual-clock.ts';
+import type { Provider } from '../../src/catalogue.ts';
+import type { Deps } from '../../src/deps.ts';
+import { AppError } from '../../src/http/errors.ts';
+import { keysForTurn, type UsableProviderKey } from '../../src/features/advisor-keys/service.ts';
+import type { AnthropicFake, GeminiFake, MarketDataFake, OpenAiCompatibleFake, ProbeBehaviour } from '../fakes/index.ts';
+import { startAnthropicFake, startFmpFake, startGeminiFake, startOpenAiCompatibleFake, startPolygonFake } from '../fakes/index.ts';
 
 export type ProviderFake = OpenAiCompatibleFake | AnthropicFake | GeminiFake;
 

@@ -1,12 +1,12 @@
-// Shared by this feature's tests: reading SSE bodies, saving keys like a user, counting rows,
+// Shared by the conversation tests (and the cluster and web suites): reading SSE bodies, saving keys like a user, counting rows,
 // watching billing, and a real HTTP client for disconnects.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import { sql } from 'kysely';
-import type { Provider } from '../../catalogue.ts';
-import type { TestApp } from '../../../test/helpers/app.ts';
-import type { TurnBilling, TurnCharge, TurnRequest } from '../billing/turn-billing.ts';
+import type { Provider } from '../../src/catalogue.ts';
+import type { TestApp } from '../helpers/app.ts';
+import type { TurnBilling, TurnCharge, TurnRequest } from '../../src/features/billing/turn-billing.ts';
 
 export interface Frame {
   id: number | undefined;

@@ -1,14 +1,14 @@
-// Test support for the billing feature (imported by tests only).
+// Test support for the billing feature: ledger checks, credits, users and a small catalogue.
 import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { sql } from 'kysely';
-import type { TestApp } from '../../../test/helpers/app.ts';
-import { ensureUser } from '../users/service.ts';
-import { grantCredits } from './wallet-service.ts';
-import * as repo from './repo.ts';
-import { settlementAlone, type StoreReservedTurn, type StoreSettledTurn, type ReservedRow } from './turn-billing.ts';
+import type { TestApp } from '../helpers/app.ts';
+import { ensureUser } from '../../src/features/users/service.ts';
+import { grantCredits } from '../../src/features/billing/wallet-service.ts';
+import * as repo from '../../src/features/billing/repo.ts';
+import type { StoreReservedTurn, ReservedRow } from '../../src/features/billing/turn-billing.ts';
 
 /** DESIGN §8: the wallet balance equals the sum of the user's ledger, in the database and through the API. */
 export async function assertLedgerInvariant(t: TestApp, userId: string): Promise<number> {
@@ -30,9 +30,6 @@ export const reservationOnly: StoreReservedTurn = async (db, reservation) => {
   if (!row) throw new Error('the reservation returned no row');
   return row;
 };
-
-/** A turn's end with no rows of its own besides billing's settlement (TurnBilling.settle, for tests of billing alone). */
-export const settlementOnly: StoreSettledTurn = settlementAlone;
 
 /** The sum of the user's ledger, read apart from the cached balance. */
 export async function ledgerSum(t: TestApp, userId: string): Promise<number> {
