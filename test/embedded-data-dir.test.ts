@@ -3,15 +3,14 @@
 // messages a newcomer meets first (issue 26).
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { DATA_DIR_LOCK_FILE } from '../src/platform/data-dir-lock.ts';
-import { startServerProcess, type ServerProcess } from './helpers/server-process.ts';
+import { runToEnd, startServerProcess, type ServerProcess } from './helpers/server-process.ts';
 
-const root = path.resolve(import.meta.dirname, '..');
 
 type Server = ServerProcess;
 
@@ -23,15 +22,7 @@ function env(dataDir: string, extra: Record<string, string> = {}): Record<string
 }
 
 /** Runs a node entry point of the project to its end. */
-async function run(args: string[], environment: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, args, { cwd: root, env: environment, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
-  child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-  const [code] = (await once(child, 'exit')) as [number | null];
-  return { code, stdout, stderr };
-}
+const run = (args: string[], environment: Record<string, string>): ReturnType<typeof runToEnd> => runToEnd(args, environment);
 
 async function stop(child: ChildProcess, signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> {
   if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;

@@ -2,8 +2,6 @@
 // generates neither then, and refuses a keyring that could read none of the stored keys.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
 import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
@@ -12,12 +10,12 @@ import { sql } from 'kysely';
 import { jwtVerify } from 'jose';
 import pg from 'pg';
 import { ConfigError, loadConfig } from '../src/config.ts';
+import { runToEnd } from './helpers/server-process.ts';
 import { createDeps } from '../src/deps.ts';
 import { createLogger } from '../src/logger.ts';
 import { createVault, parseKeyring } from '../src/platform/aes-vault.ts';
 import { STORES, TEST_JWT_SECRET } from './helpers/app.ts';
 
-const root = path.resolve(import.meta.dirname, '..');
 const key = (id: string): string => `${id}:${randomBytes(32).toString('base64')}`;
 const SOME_DATABASE = 'postgres://postgres@127.0.0.1:5432/advisor';
 const JWKS = { AUTH_JWKS_URL: 'https://idp.example.test/.well-known/jwks.json', AUTH_ISSUER: 'https://idp.example.test/', AUTH_AUDIENCE: 'advisor' };
@@ -32,15 +30,8 @@ function problems(env: Record<string, string>): string[] {
   }
 }
 
-async function run(script: string, args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, [script, ...args], { cwd: root, env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
-  child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-  const [code] = (await once(child, 'exit')) as [number | null];
-  return { code, stdout, stderr };
-}
+const run = (script: string, args: string[], env: Record<string, string>): ReturnType<typeof runToEnd> =>
+  runToEnd([script, ...args], { PATH: process.env.PATH ?? '', ...env });
 
 describe('secrets every instance shares (DESIGN §10)', () => {
   test('DESIGN §10: with DATABASE_URL, a start without ENCRYPTION_KEYS or AUTH_JWT_SECRET is refused naming them; AUTH_JWKS_URL stands in for AUTH_JWT_SECRET', () => {

@@ -1,5 +1,6 @@
 // The real entry point as a process, as `npm start` runs it, for the tests of the start itself.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
 import path from 'node:path';
 
 const root = path.resolve(import.meta.dirname, '../..');
@@ -41,4 +42,15 @@ export async function startServerProcess(env: Record<string, string>): Promise<S
     });
   });
   return { child, url, banner: out };
+}
+
+/** Runs a node entry point of the project (`args`: the script and its arguments) with exactly `env`, to its end. */
+export async function runToEnd(args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, args, { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+  const [code] = (await once(child, 'exit')) as [number | null];
+  return { code, stdout, stderr };
 }

@@ -243,7 +243,7 @@ async function returnTurn(deps: BillingDeps, turnId: string): Promise<boolean> {
  * fence refuses another turn of its user — and one silent for longer has lost its instance (three
  * heartbeats, as a follower on another instance judges it).
  */
-export const liveWithinMs = (deps: Pick<Deps, 'config'>): number => LIVENESS_BEATS * deps.config.streamHeartbeatMs;
+const liveWithinMs = (deps: Pick<Deps, 'config'>): number => LIVENESS_BEATS * deps.config.streamHeartbeatMs;
 
 /** Whether a turn's reservation is settled already, live (a sign of life within liveWithinMs), or silent. */
 export async function reservationState(deps: BillingDeps, turnId: string): Promise<'settled' | 'live' | 'silent'> {

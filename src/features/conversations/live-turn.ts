@@ -15,14 +15,14 @@ import type { TurnIds } from './frames.ts';
 import * as repo from './repo.ts';
 import { LEASE_TTL_MS, type Ticking } from './stream-runtime.ts';
 
-/** Generous for an advisor answer; every protocol gets it in its own field (Anthropic requires one). */
+/** Generous for an advisor answer; every protocol gets it in its own field (Anthropic requires one). Exported for bench/lib/turn-floor.ts, whose floor sends the service's own request. */
 export const MAX_OUTPUT_TOKENS = 8192;
 /**
  * How long a turn's end keeps being retried while the database is unreachable (backing off from
  * SETTLE_RETRY_MS to SETTLE_RETRY_MAX_MS): long enough to ride out a failover or a short outage, so
  * what the client saw is what is stored and charged. The turn keeps showing it is alive meanwhile.
  */
-export const SETTLE_WINDOW_MS = 60_000;
+const SETTLE_WINDOW_MS = 60_000;
 const SETTLE_RETRY_MS = 100;
 const SETTLE_RETRY_MAX_MS = 5_000;
 

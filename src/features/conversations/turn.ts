@@ -24,13 +24,13 @@ import * as repo from './repo.ts';
 import type { StreamMessageInput } from './schemas.ts';
 
 /** DESIGN §4: new and existing conversations together. */
-export const ADVISOR_MESSAGES: RateLimitRule = { name: 'advisor-messages', limit: 30, windowMs: 60_000 };
+const ADVISOR_MESSAGES: RateLimitRule = { name: 'advisor-messages', limit: 30, windowMs: 60_000 };
 
 /**
  * Every refusal of a stream request, stage by stage in the order they are checked (DESIGN §3, §7).
  * A refusal stores, reserves and calls nothing. The route's description is written from this list.
  */
-export const TURN_CHECKS = {
+const TURN_CHECKS = {
   admission: ['503 SERVICE_UNAVAILABLE while draining', '429 RATE_LIMITED (30 per rolling 60 s per user, counted before the body is read)'],
   body: [
     '413 PAYLOAD_TOO_LARGE',
