@@ -89,7 +89,8 @@ export async function streamTurn(deps: Deps, req: FastifyRequest, reply: Fastify
     const plan = await decide(deps, userId, target, input, reads);
     started = plan.kind === 'replay' ? plan : await reserveAndStore(deps, userId, target, input, plan, reply.log);
   } catch (err) {
-    return refuseAfterVerdict(deps)(err, req);
+    // Awaited here, so the refusal is handled before the finally gives the lease back.
+    return await refuseAfterVerdict(deps)(err, req);
   } finally {
     // A turn that started holds the lease now (handed over); any other outcome gives it back here.
     await claim?.release();
