@@ -25,7 +25,7 @@ import { keysForTurn } from '../../src/features/advisor-keys/service.ts';
 import { Toolbox } from '../../src/features/advisor-tools/toolbox.ts';
 import { buildMessages, defaultTitle, systemPrompt } from '../../src/features/conversations/context.ts';
 import { deltaData, doneData, startData } from '../../src/features/conversations/frames.ts';
-import { MAX_OUTPUT_TOKENS } from '../../src/features/conversations/live-turn.ts';
+import { closingStatement, MAX_OUTPUT_TOKENS } from '../../src/features/conversations/live-turn.ts';
 import { LEASE_TTL_MS } from '../../src/features/conversations/stream-runtime.ts';
 import { storable } from '../../src/features/conversations/parts.ts';
 import * as repo from '../../src/features/conversations/repo.ts';
@@ -117,7 +117,7 @@ async function turn(req: http.IncomingMessage, res: http.ServerResponse): Promis
     error: undefined,
     lastFrameId: frames.nextId,
   };
-  await deps.billing.settle(charge, true, (db, settlement) => repo.finishTurn(db, end, settlement));
+  await deps.billing.settle(charge, true, closingStatement(end));
   await deps.leases.release(user.id, lease);
   frames.end('done', doneData(finish, receipt, 0));
   await followed;

@@ -8,7 +8,6 @@ import type { TestApp } from '../helpers/app.ts';
 import { ensureUser } from '../../src/features/users/service.ts';
 import { grantCredits } from '../../src/features/billing/wallet-service.ts';
 import * as repo from '../../src/features/billing/repo.ts';
-import type { StoreReservedTurn, ReservedRow } from '../../src/features/billing/turn-billing.ts';
 
 /** DESIGN §8: the wallet balance equals the sum of the user's ledger, in the database and through the API. */
 export async function assertLedgerInvariant(t: TestApp, userId: string): Promise<number> {
@@ -19,17 +18,6 @@ export async function assertLedgerInvariant(t: TestApp, userId: string): Promise
   assert.equal(res.json<{ credits: number }>().credits, sum);
   return sum;
 }
-
-/**
- * A turn's statement with no rows of its own besides the reservation: billing's one reservation path
- * (TurnBilling.reserve, as the stream takes it) for tests that look at billing alone.
- */
-export const reservationOnly: StoreReservedTurn = async (db, reservation) => {
-  const { rows } = await sql<ReservedRow>`with charge as materialized (${reservation}) select source, credits from charge`.execute(db);
-  const row = rows[0];
-  if (!row) throw new Error('the reservation returned no row');
-  return row;
-};
 
 /** The sum of the user's ledger, read apart from the cached balance. */
 export async function ledgerSum(t: TestApp, userId: string): Promise<number> {

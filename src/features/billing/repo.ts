@@ -21,6 +21,15 @@ export async function lockWallet(trx: Trx, userId: string): Promise<number> {
   return row.balance;
 }
 
+/**
+ * How a turn is paid, as billing's part of a turn statement yields it: the source (`allowance`,
+ * `credits`, `free`) and the credits taken.
+ */
+export interface ChargeRow {
+  readonly source: string;
+  readonly credits: number;
+}
+
 /** What `reserve_turn` (reserve-turn-function.ts) is given; `tiers` is the catalogue's tiers as JSON. */
 export interface TurnReservation {
   readonly turnId: string;
@@ -44,8 +53,8 @@ export interface TurnReservation {
  * statement that reads it with SQLSTATE `BL402` / `BL429` and the refusal's code as its message, so
  * nothing is written. Read it exactly once (alone, or as a materialised CTE of another statement).
  */
-export function reservation(r: TurnReservation): RawBuilder<{ source: string; credits: number }> {
-  return sql<{ source: string; credits: number }>`
+export function reservation(r: TurnReservation): RawBuilder<ChargeRow> {
+  return sql<ChargeRow>`
     select r_source as source, r_credits as credits
     from reserve_turn(${r.turnId}, ${r.userId}, ${r.ledgerId}::uuid, ${r.now}::timestamptz, ${r.month}, ${r.allowance}::boolean,
                       ${r.cost}::bigint, ${r.images}::integer, ${r.tiers}::jsonb, ${r.defaultTier}, ${r.liveSince}::timestamptz)`;
@@ -121,21 +130,15 @@ export function findTurnCharge(db: Db | Trx, turnId: string): Promise<TurnCharge
   return db.selectFrom('turn_charges').selectAll().where('turn_id', '=', turnId).executeTakeFirst();
 }
 
-/** A turn charged by its settlement: the credits taken and how it was paid (`allowance`, `credits`, `free`). */
-export interface SettledRow {
-  readonly credits: number;
-  readonly source: string;
-}
-
 /** Marks a reserved turn charged when read, as a query to embed (TurnBilling.settle); no row when it was not reserved any more. */
-export function chargeQuery(turnId: string, now: Date): RawBuilder<SettledRow> {
-  return sql<SettledRow>`update turn_charges set status = 'charged', settled_at = ${now}
+export function chargeQuery(turnId: string, now: Date): RawBuilder<ChargeRow> {
+  return sql<ChargeRow>`update turn_charges set status = 'charged', settled_at = ${now}
     where turn_id = ${turnId} and status = 'reserved' returning credits, source`;
 }
 
 /** The settlement part of a turn that produced nothing: it writes nothing (the return follows on its own). */
-export function noSettlement(): RawBuilder<SettledRow> {
-  return sql<SettledRow>`select 0::bigint as credits, ''::text as source where false`;
+export function noSettlement(): RawBuilder<ChargeRow> {
+  return sql<ChargeRow>`select 0::bigint as credits, ''::text as source where false`;
 }
 
 /** Moves a reserved turn to its final status; undefined when it was not reserved any more. */

@@ -13,16 +13,19 @@ import { sql, type Kysely } from 'kysely';
  * `p_tiers`, since tiers live in configuration), the wallet row locked (created if needed), the fence
  * of one live turn per user (DESIGN §12 "Under faults": another reply of the user still `streaming`
  * whose reservation showed a sign of life since `p_live_since` refuses the turn, whatever the stream
- * lease's store forgot; the one rule here that reads a table of conversations', `messages`), then the month's usage row, the image quota, the allowance/credits decision, the
+ * lease's store forgot), then the month's usage row, the image quota, the allowance/credits decision, the
  * `turn:<turnId>` entry (ledger_append), the usage counted and the `turn_charges` row. A refusal
  * raises SQLSTATE `BL409` / `BL402` / `BL429` with the refusal's code as the message (and, for
  * images, `limit=<n> used=<n>` as the detail); the statement then fails whole, so a refused turn
  * writes nothing. reserve-turn.test.ts proves the decision row by row.
  *
- * Version 4. v1 (migration 0006) took the wallet and usage locks with upserts; v2 (0007) locks an
- * existing row with `select … for update` and inserts only a missing one; v3 (0010) moved the tier
- * fallback and the ledger append into user_tier and ledger_append; v4 (0017) added the live-turn
- * fence and its parameter `p_live_since`.
+ * The fence is the one place where billing reads a table of another feature (conversations'
+ * `messages`, by messages_user_streaming_idx): it must run under the wallet lock, inside the function,
+ * where each statement sees what other starts committed while it waited — a check in the caller's
+ * statement would see only that statement's snapshot. A reservation alone is not a running turn:
+ * billing's own tests hold many reservations of one user at once.
+ *
+ * Version 4 (the versions before it are in git).
  *
  * The rule: a change to any of these functions bumps the version here and ships with a new migration
  * whose `up` calls installReserveTurn. Never copy this text into a migration. Every migration that

@@ -4,8 +4,8 @@ import { randomUUID } from 'node:crypto';
 import { AppError } from '../../http/errors.ts';
 import { buildTestApp, type TestApp } from '../../../test/helpers/app.ts';
 import { ManualClock } from '../../../test/helpers/manual-clock.ts';
-import type { TurnCharge, TurnRequest } from './turn-billing.ts';
-import { ensureTestUser, giveCredits, reservationOnly, TEST_CATALOGUE, writeTestCatalogue } from '../../../test/kits/billing.ts';
+import { billingAlone, type TurnCharge, type TurnRequest } from './turn-billing.ts';
+import { ensureTestUser, giveCredits, TEST_CATALOGUE, writeTestCatalogue } from '../../../test/kits/billing.ts';
 import { grantCredits } from './wallet-service.ts';
 import * as repo from './repo.ts';
 
@@ -72,7 +72,7 @@ describe('reserve_turn decision table (DESIGN §8), with the state each row writ
   }
 
   function reserveTurn(req: TurnRequest): Promise<TurnCharge> {
-    return t.deps.billing.reserve(req, reservationOnly);
+    return t.deps.billing.reserve(req, billingAlone);
   }
 
   /** The row's outcome is a reservation: the charge, and exactly its writes (the `turn:` entry, the usage, the turn_charges row). */

@@ -1,14 +1,14 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { sql } from 'kysely';
+import { sql, type RawBuilder } from 'kysely';
 import { createDb } from '../../db/create-db.ts';
 import { AppError } from '../../http/errors.ts';
 import { buildTestApp, STORES, type TestApp } from '../../../test/helpers/app.ts';
 import { ManualClock } from '../../../test/helpers/manual-clock.ts';
 import type { Db } from '../../db/types.ts';
-import { createTurnBilling, markTurnAlive, settleAbandonedTurn, settlementAlone, silentTurns, type ReservationQuery, type ReservedRow, type TurnBilling, type TurnCharge } from './turn-billing.ts';
-import { assertLedgerInvariant, ensureTestUser, giveCredits, ledgerCount, reservationOnly, turnStatus, writeTestCatalogue } from '../../../test/kits/billing.ts';
+import { createTurnBilling, markTurnAlive, settleAbandonedTurn, billingAlone, silentTurns, type ChargeRow, type TurnBilling, type TurnCharge } from './turn-billing.ts';
+import { assertLedgerInvariant, ensureTestUser, giveCredits, ledgerCount, turnStatus, writeTestCatalogue } from '../../../test/kits/billing.ts';
 
 type Wallet = { credits: number; tier: string; allowance: { used: number; remaining: number }; images: { used: number; remaining: number; resetsAt: string } };
 
@@ -28,7 +28,7 @@ describe('turn billing (DESIGN §8)', () => {
     return id;
   }
   const reserve = (userId: string, model: string, images = 0, billing: TurnBilling = t.deps.billing) =>
-    billing.reserve({ turnId: randomUUID(), userId, provider: 'openai', model, images }, reservationOnly);
+    billing.reserve({ turnId: randomUUID(), userId, provider: 'openai', model, images }, billingAlone);
   async function refused(work: Promise<unknown>, code: string, status: number): Promise<AppError> {
     const err = await work.then(
       () => assert.fail(`expected ${code}`),
@@ -169,9 +169,9 @@ describe('turn billing (DESIGN §8)', () => {
       const paid = await reserve(u, 'big-1', 1);
       const free = await reserve(u, 'cheap-1', 2);
       assert.equal((await walletOf(u)).credits, 15);
-      await Promise.all(Array.from({ length: 10 }, () => t.deps.billing.settle(paid, false, settlementAlone)));
-      await t.deps.billing.settle(free, false, settlementAlone);
-      await t.deps.billing.settle(free, true, settlementAlone);
+      await Promise.all(Array.from({ length: 10 }, () => t.deps.billing.settle(paid, false, billingAlone)));
+      await t.deps.billing.settle(free, false, billingAlone);
+      await t.deps.billing.settle(free, true, billingAlone);
       const w = await walletOf(u);
       assert.deepEqual([w.credits, w.allowance.used, w.images.used], [20, 0, 0]);
       assert.deepEqual([await turnStatus(t, paid.turnId), await turnStatus(t, free.turnId)], ['returned', 'returned']);
@@ -183,8 +183,8 @@ describe('turn billing (DESIGN §8)', () => {
     test('produced → charged; a later settlement changes nothing', async () => {
       const u = await user(10);
       const c = await reserve(u, 'big-1');
-      await t.deps.billing.settle(c, true, settlementAlone);
-      await t.deps.billing.settle(c, false, settlementAlone);
+      await t.deps.billing.settle(c, true, billingAlone);
+      await t.deps.billing.settle(c, false, billingAlone);
       assert.equal(await turnStatus(t, c.turnId), 'charged');
       assert.equal(await assertLedgerInvariant(t, u), 5);
     });
@@ -195,7 +195,7 @@ describe('turn billing (DESIGN §8)', () => {
       const c = await reserve(u, 'cheap-1', 1);
       clock.set(new Date('2030-05-01T00:01:00Z'));
       await reserve(u, 'cheap-1');
-      await t.deps.billing.settle(c, false, settlementAlone);
+      await t.deps.billing.settle(c, false, billingAlone);
       const w = await walletOf(u);
       assert.deepEqual([w.allowance.used, w.images.used], [1, 0]);
       const april = await t.deps.db.selectFrom('monthly_usage').selectAll().where('user_id', '=', u).where('month', '=', '2030-04').executeTakeFirstOrThrow();
@@ -227,8 +227,8 @@ describe('turn billing (DESIGN §8)', () => {
       assert.equal(await assertLedgerInvariant(t, u), 5);
       // The turn's own settlement, if its instance comes back, changes nothing.
       assert.equal(await settleAbandonedTurn(t.deps, empty.turnId, true), false);
-      await t.deps.billing.settle(empty, true, settlementAlone);
-      await t.deps.billing.settle(partial, false, settlementAlone);
+      await t.deps.billing.settle(empty, true, billingAlone);
+      await t.deps.billing.settle(partial, false, billingAlone);
       assert.deepEqual([await turnStatus(t, empty.turnId), await turnStatus(t, partial.turnId)], ['returned', 'charged']);
       assert.equal(await assertLedgerInvariant(t, u), 5);
     });
@@ -252,8 +252,8 @@ describe('turn billing (DESIGN §8)', () => {
 
   describe('reserve: the reservation read inside the caller\'s own statement', () => {
     // The caller's own part writes a users row (any table would do), so a test can see whether it was stored.
-    const storing = (id: string) => async (db: Db, reservation: ReservationQuery): Promise<ReservedRow> => {
-      const { rows } = await sql<ReservedRow>`with charge as materialized (${reservation}), mine as (insert into users (id) values (${id}))
+    const storing = (id: string) => async (db: Db, reservation: RawBuilder<ChargeRow>): Promise<ChargeRow | undefined> => {
+      const { rows } = await sql<ChargeRow>`with charge as materialized (${reservation}), mine as (insert into users (id) values (${id}))
         select source, credits from charge`.execute(db);
       const row = rows[0];
       if (!row) throw new Error('the statement returned no row');
@@ -364,7 +364,7 @@ describe('turn billing (DESIGN §8)', () => {
           assert.equal(await assertLedgerInvariant(t, u), 0);
           const charged = await t.deps.db.selectFrom('turn_charges').select('turn_id').where('user_id', '=', u).where('source', '=', 'credits').execute();
           assert.equal(charged.length, k);
-          await Promise.all(ok.map((r, i) => (i % 2 === 0 ? t.deps.billing : second.billing).settle(r.value, false, settlementAlone)));
+          await Promise.all(ok.map((r, i) => (i % 2 === 0 ? t.deps.billing : second.billing).settle(r.value, false, billingAlone)));
           assert.equal(await assertLedgerInvariant(t, u), 5 * k);
         } finally {
           await second.close();
@@ -382,7 +382,7 @@ describe('turn billing (DESIGN §8)', () => {
         const results = await Promise.allSettled(
           Array.from({ length: 500 }, (_, i) => {
             const billing = i % 2 === 0 ? t.deps.billing : second.billing;
-            return billing.reserve({ turnId: randomUUID(), userId: u, provider: 'openai', model: 'big-1', images: 0 }, reservationOnly);
+            return billing.reserve({ turnId: randomUUID(), userId: u, provider: 'openai', model: 'big-1', images: 0 }, billingAlone);
           }),
         );
         const ok = results.filter((r): r is PromiseFulfilledResult<TurnCharge> => r.status === 'fulfilled');
@@ -390,7 +390,7 @@ describe('turn billing (DESIGN §8)', () => {
         assert.equal(ok.length, 7);
         assert.deepEqual([...codes], ['INSUFFICIENT_CREDITS']);
         assert.equal(await assertLedgerInvariant(t, u), 0);
-        await Promise.all(ok.map((r) => t.deps.billing.settle(r.value, false, settlementAlone)));
+        await Promise.all(ok.map((r) => t.deps.billing.settle(r.value, false, billingAlone)));
         assert.equal(await assertLedgerInvariant(t, u), 35);
       } finally {
         await second.close();

@@ -28,45 +28,29 @@ export interface TurnRequest {
   readonly images: number;
 }
 
-/** Runs the statement that stores a turn on `db`, reading `reservation` exactly once; returns its row. */
-export type StoreReservedTurn = (db: Db, reservation: ReservationQuery) => Promise<ReservedRow>;
+export type { ChargeRow } from './repo.ts';
 
 /**
- * What settling a turn writes in the caller's statement: a one-row-or-none query `(credits, source)`
- * that marks a produced turn's reservation charged when it is read (none when it was settled
- * already); for a turn that produced nothing, a query that writes nothing and yields no row.
+ * A caller's statement with billing's part in it: it runs on `db` and reads `part` — a query of at
+ * most one row `(source, credits)` — exactly once, as a CTE, and returns that row.
  */
-export type SettlementQuery = RawBuilder<repo.SettledRow>;
-
-/** Runs the statement that stores a turn's end on `db`, with `settlement` as one of its parts; returns the settlement's row. */
-export type StoreSettledTurn = (db: Db, settlement: SettlementQuery) => Promise<{ credits: number } | undefined>;
+export type WithBillingPart = (db: Db, part: RawBuilder<repo.ChargeRow>) => Promise<repo.ChargeRow | undefined>;
 
 /**
  * The seam between the advisor stream and billing (DESIGN §8).
  * `reserve` decides and reserves atomically before the provider is called, in one statement with the
- * caller's own rows for the turn (one round trip, one commit; both are stored or neither): `store`
- * runs that statement on `db` (billing's store), reading `reservation` (a one-row query
- * `(source, credits)` that decides and reserves when it is read) exactly once, as a materialised
- * CTE. Refusals are thrown as AppErrors (402 billing codes, 429 TIER_LIMIT_IMAGES), an unreachable
+ * caller's own rows for the turn (one round trip, one commit; both are stored or neither): billing's
+ * part decides and reserves when `store` reads it, and yields how the turn is paid. Refusals are thrown as AppErrors (402 billing codes, 429 TIER_LIMIT_IMAGES), an unreachable
  * store as 402 BILLING_NOT_AVAILABLE; an error of the caller's own part reaches the caller unchanged
  * and reserves nothing. `settle` runs once when the turn ends, with the caller's own write of the
- * turn's end (`store`): a produced turn is charged in that same statement (one round trip, one
- * commit); `produced` false (no delta reached the client) stores the end, then returns the credits,
+ * turn's end (`store`): a produced turn is charged by billing's part of that statement (one round
+ * trip, one commit; the part yields a row when it charged); `produced` false (no delta reached the client) stores the end, then returns the credits,
  * allowance turn and images. Both are idempotent.
  */
 export interface TurnBilling {
-  reserve(req: TurnRequest, store: StoreReservedTurn): Promise<TurnCharge>;
-  settle(charge: TurnCharge, produced: boolean, store: StoreSettledTurn): Promise<void>;
+  reserve(req: TurnRequest, store: WithBillingPart): Promise<TurnCharge>;
+  settle(charge: TurnCharge, produced: boolean, store: WithBillingPart): Promise<void>;
 }
-
-/** What a reservation query yields: how the turn is paid and the credits it took. */
-export interface ReservedRow {
-  readonly source: string;
-  readonly credits: number;
-}
-
-/** A reservation as a query to embed in another statement (see TurnBilling.reserve). */
-export type ReservationQuery = RawBuilder<ReservedRow>;
 
 export type BillingDeps = Pick<Deps, 'db' | 'clock' | 'config' | 'logger' | 'metrics' | 'ids'>;
 
@@ -142,12 +126,12 @@ function chargeSource(source: string): TurnCharge['source'] {
  * allowance turns remain, else INSUFFICIENT_CREDITS. `store` executes the reservation query inside the
  * caller's statement.
  */
-async function reserveTurn(deps: BillingDeps, tiers: string, req: TurnRequest, store: StoreReservedTurn): Promise<TurnCharge> {
+async function reserveTurn(deps: BillingDeps, tiers: string, req: TurnRequest, store: WithBillingPart): Promise<TurnCharge> {
   const model = findModel(deps.config.catalogue, req.provider, req.model);
   if (!model) throw new AppError('MODEL_NOT_AVAILABLE', `model ${req.model} of ${req.provider} is not available`);
   if (!Number.isSafeInteger(req.images) || req.images < 0) throw new Error(`images must be a non-negative integer (got ${req.images})`);
   const now = deps.clock.now();
-  let row: ReservedRow;
+  let row: repo.ChargeRow | undefined;
   try {
     row = await store(
       deps.db,
@@ -173,6 +157,7 @@ async function reserveTurn(deps: BillingDeps, tiers: string, req: TurnRequest, s
     deps.logger.error({ err, userId: req.userId, turnId: req.turnId }, 'billing store unavailable; turn refused');
     throw new AppError('BILLING_NOT_AVAILABLE', 'billing is not available right now; try again shortly');
   }
+  if (!row) throw new Error('the turn statement returned no reservation');
   return { turnId: req.turnId, userId: req.userId, source: chargeSource(row.source), credits: row.credits, images: req.images };
 }
 
@@ -190,14 +175,14 @@ function failedInReservation(err: unknown): boolean {
   return where.includes('reserve_turn(');
 }
 
-/** A turn's end with nothing of its own but the settlement (a turn settled without its caller's rows). */
-export const settlementAlone: StoreSettledTurn = async (db, settlement) => {
-  const { rows } = await sql<{ credits: number }>`with settlement as (${settlement}) select credits from settlement`.execute(db);
+/** A turn statement with nothing of its own but billing's part (a turn reserved or settled without its caller's rows). */
+export const billingAlone: WithBillingPart = async (db, part) => {
+  const { rows } = await sql<repo.ChargeRow>`with charge as materialized (${part}) select source, credits from charge`.execute(db);
   return rows[0];
 };
 
 /** Charges a reserved turn in `store`'s statement; false when it was not reserved any more. */
-async function chargeTurn(deps: BillingDeps, turnId: string, store: StoreSettledTurn): Promise<boolean> {
+async function chargeTurn(deps: BillingDeps, turnId: string, store: WithBillingPart): Promise<boolean> {
   const row = await store(deps.db, repo.chargeQuery(turnId, deps.clock.now()));
   if (row) {
     if (row.credits > 0) deps.metrics.creditsSpent.inc(row.credits);
@@ -267,6 +252,6 @@ export function markTurnAlive(deps: BillingDeps, turnId: string): Promise<void> 
  * Settles a turn whose instance is gone, by what it stored: charged when its reply has content (in
  * `store`'s statement, like settle), else returned. Idempotent like settle; false when it was settled already.
  */
-export function settleAbandonedTurn(deps: BillingDeps, turnId: string, produced: boolean, store: StoreSettledTurn = settlementAlone): Promise<boolean> {
+export function settleAbandonedTurn(deps: BillingDeps, turnId: string, produced: boolean, store: WithBillingPart = billingAlone): Promise<boolean> {
   return produced ? chargeTurn(deps, turnId, store) : returnTurn(deps, turnId);
 }

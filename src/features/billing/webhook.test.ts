@@ -15,7 +15,8 @@ import {
 } from '../../../test/fakes/index.ts';
 import { ConfigError } from '../../config.ts';
 import { AppError } from '../../http/errors.ts';
-import { assertLedgerInvariant, ensureTestUser, ledgerCount, reservationOnly, writeTestCatalogue } from '../../../test/kits/billing.ts';
+import { billingAlone } from './turn-billing.ts';
+import { assertLedgerInvariant, ensureTestUser, ledgerCount, writeTestCatalogue } from '../../../test/kits/billing.ts';
 
 const SECRET = 'whsec_test_0123456789abcdefghijklmnop';
 const URL = '/api/billing/webhooks/stripe';
@@ -174,7 +175,7 @@ describe('billing: Stripe webhook (DESIGN §8)', () => {
       const u = newUser();
       const session = fake.completeSession(await checkout(u));
       await deliver(completed(session));
-      const turn = (model: string) => t.deps.billing.reserve({ turnId: randomUUID(), userId: u, provider: 'openai', model, images: 0 }, reservationOnly);
+      const turn = (model: string) => t.deps.billing.reserve({ turnId: randomUUID(), userId: u, provider: 'openai', model, images: 0 }, billingAlone);
       for (const model of ['cheap-1', 'cheap-1', 'big-1', 'big-1', 'big-1']) await turn(model);
       assert.equal(await assertLedgerInvariant(t, u), 85);
       await deliver(refundEvent(session, 500));
@@ -206,7 +207,7 @@ describe('billing: Stripe webhook (DESIGN §8)', () => {
       const session = fake.completeSession(await checkout(u, 'p1000'));
       await deliver(completed(session));
       for (const model of ['big-1', 'big-1']) {
-        await t.deps.billing.reserve({ turnId: randomUUID(), userId: u, provider: 'openai', model, images: 0 }, reservationOnly);
+        await t.deps.billing.reserve({ turnId: randomUUID(), userId: u, provider: 'openai', model, images: 0 }, billingAlone);
       }
       assert.equal(await assertLedgerInvariant(t, u), 990);
       const dispute = makeStripeDispute(session);

@@ -40,7 +40,7 @@ export async function serveStream(deps: Deps, reply: FastifyReply, turnId: strin
     const end = await deps.frames.follow(turnId, after, sink, { live: ended === undefined, signal: gone.signal, ...(first ? { first } : {}) });
     if (end === 'missing' || end === 'silent') {
       // An ended reply no longer changes; one that was running is looked at again.
-      const row = ended ?? (await deps.db.selectFrom('messages').selectAll().where('id', '=', turnId).executeTakeFirst());
+      const row = ended ?? (await repo.findMessage(deps.db, turnId));
       if (row !== undefined) endFromStored(sink, row, pos, end);
     }
   } catch (err) {

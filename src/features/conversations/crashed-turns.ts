@@ -2,10 +2,12 @@
 // by what they stored; a running turn, however long, shows it is alive and is never taken.
 import type { Deps } from '../../deps.ts';
 import type { Frame } from '../../platform/frame-log.ts';
-import { settleAbandonedTurn, silentTurns, type StoreSettledTurn } from '../billing/turn-billing.ts';
+import { settleAbandonedTurn, silentTurns, type WithBillingPart } from '../billing/turn-billing.ts';
 import type { ToolOutcome } from '../advisor-tools/toolbox.ts';
 import { PartsLog, storable, type ApiPart } from './parts.ts';
 import * as repo from './repo.ts';
+import { NO_RECEIPT } from '../usage/receipt.ts';
+import { countTurnPart } from '../usage/service.ts';
 
 /** When a turn whose start statement failed on the connection is looked at again (ms after the failure). */
 const ABANDONED_CHECKS_MS = [500, 2_000, 5_000, 12_000];
@@ -39,7 +41,9 @@ export async function settleCrashed(deps: SweepDeps, turnId: string): Promise<bo
   const now = deps.clock.now();
   const closed = await repo.closeCrashedReply(deps.db, turnId, now, held === undefined ? undefined : replyInLog(held));
   const produced = closed?.produced === true;
-  const charged: StoreSettledTurn | undefined = closed && ((db, settlement) => repo.chargeCrashedTurn(db, closed, now, settlement));
+  // The provider's usage comes with the end the turn never reached: its credits count, no token figures.
+  const usage = closed && countTurnPart({ userId: closed.userId, provider: closed.provider, model: closed.model, receipt: NO_RECEIPT, endedAt: now });
+  const charged: WithBillingPart | undefined = usage && ((db, settlement) => repo.chargeCrashedTurn(db, { settlement, usage }));
   if (!(await settleAbandonedTurn(deps, turnId, produced, charged))) return false;
   deps.logger.warn({ turnId, charged: produced }, 'settled a turn whose instance is gone');
   return true;

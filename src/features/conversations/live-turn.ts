@@ -6,11 +6,12 @@ import type { Deps } from '../../deps.ts';
 import type { TurnLog } from '../../platform/frame-log.ts';
 import type { ChatEvent, ChatMessage, RoundUsage, ToolSpec } from '../../providers/llm/index.ts';
 import { receiptOf, type Receipt } from '../usage/receipt.ts';
+import { countTurnPart } from '../usage/service.ts';
 import { snapshotData, startData } from './frames.ts';
 import { apiParts, PartsLog } from './parts.ts';
 import type { Toolbox } from '../advisor-tools/toolbox.ts';
 import { markProviderKeyRejected, type UsableProviderKey } from '../advisor-keys/service.ts';
-import { markTurnAlive, type TurnCharge } from '../billing/turn-billing.ts';
+import { markTurnAlive, type TurnCharge, type WithBillingPart } from '../billing/turn-billing.ts';
 import type { TurnIds } from './frames.ts';
 import * as repo from './repo.ts';
 import { LEASE_TTL_MS, type Ticking } from './stream-runtime.ts';
@@ -299,7 +300,7 @@ export class LiveTurn implements TurnIds, Ticking {
     clearTimeout(this.#grace);
     // The lease goes back after the statement, so the user's next turn reads this reply in its history.
     try {
-      await persist(() => deps.billing.settle(this.charge, produced, (db, settlement) => repo.finishTurn(db, end, settlement)));
+      await persist(() => deps.billing.settle(this.charge, produced, closingStatement(end)));
     } catch (err) {
       this.log.error({ err, assistantMessageId: this.assistantMessageId, turnId: this.charge.turnId }, 'storing and settling the turn failed');
     }
@@ -314,6 +315,12 @@ export class LiveTurn implements TurnIds, Ticking {
       this.log.error({ err }, 'releasing the stream lease failed');
     }
   }
+}
+
+/** A turn's closing statement: its end stored, with billing's settlement and the turn counted in the daily usage. */
+export function closingStatement(end: repo.TurnEnd): WithBillingPart {
+  const usage = countTurnPart({ userId: end.userId, provider: end.provider, model: end.model, receipt: end.receipt, endedAt: end.now });
+  return (db, settlement) => repo.finishTurn(db, end, { settlement, usage });
 }
 
 /**

@@ -1,7 +1,7 @@
 import { sql, type RawBuilder, type Selectable } from 'kysely';
 import type { AttachmentsTable, ConversationsTable, Db, MessagesTable, Trx } from '../../db/types.ts';
-import { NO_RECEIPT, type Receipt } from '../usage/receipt.ts';
-import * as usageRepo from '../usage/repo.ts';
+import type { ChargeRow } from '../billing/turn-billing.ts';
+import type { Receipt } from '../usage/receipt.ts';
 
 export type ConversationRow = Selectable<ConversationsTable>;
 export type MessageRow = Selectable<MessagesTable>;
@@ -105,6 +105,10 @@ export async function latestReply(db: Db, userId: string, conversationId: string
   return { found: true, reply: row.id === null ? undefined : row };
 }
 
+export function findMessage(db: Db, id: string): Promise<MessageRow | undefined> {
+  return db.selectFrom('messages').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
 /** A page of a conversation's messages, newest first, below `beforeSeq` when given. */
 export function listMessages(db: Db, conversationId: string, limit: number, beforeSeq: number | undefined): Promise<MessageRow[]> {
   let q = db.selectFrom('messages').selectAll().where('conversation_id', '=', conversationId);
@@ -196,12 +200,6 @@ export interface TurnRows {
   readonly attachments: readonly { id: string; format: 'png' | 'jpeg' | 'webp'; data: Buffer }[];
 }
 
-/** How the turn is paid, as billing reserved it: stored on the reply. */
-export interface ReplyBilling {
-  readonly source: string;
-  readonly credits: number;
-}
-
 const STREAMING_LEFT_BEHIND = { status: 'interrupted', error_code: 'SHUTTING_DOWN', error_retryable: true } as const;
 
 /**
@@ -214,7 +212,7 @@ const STREAMING_LEFT_BEHIND = { status: 'interrupted', error_code: 'SHUTTING_DOW
  * instance is not touched here: the sweeper closes it with what its frame log holds (DESIGN §12).
  * Returns the reservation's row.
  */
-export async function startReservedTurn(db: Db, t: TurnRows, reservation: RawBuilder<ReplyBilling>): Promise<ReplyBilling> {
+export async function startReservedTurn(db: Db, t: TurnRows, reservation: RawBuilder<ChargeRow>): Promise<ChargeRow> {
   const { now, userId } = t;
   const conversation = t.newConversation
     ? sql`insert into conversations (id, user_id, title, provider, model, persona_id, message_count, last_message_at, created_at, updated_at)
@@ -230,7 +228,7 @@ export async function startReservedTurn(db: Db, t: TurnRows, reservation: RawBui
           t.attachments.map((a, i) => sql`(${a.id}, ${t.userMessage.id}, ${userId}, ${i}, ${a.format}, ${a.data.length}, ${a.data}, ${now})`),
         )})`;
   const u = t.userMessage;
-  const { rows } = await sql<ReplyBilling>`with charge as materialized (${reservation}),
+  const { rows } = await sql<ChargeRow>`with charge as materialized (${reservation}),
       conversation as (${conversation})${images},
       turn as (insert into messages (id, conversation_id, user_id, seq, role, content, status, client_message_id, billing_source, billing_credits, created_at)
         values (${u.id}, ${t.conversationId}, ${userId}, (select message_count - 1 from conversation), 'user', ${u.content}, 'complete',
@@ -261,18 +259,23 @@ export interface TurnEnd {
   readonly lastFrameId: number;
 }
 
+/** The statement parts other features add to a turn's closing statement. */
+export interface ClosingParts {
+  /** Billing's part: a row `(source, credits)` when it charged the turn. */
+  readonly settlement: RawBuilder<ChargeRow>;
+  /** Usage's part: adds the turn to the daily usage; reads the `ended` and `settlement` CTEs. */
+  readonly usage: RawBuilder<never>;
+}
+
 /**
- * Stores the reply as it ended with its receipt, touches its conversation, reads `settlement`
- * (billing's part: the charge of a produced turn, a row `(credits, source)` when it charged) and adds
- * the turn to the user's daily usage (DESIGN §13), in one statement; returns the settlement's row.
- * The usage is added only when this statement is the one that ends the reply (it was 'streaming'
- * in the statement's snapshot), so a retry after a lost commit acknowledgement never counts twice.
+ * Stores the reply as it ended with its receipt and touches its conversation, in one statement with
+ * the `settlement` and `usage` parts; returns the settlement's row. `ended` has a row only when this
+ * statement is the one that ends the reply (it was 'streaming' in the statement's snapshot), so a
+ * retry after a lost commit acknowledgement never counts the usage twice.
  */
-export async function finishTurn(db: Db, e: TurnEnd, settlement: RawBuilder<{ credits: number; source: string }>): Promise<{ credits: number } | undefined> {
+export async function finishTurn(db: Db, e: TurnEnd, parts: ClosingParts): Promise<ChargeRow | undefined> {
   const r = e.receipt;
-  const day = e.now.toISOString().slice(0, 10);
-  // The usage part reads the two CTEs it names: `settlement` (the charge) and `ended` (the guard).
-  const { rows } = await sql<{ credits: number }>`with settlement as (${settlement}),
+  const { rows } = await sql<ChargeRow>`with settlement as (${parts.settlement}),
     ended as (select 1 from messages where id = ${e.replyId} and status = 'streaming'),
     reply as (
       update messages set content = ${e.content}, parts = ${e.parts}::jsonb, status = ${e.status}, finish_reason = ${e.finishReason},
@@ -284,8 +287,8 @@ export async function finishTurn(db: Db, e: TurnEnd, settlement: RawBuilder<{ cr
       returning conversation_id),
     conversation as (
       update conversations set updated_at = ${e.now}, last_message_at = ${e.now} where id in (select conversation_id from reply)),
-    usage as (${usageRepo.countTurn({ userId: e.userId, day, provider: e.provider, model: e.model, receipt: r })})
-    select credits from settlement`.execute(db);
+    usage as (${parts.usage})
+    select source, credits from settlement`.execute(db);
   return rows[0];
 }
 
@@ -334,15 +337,13 @@ export async function closeCrashedReply(db: Db, replyId: string, now: Date, from
 }
 
 /**
- * A crashed turn's charge (`settlement`, billing's part: a row when it charged) with the turn counted
- * in the user's daily usage (DESIGN §13: its credits, no token figures — the provider's usage comes
- * with the end the turn never reached), in one statement; counted only by the statement that charged it.
+ * A crashed turn's charge with the turn counted in the user's daily usage, in one statement; `ended`
+ * is the settlement's row, so the usage is counted only by the statement that charged the turn.
  */
-export async function chargeCrashedTurn(db: Db, turn: ClosedCrashedReply, now: Date, settlement: RawBuilder<{ credits: number; source: string }>): Promise<{ credits: number } | undefined> {
-  const day = now.toISOString().slice(0, 10);
-  const { rows } = await sql<{ credits: number }>`with settlement as (${settlement}),
+export async function chargeCrashedTurn(db: Db, parts: ClosingParts): Promise<ChargeRow | undefined> {
+  const { rows } = await sql<ChargeRow>`with settlement as (${parts.settlement}),
     ended as (select 1 from settlement),
-    usage as (${usageRepo.countTurn({ userId: turn.userId, day, provider: turn.provider, model: turn.model, receipt: NO_RECEIPT })})
-    select credits from settlement`.execute(db);
+    usage as (${parts.usage})
+    select source, credits from settlement`.execute(db);
   return rows[0];
 }

@@ -1,8 +1,20 @@
 import type { Deps } from '../../deps.ts';
 import { AppError } from '../../http/errors.ts';
 import { usdOf } from './receipt.ts';
+import type { RawBuilder } from 'kysely';
 import * as repo from './repo.ts';
 import type { UsageFiguresDto, UsageQueryInput, UsageSummaryDto } from './schemas.ts';
+
+/** A turn as it ended, for the daily usage: counted on the UTC day of `endedAt`. */
+export type EndedTurn = Omit<repo.DailyTurn, 'day'> & { readonly endedAt: Date };
+
+/**
+ * DESIGN §13: the part of a turn's closing statement that adds the turn to the user's daily usage
+ * (usage/repo.ts countTurn: it reads the statement's `ended` and `settlement` CTEs).
+ */
+export function countTurnPart({ endedAt, ...turn }: EndedTurn): RawBuilder<never> {
+  return repo.countTurn({ ...turn, day: endedAt.toISOString().slice(0, 10) });
+}
 
 /** DESIGN §13: a range holds at most this many days. */
 const MAX_RANGE_DAYS = 366;

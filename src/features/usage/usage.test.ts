@@ -10,7 +10,8 @@ import type { StreamScript } from '../../../test/fakes/index.ts';
 import { buildTestApp, type TestApp } from '../../../test/helpers/app.ts';
 import { startKeyFakes, type KeyFakes } from '../../../test/kits/advisor-keys.ts';
 import { giveCredits } from '../../../test/kits/billing.ts';
-import * as conversationsRepo from '../conversations/repo.ts';
+import { closingStatement } from '../conversations/live-turn.ts';
+import type { ChargeRow } from '../billing/turn-billing.ts';
 import { message, newUser, saveKey, send, startOf, type StreamResult } from '../../../test/kits/conversations.ts';
 import { NO_RECEIPT, receiptOf } from './receipt.ts';
 
@@ -248,7 +249,7 @@ describe('usage receipts end to end (DESIGN §13)', () => {
       error: undefined,
       lastFrameId: row.last_frame_id ?? 0,
     } as const;
-    await conversationsRepo.finishTurn(t.deps.db, again, sql<{ credits: number; source: string }>`select 0::bigint as credits, ''::text as source where false`);
+    await closingStatement(again)(t.deps.db, sql<ChargeRow>`select ''::text as source, 0::bigint as credits where false`);
     const body = (await t.call('GET', '/api/advisor/usage?groupBy=provider', { user })).json<{ total: Json }>();
     assert.equal(body.total['turns'], 1);
   });
