@@ -1,5 +1,6 @@
 import type { ServerResponse } from 'node:http';
-import type { Frame, FrameSink } from '../platform/frame-log.ts';
+import type { Frame } from '../platform/frames.ts';
+import type { FrameSink } from '../platform/frame-log.ts';
 
 export const SSE_HEADERS = {
   'content-type': 'text/event-stream; charset=utf-8',

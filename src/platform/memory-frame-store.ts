@@ -1,4 +1,5 @@
-import { framesAfter, judgeWrite, Notices, type Frame, type FrameStore, type StoredFrames } from './frame-log.ts';
+import { framesAfter, type Frame } from './frames.ts';
+import { judgeWrite, Notices, type FrameStore, type StoredFrames } from './frame-store.ts';
 import type { Clock } from './clock.ts';
 
 interface Held {

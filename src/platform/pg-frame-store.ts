@@ -2,7 +2,8 @@ import pg from 'pg';
 import { sql } from 'kysely';
 import type { Db } from '../db/types.ts';
 import type { Clock } from './clock.ts';
-import { batchWire, firstIdOf, framesOf, Notices, type Frame, type FrameStore, type StoredFrames, type WriteOutcome } from './frame-log.ts';
+import { batchWire, framesOf, type Frame } from './frames.ts';
+import { firstIdOf, Notices, type FrameStore, type StoredFrames, type WriteOutcome } from './frame-store.ts';
 
 const FRAMES_CHANNEL = 'advisor_frames';
 const CONTROL_CHANNEL = 'advisor_control';

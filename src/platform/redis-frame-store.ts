@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
-import { batchWire, firstIdOf, framesOf, Notices, type Frame, type FrameStore, type StoredFrames, type WriteOutcome } from './frame-log.ts';
+import { batchWire, framesOf, type Frame } from './frames.ts';
+import { firstIdOf, Notices, type FrameStore, type StoredFrames, type WriteOutcome } from './frame-store.ts';
 import { LuaScript, redisCall } from './redis-connection.ts';
 
 export interface RedisFrameStoreOptions {

@@ -6,7 +6,7 @@ import type { Db } from '../../db/types.ts';
 import type { Deps } from '../../deps.ts';
 import { AppError } from '../../http/errors.ts';
 import { rateLimitHeaders } from '../../http/rate-limit.ts';
-import { LIVENESS_BEATS } from '../../platform/frame-log.ts';
+import { LIVENESS_BEATS } from '../../platform/frame-store.ts';
 import { appendEntry, monthKey, monthStart, nextMonthStart } from './ledger.ts';
 import * as repo from './repo.ts';
 

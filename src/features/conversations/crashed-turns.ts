@@ -1,7 +1,7 @@
 // DESIGN §10: turns whose instance is gone (killed, frozen past the sweep age) are closed and settled
 // by what they stored; a running turn, however long, shows it is alive and is never taken.
 import type { Deps } from '../../deps.ts';
-import type { Frame } from '../../platform/frame-log.ts';
+import type { Frame } from '../../platform/frames.ts';
 import { settleAbandonedTurn, silentTurns, type WithBillingPart } from '../billing/turn-billing.ts';
 import type { ToolOutcome } from '../advisor-tools/toolbox.ts';
 import { PartsLog, storable, type ApiPart } from './parts.ts';

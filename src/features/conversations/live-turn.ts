@@ -3,7 +3,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { PricingConfig, Provider } from '../../catalogue.ts';
 import { isDatabaseUnavailable } from '../../db/create-db.ts';
 import type { Deps } from '../../deps.ts';
-import type { TurnLog } from '../../platform/frame-log.ts';
+import type { TurnLog } from '../../platform/turn-log.ts';
 import type { ChatEvent, ChatMessage, RoundUsage, ToolSpec } from '../../providers/llm/index.ts';
 import { receiptOf, type Receipt } from '../usage/receipt.ts';
 import { countTurnPart } from '../usage/service.ts';

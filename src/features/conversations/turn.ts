@@ -304,20 +304,34 @@ async function reserveAndStore(
     const live = new LiveTurn(deps, init);
     return { kind: 'live', live, request };
   } catch (err) {
-    // The start statement failed on the connection: it may have committed all the same.
-    if ((err instanceof AppError && err.code === 'BILLING_NOT_AVAILABLE') || isDatabaseUnavailable(err)) abandonTurn(deps, assistantMessageId);
-    const code = pgErrorCode(err);
-    // Lost a race with a concurrent duplicate (the unique index decided) or with a delete.
-    if (code === UNIQUE_VIOLATION) {
-      const replayed = await idempotentReplay(deps, target, body, await repo.findTurnByClientId(deps.db, userId, body.clientMessageId), claim);
-      if (replayed) return replayed;
-      throw new AppError('STREAM_IN_PROGRESS', 'another reply is streaming for this conversation');
-    }
-    if ((code === NOT_NULL_VIOLATION || code === FOREIGN_KEY_VIOLATION) && conversation) {
-      throw new AppError('CONVERSATION_NOT_FOUND', 'conversation not found');
-    }
-    throw err;
+    return await afterFailedStart(deps, err, { userId, target, input, plan, turnId: assistantMessageId });
   }
+}
+
+/**
+ * A start statement that failed: a replay when it lost a race with a concurrent duplicate (the
+ * unique index decided), else the error the client gets. One that failed on the connection may have
+ * committed all the same: its turn is settled by what it stored.
+ */
+async function afterFailedStart(
+  deps: Deps,
+  err: unknown,
+  start: { userId: string; target: string | null; input: TurnInput; plan: NewTurn; turnId: string },
+): Promise<Replay> {
+  const { userId, target, input, plan } = start;
+  if ((err instanceof AppError && err.code === 'BILLING_NOT_AVAILABLE') || isDatabaseUnavailable(err)) abandonTurn(deps, start.turnId);
+  const code = pgErrorCode(err);
+  if (code === UNIQUE_VIOLATION) {
+    const prior = await repo.findTurnByClientId(deps.db, userId, input.body.clientMessageId);
+    const replayed = await idempotentReplay(deps, target, input.body, prior, plan.claim);
+    if (replayed) return replayed;
+    throw new AppError('STREAM_IN_PROGRESS', 'another reply is streaming for this conversation');
+  }
+  // The conversation was deleted meanwhile.
+  if ((code === NOT_NULL_VIOLATION || code === FOREIGN_KEY_VIOLATION) && plan.conversation) {
+    throw new AppError('CONVERSATION_NOT_FOUND', 'conversation not found');
+  }
+  throw err;
 }
 
 type Failure = { code: StreamErrorCode; retryable: boolean; detail: string; status?: number | undefined };

@@ -63,26 +63,18 @@ export async function* streamSse(
   const ac = new AbortController();
   const onAbort = (): void => ac.abort(signal.reason);
   signal.addEventListener('abort', onAbort);
-  // Only silence while this side waits for the provider counts: a consumer that is slow to take an
-  // event (a client not reading, backpressure) is not the provider's fault.
-  let waiting = true;
-  const onIdle = (): void => {
-    if (waiting) ac.abort(IDLE);
-    else timer.refresh();
-  };
-  let timer = setTimeout(onIdle, target.idleTimeoutMs);
+  const idle = new IdleWatch(target.idleTimeoutMs, () => ac.abort(IDLE));
   const fail = (err: unknown): unknown => upstreamFailure(err, call.provider, signal, ac.signal);
+  const events = new EventDecoder(translator, call.provider);
   let res: Dispatcher.ResponseData | undefined;
   let eof = false;
-  let out: ChatEvent[] = [];
   // Hands the events so far to the consumer as one batch; while it holds them, silence is not the provider's.
   function* flush(): Generator<ChatEvent[], void, undefined> {
-    if (out.length === 0) return;
-    const batch = out;
-    out = [];
-    waiting = false;
+    const batch = events.take();
+    if (batch === undefined) return;
+    idle.waiting = false;
     yield batch;
-    waiting = true;
+    idle.waiting = true;
   }
   try {
     // undici keeps the body until the response ends. A string would become a Buffer from the shared
@@ -90,39 +82,9 @@ export async function* streamSse(
     const payload = ENCODER.encode(body);
     // The request (history, images) can be large; the stream can be long. Hold on to one copy only.
     body = '';
-    try {
-      res = await request(call.url, { dispatcher: target.agent, method: 'POST', headers: { ...DEFAULT_HEADERS, ...call.headers }, body: payload, signal: ac.signal });
-    } catch (err) {
-      throw fail(err);
-    }
-    timer.refresh();
-    const status = res.statusCode;
-    if (status < 200 || status > 299) {
-      let text = '';
-      try {
-        text = (await res.body.text()).slice(0, ERROR_BODY_MAX);
-      } catch (err) {
-        throw fail(err);
-      }
-      eof = true;
-      throw errorForStatus(call.provider, status, text);
-    }
-    // fetch gave these no body at all.
-    if (status === 204 || status === 205) throw new ProviderError('PROVIDER_UNAVAILABLE', true, `${call.provider} answered without a body`, status);
+    res = await open(call, payload, target, ac.signal, fail);
+    idle.heard();
     const chunks: AsyncIterator<Buffer> = res.body[Symbol.asyncIterator]();
-    const decoder = new StringDecoder('utf8');
-    let started = false;
-    let failure: unknown;
-    // A failure inside a chunk stops parsing but keeps the events before it, so every delta the
-    // provider produced before its error still reaches the client.
-    const parser = new SseParser((name, data) => {
-      if (failure !== undefined || translator.ended) return;
-      try {
-        translator.event(name, data, out);
-      } catch (err) {
-        failure = err;
-      }
-    });
     for (;;) {
       let chunk: IteratorResult<Buffer>;
       try {
@@ -136,43 +98,166 @@ export async function* streamSse(
         break;
       }
       if (translator.ended) continue;
-      timer.refresh();
-      try {
-        let text = decoder.write(chunk.value);
-        // A byte order mark opens the stream at most once; TextDecoder dropped it, so does this.
-        if (!started && text.length > 0) {
-          started = true;
-          if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
-        }
-        parser.push(text);
-      } catch (err) {
-        failure ??= err;
-      }
+      idle.heard();
+      events.push(chunk.value);
       yield* flush();
-      if (failure !== undefined) throw malformed(failure, call.provider);
-      if (translator.ended) {
-        // Read on to the end of the body so the connection can be reused, but not for long.
-        clearTimeout(timer);
-        timer = setTimeout(onIdle, Math.min(END_GRACE_MS, target.idleTimeoutMs));
-      }
+      events.throwIfFailed();
+      // Read on to the end of the body so the connection can be reused, but not for long.
+      if (translator.ended) idle.shorten(END_GRACE_MS);
     }
     if (translator.ended) return;
-    try {
-      const rest = decoder.end();
-      parser.push(started || rest.charCodeAt(0) !== 0xfeff ? rest : rest.slice(1));
-      parser.end();
-    } catch (err) {
-      failure ??= err;
-    }
+    events.end();
     yield* flush();
-    if (failure !== undefined) throw malformed(failure, call.provider);
-    translator.end(out);
+    events.throwIfFailed();
+    events.finish();
     yield* flush();
   } finally {
-    clearTimeout(timer);
+    idle.stop();
     signal.removeEventListener('abort', onAbort);
     // Destroying the body aborts the request and closes its socket; the error that follows is ours.
     if (res !== undefined && !eof) res.body.on('error', ignore).destroy();
+  }
+}
+
+/**
+ * Sends the request; a status other than 2xx is read to its end (the connection stays reusable; its
+ * first 64 KB kept) and thrown as its stream error. Owns the response until it returns it.
+ */
+async function open(
+  call: UpstreamCall,
+  payload: Uint8Array,
+  target: ChatTarget,
+  signal: AbortSignal,
+  fail: (err: unknown) => unknown,
+): Promise<Dispatcher.ResponseData> {
+  let res: Dispatcher.ResponseData;
+  try {
+    res = await request(call.url, { dispatcher: target.agent, method: 'POST', headers: { ...DEFAULT_HEADERS, ...call.headers }, body: payload, signal });
+  } catch (err) {
+    throw fail(err);
+  }
+  const status = res.statusCode;
+  if (status >= 200 && status <= 299) {
+    // fetch gave these no body at all.
+    if (status === 204 || status === 205) {
+      res.body.on('error', ignore).destroy();
+      throw new ProviderError('PROVIDER_UNAVAILABLE', true, `${call.provider} answered without a body`, status);
+    }
+    return res;
+  }
+  let text: string;
+  try {
+    text = (await res.body.text()).slice(0, ERROR_BODY_MAX);
+  } catch (err) {
+    res.body.on('error', ignore).destroy();
+    throw fail(err);
+  }
+  throw errorForStatus(call.provider, status, text);
+}
+
+/**
+ * Upstream silence: `onSilent` runs after `ms` without a read, counted only while this side waits
+ * for the provider — a consumer that is slow to take an event (a client not reading, backpressure)
+ * is not the provider's fault.
+ */
+class IdleWatch {
+  waiting = true;
+  readonly #ms: number;
+  readonly #onSilent: () => void;
+  #timer: NodeJS.Timeout;
+
+  constructor(ms: number, onSilent: () => void) {
+    this.#ms = ms;
+    this.#onSilent = onSilent;
+    this.#timer = setTimeout(this.#fire, ms);
+  }
+
+  #fire = (): void => {
+    if (this.waiting) this.#onSilent();
+    else this.#timer.refresh();
+  };
+
+  heard(): void {
+    this.#timer.refresh();
+  }
+
+  /** From now on, silent after at most `ms`. */
+  shorten(ms: number): void {
+    clearTimeout(this.#timer);
+    this.#timer = setTimeout(this.#fire, Math.min(ms, this.#ms));
+  }
+
+  stop(): void {
+    clearTimeout(this.#timer);
+  }
+}
+
+/**
+ * The body's bytes as ChatEvents: UTF-8 decoded (a byte order mark at the start dropped, as
+ * TextDecoder did), parsed as SSE, translated. A failure inside a chunk stops parsing but keeps the
+ * events before it, so every delta the provider produced before its error still reaches the client.
+ */
+class EventDecoder {
+  #out: ChatEvent[] = [];
+  #failure: unknown;
+  #started = false;
+  readonly #decoder = new StringDecoder('utf8');
+  readonly #parser: SseParser;
+  readonly #translator: Translator;
+  readonly #provider: string;
+
+  constructor(translator: Translator, provider: string) {
+    this.#translator = translator;
+    this.#provider = provider;
+    this.#parser = new SseParser((name, data) => {
+      if (this.#failure !== undefined || translator.ended) return;
+      try {
+        translator.event(name, data, this.#out);
+      } catch (err) {
+        this.#failure = err;
+      }
+    });
+  }
+
+  push(chunk: Buffer): void {
+    try {
+      this.#parser.push(this.#withoutBom(this.#decoder.write(chunk)));
+    } catch (err) {
+      this.#failure ??= err;
+    }
+  }
+
+  /** The body ended: what the decoder and the parser still hold. */
+  end(): void {
+    try {
+      this.#parser.push(this.#withoutBom(this.#decoder.end()));
+      this.#parser.end();
+    } catch (err) {
+      this.#failure ??= err;
+    }
+  }
+
+  /** The body ended without the protocol's end marker: the translator's last events (or its error). */
+  finish(): void {
+    this.#translator.end(this.#out);
+  }
+
+  /** The events so far, handed over; undefined when there are none. */
+  take(): ChatEvent[] | undefined {
+    if (this.#out.length === 0) return undefined;
+    const batch = this.#out;
+    this.#out = [];
+    return batch;
+  }
+
+  throwIfFailed(): void {
+    if (this.#failure !== undefined) throw malformed(this.#failure, this.#provider);
+  }
+
+  #withoutBom(text: string): string {
+    if (this.#started || text.length === 0) return text;
+    this.#started = true;
+    return text.charCodeAt(0) === 0xfeff ? text.slice(1) : text;
   }
 }
 
