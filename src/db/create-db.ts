@@ -28,8 +28,8 @@ export interface CreateDbOptions {
   /**
    * How long an unused connection stays open (default 5 min; 0 = until the pool closes). pg's own
    * default, 10 s, closes connections between bursts of load and opens them again in the next burst:
-   * each reopen forks a backend, warms its caches and prepares the statements again, and at 1,300
-   * list requests a second that churn stalled requests for up to 180 ms (docs/PERFORMANCE.md).
+   * each reopen forks a backend, warms its caches and prepares the statements again, and requests
+   * wait for it.
    */
   readonly poolIdleMs?: number;
   /** How long opening a connection, or waiting for a free one of a full pool, may take (default 5 s). */

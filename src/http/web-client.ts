@@ -30,7 +30,7 @@ export const CONTENT_SECURITY_POLICY = [
 ].join('; ');
 
 /**
- * The web client (issue 18), served by the same process: the page at each client path (never cached, so
+ * The web client, served by the same process: the page at each client path (never cached, so
  * a new build is picked up at once) and its hashed assets under /assets/ (cached for a year, immutable;
  * gzip and brotli files written by the build are sent to clients that take them).
  */

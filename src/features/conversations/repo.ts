@@ -25,9 +25,8 @@ export interface ConversationPage {
 
 /**
  * One page of a user's conversations, newest first; `after` is the (updatedAt, id) of the last row
- * seen. The database writes the page as JSON in the API's shape (one string back instead of a row
- * object, three Dates and a re-serialization per item): the list is the service's most frequent
- * read, and per-row objects were most of its CPU and of what its garbage collector copied.
+ * seen. The database writes the page as JSON in the API's shape: one string back instead of a row
+ * object, three Dates and a re-serialization per item, on the service's most frequent read.
  */
 export async function listConversationsPage(
   db: Db,

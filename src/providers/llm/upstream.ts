@@ -22,8 +22,7 @@ export interface UpstreamCall {
 
 /**
  * Pooled keep-alive connections, no cap per origin (every open stream holds one). An idle
- * connection is kept 30 s unless the provider's Keep-Alive header says less (the global fetch
- * agent kept it 4 s): long enough to be reused by the next turn, shorter than providers' load
+ * connection is kept 30 s unless the provider's Keep-Alive header says less: long enough to be reused by the next turn, shorter than providers' load
  * balancers keep one. Key probes go through it too.
  */
 export function createUpstreamAgent(): UpstreamAgent {
@@ -38,8 +37,7 @@ export function createUpstreamAgent(): UpstreamAgent {
 const END_GRACE_MS = 2000;
 const ERROR_BODY_MAX = 64 * 1024;
 /**
- * Every streaming call sends JSON and asks for SSE; the user agent is what global fetch sent (no
- * accept-encoding: SSE is read as sent).
+ * Every streaming call sends JSON and asks for SSE (no accept-encoding: SSE is read as sent).
  */
 const DEFAULT_HEADERS = { 'user-agent': 'node', 'content-type': 'application/json', accept: 'text/event-stream' } as const;
 const ENCODER = new TextEncoder();
@@ -138,7 +136,7 @@ async function open(
   }
   const status = res.statusCode;
   if (status >= 200 && status <= 299) {
-    // fetch gave these no body at all.
+    // A stream answer without a body cannot carry the reply.
     if (status === 204 || status === 205) {
       res.body.on('error', ignore).destroy();
       throw new ProviderError('PROVIDER_UNAVAILABLE', true, `${call.provider} answered without a body`, status);
@@ -194,7 +192,7 @@ class IdleWatch {
 
 /**
  * The body's bytes as ChatEvents: UTF-8 decoded (a byte order mark at the start dropped, as
- * TextDecoder did), parsed as SSE, translated. A failure inside a chunk stops parsing but keeps the
+ * the WHATWG decoding rule does), parsed as SSE, translated. A failure inside a chunk stops parsing but keeps the
  * events before it, so every delta the provider produced before its error still reaches the client.
  */
 class EventDecoder {
