@@ -116,134 +116,168 @@ export class ConfigError extends Error {
 
 type Env = Record<string, string | undefined>;
 
-/** Loads and validates configuration once; every problem is reported, named by its variable. */
-export function loadConfig(env: Env = process.env): Config {
-  const problems: string[] = [];
-  const str = (name: string): string | undefined => {
-    const v = env[name];
+/** Reads settings from the environment; every problem is kept, named by its variable. */
+class EnvReader {
+  readonly problems: string[] = [];
+  readonly #env: Env;
+
+  constructor(env: Env) {
+    this.#env = env;
+  }
+
+  /** A trimmed value; undefined when unset or blank. */
+  str(name: string): string | undefined {
+    const v = this.#env[name];
     return v === undefined || v.trim() === '' ? undefined : v.trim();
-  };
-  const int = (name: string, def: number, min: number, max = Number.MAX_SAFE_INTEGER): number => {
-    const raw = str(name);
+  }
+
+  int(name: string, def: number, min: number, max = Number.MAX_SAFE_INTEGER): number {
+    const raw = this.str(name);
     if (raw === undefined) return def;
     const n = Number(raw);
     if (!Number.isInteger(n) || n < min || n > max) {
-      problems.push(`${name} must be an integer between ${min} and ${max} (got "${raw}")`);
+      this.problems.push(`${name} must be an integer between ${min} and ${max} (got "${raw}")`);
       return def;
     }
     return n;
-  };
-  const url = (name: string, def: string | undefined): string | undefined => {
-    const raw = str(name);
+  }
+
+  /** An http(s), postgres or redis URL without trailing slashes. */
+  url(name: string, def: string): string;
+  url(name: string, def: undefined): string | undefined;
+  url(name: string, def: string | undefined): string | undefined {
+    const raw = this.str(name);
     if (raw === undefined) return def;
     try {
       const u = new URL(raw);
       if (!/^(https?|postgres(ql)?|rediss?):$/.test(u.protocol)) throw new Error('protocol');
       return raw.replace(/\/+$/, '');
     } catch {
-      problems.push(`${name} must be a URL (got "${raw}")`);
+      this.problems.push(`${name} must be a URL (got "${raw}")`);
       return def;
     }
-  };
-
-  const providerBaseUrls = Object.fromEntries(
-    PROVIDERS.map((p) => [p, url(`${p.toUpperCase()}_BASE_URL`, PROVIDER_PUBLIC_BASE_URLS[p]) ?? PROVIDER_PUBLIC_BASE_URLS[p]]),
-  ) as Record<Provider, string>;
-
-  const mdRaw = str('MARKET_DATA_PROVIDER') ?? 'polygon';
-  const mdProvider = (MARKET_DATA_PROVIDERS as readonly string[]).includes(mdRaw) ? (mdRaw as MarketDataProvider) : undefined;
-  if (!mdProvider) problems.push(`MARKET_DATA_PROVIDER must be one of ${MARKET_DATA_PROVIDERS.join(', ')} (got "${mdRaw}")`);
-  const marketDataProvider = mdProvider ?? 'polygon';
-
-  const catalogue = loadCatalogue(str('CONFIG_FILE'), str('CREDIT_PACKS'), problems);
-
-  const logLevel = str('LOG_LEVEL') ?? 'info';
-  if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) {
-    problems.push(`LOG_LEVEL must be a pino level (got "${logLevel}")`);
   }
 
-  const auth = authSettings(str, problems);
-
-  const maxBodyBytes = int('MAX_BODY_BYTES', 20 * 1024 * 1024, 1);
-  if (maxBodyBytes < BODY_CAP_FLOOR) {
-    problems.push(`MAX_BODY_BYTES must be at least ${BODY_CAP_FLOOR} (4 maximal images and 50,000 characters)`);
+  oneOf<T extends string>(name: string, choices: readonly T[], def: T): T {
+    const raw = this.str(name) ?? def;
+    if ((choices as readonly string[]).includes(raw)) return raw as T;
+    this.problems.push(`${name} must be one of ${choices.join(', ')} (got "${raw}")`);
+    return def;
   }
+}
 
-  const stripeSecretKey = str('STRIPE_SECRET_KEY');
-  const stripeWebhookSecret = str('STRIPE_WEBHOOK_SECRET');
-  // DESIGN §10: a service that sells packs but cannot verify the webhook that grants them loses every credit.
-  if (stripeSecretKey !== undefined && stripeWebhookSecret === undefined) {
-    problems.push('STRIPE_WEBHOOK_SECRET must be set with STRIPE_SECRET_KEY (without it no purchase could ever be credited)');
+type NumericSetting = { readonly [K in keyof Config]: Config[K] extends number ? K : never }[keyof Config];
+
+/** The numeric settings that stand alone: variable, default, least and greatest value. */
+const NUMERIC_SETTINGS: Readonly<Partial<Record<NumericSetting, readonly [name: string, def: number, min: number, max?: number]>>> = {
+  databasePoolSize: ['DATABASE_POOL_SIZE', 20, 1, 10_000],
+  databasePoolIdleMs: ['DATABASE_POOL_IDLE_MS', 300_000, 0, 24 * 3_600_000],
+  databaseConnectTimeoutMs: ['DATABASE_CONNECT_TIMEOUT_MS', 5000, 100, 600_000],
+  databaseStatementTimeoutMs: ['DATABASE_STATEMENT_TIMEOUT_MS', 10_000, 100, 3_600_000],
+  providerProbeTimeoutMs: ['PROVIDER_PROBE_TIMEOUT_MS', 5000, 1, 120_000],
+  marketDataProbeTimeoutMs: ['MARKET_DATA_PROBE_TIMEOUT_MS', 5000, 1, 120_000],
+  streamHeartbeatMs: ['STREAM_HEARTBEAT_MS', 15_000, 10, 3_600_000],
+  streamIdleTimeoutMs: ['STREAM_IDLE_TIMEOUT_MS', 60_000, 10, 3_600_000],
+  streamStallTimeoutMs: ['STREAM_STALL_TIMEOUT_MS', 60_000, 10, 3_600_000],
+  streamMaxDurationMs: ['STREAM_MAX_DURATION_MS', 900_000, 100, 24 * 3_600_000],
+  streamDetachGraceMs: ['STREAM_DETACH_GRACE_MS', 30_000, 0, 3_600_000],
+  streamLogRetentionMs: ['STREAM_LOG_RETENTION_MS', 600_000, 1000, 7 * 24 * 3_600_000],
+  streamLogMaxBytes: ['STREAM_LOG_MAX_BYTES', 4 * 1024 * 1024, 1024, 256 * 1024 * 1024],
+  shutdownDrainMs: ['SHUTDOWN_DRAIN_MS', 25_000, 0, 3_600_000],
+  maxImageBytes: ['MAX_IMAGE_BYTES', 3 * 1024 * 1024, 1, 3_375_000],
+  requestTimeoutMs: ['REQUEST_TIMEOUT_MS', 60_000, 100, 3_600_000],
+  contextBudgetChars: ['CONTEXT_BUDGET_CHARS', 60_000, 1000],
+  advisorMaxToolCalls: ['ADVISOR_MAX_TOOL_CALLS', 8, 0, 64],
+  marketDataTimeoutMs: ['MARKET_DATA_TIMEOUT_MS', 10_000, 10, 120_000],
+  reservationSweepAfterMs: ['RESERVATION_SWEEP_AFTER_MS', 10 * 60_000, 1000, 7 * 24 * 3_600_000],
+  reservationSweepIntervalMs: ['RESERVATION_SWEEP_INTERVAL_MS', 30_000, 100, 3_600_000],
+};
+
+function numericSettings(r: EnvReader): Record<NumericSetting, number> {
+  const out: Partial<Record<NumericSetting, number>> = {};
+  for (const [key, [name, def, min, max]] of Object.entries(NUMERIC_SETTINGS) as [NumericSetting, readonly [string, number, number, number?]][]) {
+    out[key] = r.int(name, def, min, max);
   }
+  return out as Record<NumericSetting, number>;
+}
 
-  const metricsToken = str('METRICS_TOKEN');
-  if (metricsToken !== undefined && !/^[\x21-\x7e]{16,512}$/.test(metricsToken)) {
-    problems.push('METRICS_TOKEN must be 16 to 512 printable ASCII characters without spaces');
-  }
-
-  const port = int('PORT', 3000, 0, 65535);
-  const host = str('HOST') ?? '127.0.0.1';
-  const databaseUrl = url('DATABASE_URL', undefined);
-  if (str('DATABASE_URL') !== undefined) sharedSecretProblems(str, problems);
+/** Loads and validates configuration once; every problem is reported, named by its variable. */
+export function loadConfig(env: Env = process.env): Config {
+  const r = new EnvReader(env);
+  const numbers = numericSettings(r);
+  const port = r.int('PORT', 3000, 0, 65535);
+  const host = r.str('HOST') ?? '127.0.0.1';
+  const databaseUrl = r.url('DATABASE_URL', undefined);
+  if (r.str('DATABASE_URL') !== undefined) sharedSecretProblems(r);
+  const auth = authSettings(r);
   const loopback = LOOPBACK_HOSTS.test(host) || host === '::1';
-  // The checkout returns to the web client this process serves, unless the operator names a front end.
-  const selfOrigin = `http://${loopback || host === '0.0.0.0' || host === '::' ? 'localhost' : host.includes(':') ? `[${host}]` : host}:${port}`;
   const config: Config = {
+    ...numbers,
     port,
     host,
-    dataDir: path.resolve(str('DATA_DIR') ?? './data'),
+    dataDir: path.resolve(r.str('DATA_DIR') ?? './data'),
     databaseUrl,
-    redisUrl: url('REDIS_URL', undefined),
-    databasePoolSize: int('DATABASE_POOL_SIZE', 20, 1, 10_000),
-    databasePoolIdleMs: int('DATABASE_POOL_IDLE_MS', 300_000, 0, 24 * 3_600_000),
-    databaseConnectTimeoutMs: int('DATABASE_CONNECT_TIMEOUT_MS', 5000, 100, 600_000),
-    databaseStatementTimeoutMs: int('DATABASE_STATEMENT_TIMEOUT_MS', 10_000, 100, 3_600_000),
-    encryptionKeys: str('ENCRYPTION_KEYS'),
+    redisUrl: r.url('REDIS_URL', undefined),
+    encryptionKeys: r.str('ENCRYPTION_KEYS'),
     auth,
-    providerBaseUrls,
-    marketData: {
-      provider: marketDataProvider,
-      baseUrl: url('MARKET_DATA_BASE_URL', MARKET_DATA_PUBLIC_BASE_URLS[marketDataProvider]) ?? MARKET_DATA_PUBLIC_BASE_URLS[marketDataProvider],
-    },
-    stripe: {
-      secretKey: stripeSecretKey,
-      webhookSecret: stripeWebhookSecret,
-      apiBase: url('STRIPE_API_BASE', undefined),
-    },
+    providerBaseUrls: Object.fromEntries(PROVIDERS.map((p) => [p, r.url(`${p.toUpperCase()}_BASE_URL`, PROVIDER_PUBLIC_BASE_URLS[p])])) as Record<Provider, string>,
+    marketData: marketDataSettings(r),
+    stripe: stripeSettings(r),
     localSignIn: loopback && databaseUrl === undefined && auth.jwtSecret === undefined && auth.jwksUrl === undefined,
-    checkoutSuccessUrl: url('CHECKOUT_SUCCESS_URL', `${selfOrigin}/billing/success?session_id={CHECKOUT_SESSION_ID}`) ?? '',
-    checkoutCancelUrl: url('CHECKOUT_CANCEL_URL', `${selfOrigin}/billing/cancel`) ?? '',
-    catalogue,
-    logLevel,
-    metricsToken,
-    providerProbeTimeoutMs: int('PROVIDER_PROBE_TIMEOUT_MS', 5000, 1, 120_000),
-    marketDataProbeTimeoutMs: int('MARKET_DATA_PROBE_TIMEOUT_MS', 5000, 1, 120_000),
-    streamHeartbeatMs: int('STREAM_HEARTBEAT_MS', 15_000, 10, 3_600_000),
-    streamIdleTimeoutMs: int('STREAM_IDLE_TIMEOUT_MS', 60_000, 10, 3_600_000),
-    streamStallTimeoutMs: int('STREAM_STALL_TIMEOUT_MS', 60_000, 10, 3_600_000),
-    streamMaxDurationMs: int('STREAM_MAX_DURATION_MS', 900_000, 100, 24 * 3_600_000),
-    streamDetachGraceMs: int('STREAM_DETACH_GRACE_MS', 30_000, 0, 3_600_000),
-    streamLogRetentionMs: int('STREAM_LOG_RETENTION_MS', 600_000, 1000, 7 * 24 * 3_600_000),
-    streamLogMaxBytes: int('STREAM_LOG_MAX_BYTES', 4 * 1024 * 1024, 1024, 256 * 1024 * 1024),
-    shutdownDrainMs: int('SHUTDOWN_DRAIN_MS', 25_000, 0, 3_600_000),
-    maxImageBytes: int('MAX_IMAGE_BYTES', 3 * 1024 * 1024, 1, 3_375_000),
-    maxBodyBytes,
-    requestTimeoutMs: int('REQUEST_TIMEOUT_MS', 60_000, 100, 3_600_000),
-    contextBudgetChars: int('CONTEXT_BUDGET_CHARS', 60_000, 1000),
-    advisorMaxToolCalls: int('ADVISOR_MAX_TOOL_CALLS', 8, 0, 64),
-    marketDataTimeoutMs: int('MARKET_DATA_TIMEOUT_MS', 10_000, 10, 120_000),
-    reservationSweepAfterMs: int('RESERVATION_SWEEP_AFTER_MS', 10 * 60_000, 1000, 7 * 24 * 3_600_000),
-    reservationSweepIntervalMs: int('RESERVATION_SWEEP_INTERVAL_MS', 30_000, 100, 3_600_000),
+    ...checkoutUrls(r, host, loopback, port),
+    catalogue: loadCatalogue(r.str('CONFIG_FILE'), r.str('CREDIT_PACKS'), r.problems),
+    logLevel: r.oneOf('LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], 'info'),
+    metricsToken: metricsToken(r),
+    maxBodyBytes: maxBodyBytes(r),
   };
   // A running turn shows it is alive every STREAM_HEARTBEAT_MS; the sweeper must wait for several missed ones.
   if (config.reservationSweepAfterMs < 3 * config.streamHeartbeatMs) {
-    problems.push(
+    r.problems.push(
       `RESERVATION_SWEEP_AFTER_MS (${config.reservationSweepAfterMs}) must be at least 3 × STREAM_HEARTBEAT_MS (${config.streamHeartbeatMs}): ` +
         'a running turn shows it is alive at each heartbeat, and one without a sign of life that long is taken for crashed',
     );
   }
-  if (problems.length > 0) throw new ConfigError(problems);
+  if (r.problems.length > 0) throw new ConfigError(r.problems);
   return deepFreeze(config);
+}
+
+function marketDataSettings(r: EnvReader): Config['marketData'] {
+  const provider = r.oneOf('MARKET_DATA_PROVIDER', MARKET_DATA_PROVIDERS, 'polygon');
+  return { provider, baseUrl: r.url('MARKET_DATA_BASE_URL', MARKET_DATA_PUBLIC_BASE_URLS[provider]) };
+}
+
+function stripeSettings(r: EnvReader): Config['stripe'] {
+  const secretKey = r.str('STRIPE_SECRET_KEY');
+  const webhookSecret = r.str('STRIPE_WEBHOOK_SECRET');
+  // DESIGN §10: a service that sells packs but cannot verify the webhook that grants them loses every credit.
+  if (secretKey !== undefined && webhookSecret === undefined) {
+    r.problems.push('STRIPE_WEBHOOK_SECRET must be set with STRIPE_SECRET_KEY (without it no purchase could ever be credited)');
+  }
+  return { secretKey, webhookSecret, apiBase: r.url('STRIPE_API_BASE', undefined) };
+}
+
+/** The checkout returns to the web client this process serves, unless the operator names a front end. */
+function checkoutUrls(r: EnvReader, host: string, loopback: boolean, port: number): Pick<Config, 'checkoutSuccessUrl' | 'checkoutCancelUrl'> {
+  const name = loopback || host === '0.0.0.0' || host === '::' ? 'localhost' : host.includes(':') ? `[${host}]` : host;
+  const selfOrigin = `http://${name}:${port}`;
+  return {
+    checkoutSuccessUrl: r.url('CHECKOUT_SUCCESS_URL', `${selfOrigin}/billing/success?session_id={CHECKOUT_SESSION_ID}`),
+    checkoutCancelUrl: r.url('CHECKOUT_CANCEL_URL', `${selfOrigin}/billing/cancel`),
+  };
+}
+
+function metricsToken(r: EnvReader): string | undefined {
+  const token = r.str('METRICS_TOKEN');
+  if (token !== undefined && !/^[\x21-\x7e]{16,512}$/.test(token)) {
+    r.problems.push('METRICS_TOKEN must be 16 to 512 printable ASCII characters without spaces');
+  }
+  return token;
+}
+
+function maxBodyBytes(r: EnvReader): number {
+  const bytes = r.int('MAX_BODY_BYTES', 20 * 1024 * 1024, 1);
+  if (bytes < BODY_CAP_FLOOR) r.problems.push(`MAX_BODY_BYTES must be at least ${BODY_CAP_FLOOR} (4 maximal images and 50,000 characters)`);
+  return bytes;
 }
 
 /**
@@ -251,7 +285,9 @@ export function loadConfig(env: Env = process.env): Config {
  * generated per instance into its own DATA_DIR would make each refuse the others' tokens and unable to
  * read the keys they stored, so on PostgreSQL none is generated.
  */
-function sharedSecretProblems(str: (name: string) => string | undefined, problems: string[]): void {
+function sharedSecretProblems(r: EnvReader): void {
+  const { problems } = r;
+  const str = (name: string): string | undefined => r.str(name);
   if (str('ENCRYPTION_KEYS') === undefined) {
     problems.push(
       'ENCRYPTION_KEYS must be set with DATABASE_URL: every instance must share one keyring ' +
@@ -275,7 +311,9 @@ const NO_TIER_CLAIM = 'none';
  * loopback). A tier claim is honoured only where the operator names it: `tier` for the service's own
  * HS256 tokens (npm run token), none for an identity provider's unless AUTH_TIER_CLAIM names one.
  */
-function authSettings(str: (name: string) => string | undefined, problems: string[]): Config['auth'] {
+function authSettings(r: EnvReader): Config['auth'] {
+  const { problems } = r;
+  const str = (name: string): string | undefined => r.str(name);
   const jwtSecret = str('AUTH_JWT_SECRET');
   if (jwtSecret !== undefined && Buffer.byteLength(jwtSecret) < 32) problems.push('AUTH_JWT_SECRET must be at least 32 bytes');
   const rawJwks = str('AUTH_JWKS_URL');
