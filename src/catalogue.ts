@@ -87,6 +87,11 @@ export type TierConfig = Static<typeof Tier>;
 export type ModelEntryConfig = Static<typeof ModelEntry>;
 export type PricingConfig = Static<typeof Pricing>;
 
+/** List prices in USD per million tokens: input, output and (where the provider discounts it) cached input. */
+function usd(inputPerMTok: number, outputPerMTok: number, cachedInputPerMTok?: number): PricingConfig {
+  return cachedInputPerMTok === undefined ? { inputPerMTok, outputPerMTok } : { inputPerMTok, outputPerMTok, cachedInputPerMTok };
+}
+
 const COACH_PROMPT =
   'You are a trading coach inside a trading journal. Help the trader reflect on their process, risk and discipline. ' +
   'You do not give personalised investment advice or guarantees; you ask clarifying questions and explain your reasoning.';
@@ -112,35 +117,35 @@ export const BUILT_IN_CATALOGUE: Catalogue = {
   },
   defaultTier: 'free',
   models: [
-    { provider: 'openai', match: 'gpt-4o-mini*', allowance: true, creditsPerTurn: 1, pricing: { inputPerMTok: 0.15, outputPerMTok: 0.6, cachedInputPerMTok: 0.075 } },
-    { provider: 'openai', match: 'gpt-4.1-mini*', allowance: true, creditsPerTurn: 1, pricing: { inputPerMTok: 0.4, outputPerMTok: 1.6, cachedInputPerMTok: 0.1 } },
-    { provider: 'openai', match: 'gpt-4.1-nano*', allowance: true, creditsPerTurn: 1, pricing: { inputPerMTok: 0.1, outputPerMTok: 0.4, cachedInputPerMTok: 0.025 } },
-    { provider: 'openai', match: 'gpt-5-mini*', allowance: true, creditsPerTurn: 1, pricing: { inputPerMTok: 0.25, outputPerMTok: 2, cachedInputPerMTok: 0.025 } },
-    { provider: 'openai', match: 'gpt-4o*', allowance: false, creditsPerTurn: 5, pricing: { inputPerMTok: 2.5, outputPerMTok: 10, cachedInputPerMTok: 1.25 } },
-    { provider: 'openai', match: 'gpt-4.1*', allowance: false, creditsPerTurn: 5, pricing: { inputPerMTok: 2, outputPerMTok: 8, cachedInputPerMTok: 0.5 } },
-    { provider: 'openai', match: 'gpt-5*', allowance: false, creditsPerTurn: 8, pricing: { inputPerMTok: 1.25, outputPerMTok: 10, cachedInputPerMTok: 0.125 } },
-    { provider: 'openai', match: 'o3*', allowance: false, creditsPerTurn: 8, pricing: { inputPerMTok: 2, outputPerMTok: 8, cachedInputPerMTok: 0.5 } },
-    { provider: 'openai', match: 'o4-mini*', allowance: false, creditsPerTurn: 4, pricing: { inputPerMTok: 1.1, outputPerMTok: 4.4, cachedInputPerMTok: 0.275 } },
-    { provider: 'anthropic', match: 'claude-3-5-haiku*', allowance: true, creditsPerTurn: 1, pricing: { inputPerMTok: 0.8, outputPerMTok: 4, cachedInputPerMTok: 0.08 } },
-    { provider: 'anthropic', match: 'claude-haiku-4*', allowance: true, creditsPerTurn: 1, pricing: { inputPerMTok: 1, outputPerMTok: 5, cachedInputPerMTok: 0.1 } },
-    { provider: 'anthropic', match: 'claude-sonnet-4*', allowance: false, creditsPerTurn: 6, pricing: { inputPerMTok: 3, outputPerMTok: 15, cachedInputPerMTok: 0.3 } },
-    { provider: 'anthropic', match: 'claude-3-7-sonnet*', allowance: false, creditsPerTurn: 6, pricing: { inputPerMTok: 3, outputPerMTok: 15, cachedInputPerMTok: 0.3 } },
+    { provider: 'openai', match: 'gpt-4o-mini*', allowance: true, creditsPerTurn: 1, pricing: usd(0.15, 0.6, 0.075) },
+    { provider: 'openai', match: 'gpt-4.1-mini*', allowance: true, creditsPerTurn: 1, pricing: usd(0.4, 1.6, 0.1) },
+    { provider: 'openai', match: 'gpt-4.1-nano*', allowance: true, creditsPerTurn: 1, pricing: usd(0.1, 0.4, 0.025) },
+    { provider: 'openai', match: 'gpt-5-mini*', allowance: true, creditsPerTurn: 1, pricing: usd(0.25, 2, 0.025) },
+    { provider: 'openai', match: 'gpt-4o*', allowance: false, creditsPerTurn: 5, pricing: usd(2.5, 10, 1.25) },
+    { provider: 'openai', match: 'gpt-4.1*', allowance: false, creditsPerTurn: 5, pricing: usd(2, 8, 0.5) },
+    { provider: 'openai', match: 'gpt-5*', allowance: false, creditsPerTurn: 8, pricing: usd(1.25, 10, 0.125) },
+    { provider: 'openai', match: 'o3*', allowance: false, creditsPerTurn: 8, pricing: usd(2, 8, 0.5) },
+    { provider: 'openai', match: 'o4-mini*', allowance: false, creditsPerTurn: 4, pricing: usd(1.1, 4.4, 0.275) },
+    { provider: 'anthropic', match: 'claude-3-5-haiku*', allowance: true, creditsPerTurn: 1, pricing: usd(0.8, 4, 0.08) },
+    { provider: 'anthropic', match: 'claude-haiku-4*', allowance: true, creditsPerTurn: 1, pricing: usd(1, 5, 0.1) },
+    { provider: 'anthropic', match: 'claude-sonnet-4*', allowance: false, creditsPerTurn: 6, pricing: usd(3, 15, 0.3) },
+    { provider: 'anthropic', match: 'claude-3-7-sonnet*', allowance: false, creditsPerTurn: 6, pricing: usd(3, 15, 0.3) },
     { provider: 'anthropic', match: 'claude-opus-4*', allowance: false, creditsPerTurn: 20 },
-    { provider: 'google', match: 'gemini-2.0-flash*', allowance: true, creditsPerTurn: 1, pricing: { inputPerMTok: 0.1, outputPerMTok: 0.4, cachedInputPerMTok: 0.025 } },
-    { provider: 'google', match: 'gemini-2.5-flash*', allowance: true, creditsPerTurn: 1, pricing: { inputPerMTok: 0.3, outputPerMTok: 2.5, cachedInputPerMTok: 0.03 } },
-    { provider: 'google', match: 'gemini-2.5-pro*', allowance: false, creditsPerTurn: 6, pricing: { inputPerMTok: 1.25, outputPerMTok: 10, cachedInputPerMTok: 0.125 } },
-    { provider: 'mistral', match: 'mistral-small*', allowance: true, creditsPerTurn: 1, pricing: { inputPerMTok: 0.1, outputPerMTok: 0.3 } },
+    { provider: 'google', match: 'gemini-2.0-flash*', allowance: true, creditsPerTurn: 1, pricing: usd(0.1, 0.4, 0.025) },
+    { provider: 'google', match: 'gemini-2.5-flash*', allowance: true, creditsPerTurn: 1, pricing: usd(0.3, 2.5, 0.03) },
+    { provider: 'google', match: 'gemini-2.5-pro*', allowance: false, creditsPerTurn: 6, pricing: usd(1.25, 10, 0.125) },
+    { provider: 'mistral', match: 'mistral-small*', allowance: true, creditsPerTurn: 1, pricing: usd(0.1, 0.3) },
     { provider: 'mistral', match: 'pixtral*', allowance: false, creditsPerTurn: 3 },
-    { provider: 'mistral', match: 'mistral-medium*', allowance: false, creditsPerTurn: 3, pricing: { inputPerMTok: 0.4, outputPerMTok: 2 } },
-    { provider: 'mistral', match: 'mistral-large*', allowance: false, creditsPerTurn: 5, images: false, pricing: { inputPerMTok: 2, outputPerMTok: 6 } },
-    { provider: 'xai', match: 'grok-3-mini*', allowance: true, creditsPerTurn: 1, images: false, pricing: { inputPerMTok: 0.3, outputPerMTok: 0.5, cachedInputPerMTok: 0.075 } },
-    { provider: 'xai', match: 'grok-4*', allowance: false, creditsPerTurn: 6, pricing: { inputPerMTok: 3, outputPerMTok: 15, cachedInputPerMTok: 0.75 } },
-    { provider: 'xai', match: 'grok-3*', allowance: false, creditsPerTurn: 5, images: false, pricing: { inputPerMTok: 3, outputPerMTok: 15, cachedInputPerMTok: 0.75 } },
-    { provider: 'groq', match: 'llama-3.1-8b-instant', allowance: true, creditsPerTurn: 1, images: false, pricing: { inputPerMTok: 0.05, outputPerMTok: 0.08 } },
-    { provider: 'groq', match: 'llama-3.3-70b-versatile', allowance: true, creditsPerTurn: 1, images: false, pricing: { inputPerMTok: 0.59, outputPerMTok: 0.79 } },
+    { provider: 'mistral', match: 'mistral-medium*', allowance: false, creditsPerTurn: 3, pricing: usd(0.4, 2) },
+    { provider: 'mistral', match: 'mistral-large*', allowance: false, creditsPerTurn: 5, images: false, pricing: usd(2, 6) },
+    { provider: 'xai', match: 'grok-3-mini*', allowance: true, creditsPerTurn: 1, images: false, pricing: usd(0.3, 0.5, 0.075) },
+    { provider: 'xai', match: 'grok-4*', allowance: false, creditsPerTurn: 6, pricing: usd(3, 15, 0.75) },
+    { provider: 'xai', match: 'grok-3*', allowance: false, creditsPerTurn: 5, images: false, pricing: usd(3, 15, 0.75) },
+    { provider: 'groq', match: 'llama-3.1-8b-instant', allowance: true, creditsPerTurn: 1, images: false, pricing: usd(0.05, 0.08) },
+    { provider: 'groq', match: 'llama-3.3-70b-versatile', allowance: true, creditsPerTurn: 1, images: false, pricing: usd(0.59, 0.79) },
     { provider: 'groq', match: 'meta-llama/llama-4-*', allowance: true, creditsPerTurn: 1 },
-    { provider: 'deepseek', match: 'deepseek-chat', allowance: true, creditsPerTurn: 1, images: false, pricing: { inputPerMTok: 0.28, outputPerMTok: 0.42, cachedInputPerMTok: 0.028 } },
-    { provider: 'deepseek', match: 'deepseek-reasoner', allowance: false, creditsPerTurn: 2, images: false, pricing: { inputPerMTok: 0.28, outputPerMTok: 0.42, cachedInputPerMTok: 0.028 } },
+    { provider: 'deepseek', match: 'deepseek-chat', allowance: true, creditsPerTurn: 1, images: false, pricing: usd(0.28, 0.42, 0.028) },
+    { provider: 'deepseek', match: 'deepseek-reasoner', allowance: false, creditsPerTurn: 2, images: false, pricing: usd(0.28, 0.42, 0.028) },
     { provider: 'openrouter', match: 'openai/gpt-4o-mini*', allowance: true, creditsPerTurn: 1 },
     { provider: 'openrouter', match: 'google/gemini-2.5-flash*', allowance: true, creditsPerTurn: 1 },
     { provider: 'openrouter', match: 'anthropic/claude-sonnet-4*', allowance: false, creditsPerTurn: 6 },

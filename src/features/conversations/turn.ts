@@ -7,7 +7,15 @@ import type { Deps } from '../../deps.ts';
 import { AppError } from '../../http/errors.ts';
 import { enforceRateLimit } from '../../http/rate-limit.ts';
 import type { RateLimitRule } from '../../platform/rate-limiter.ts';
-import { ProviderError, type ChatEvent, type ChatImage, type FinishReason, type RoundUsage, type ToolCallPart, type ToolResultPart } from '../../providers/llm/index.ts';
+import {
+  ProviderError,
+  type ChatEvent,
+  type ChatImage,
+  type FinishReason,
+  type RoundUsage,
+  type ToolCallPart,
+  type ToolResultPart,
+} from '../../providers/llm/index.ts';
 import type { UsableMarketDataKey } from '../advisor-keys/market-data-service.ts';
 import { keysForTurn, type TurnKeys, type UsableProviderKey } from '../advisor-keys/service.ts';
 import { overLimit, Toolbox, type ToolOutcome } from '../advisor-tools/toolbox.ts';
@@ -267,14 +275,7 @@ type Started = Replay | { readonly kind: 'live'; readonly live: LiveTurn; readon
  * the conversation) in one statement: one round trip, one commit, both stored or neither. A
  * refusal stores nothing; the lease is given back on any failure.
  */
-async function reserveAndStore(
-  deps: Deps,
-  userId: string,
-  target: string | null,
-  input: TurnInput,
-  plan: NewTurn,
-  log: FastifyReply['log'],
-): Promise<Started> {
+async function reserveAndStore(deps: Deps, userId: string, target: string | null, input: TurnInput, plan: NewTurn, log: FastifyReply['log']): Promise<Started> {
   const { conversation, key, provider, model, claim } = plan;
   const { body, images } = input;
   const conversationId = conversation?.id ?? deps.ids.uuid();
@@ -300,7 +301,21 @@ async function reserveAndStore(
     );
     const billing = { source: charge.source, credits: charge.credits };
     const leaseToken = await claim.handOver();
-    const init = { conversationId, userMessageId, assistantMessageId, provider, model, billing, userId, leaseToken, key, charge, toolbox, pricing: plan.pricing, log };
+    const init = {
+      conversationId,
+      userMessageId,
+      assistantMessageId,
+      provider,
+      model,
+      billing,
+      userId,
+      leaseToken,
+      key,
+      charge,
+      toolbox,
+      pricing: plan.pricing,
+      log,
+    };
     const live = new LiveTurn(deps, init);
     return { kind: 'live', live, request };
   } catch (err) {
@@ -379,7 +394,11 @@ async function relay(deps: Deps, live: LiveTurn, firstRound: PendingRound, first
         finish = 'stop';
         break;
       }
-      const messages = [...request.messages, { role: 'assistant', text: out.text, toolCalls: out.calls.map((c) => c.call) }, { role: 'tool', text: '', toolResults: results }] as const;
+      const messages = [
+        ...request.messages,
+        { role: 'assistant', text: out.text, toolCalls: out.calls.map((c) => c.call) },
+        { role: 'tool', text: '', toolResults: results },
+      ] as const;
       request = { ...request, messages, toolChoice: toolCalls >= maxCalls ? 'none' : 'auto' };
       round = startRound(live, request);
     }
@@ -456,13 +475,23 @@ async function settle(deps: Deps, live: LiveTurn, outcome: Outcome, toolCalls: n
     : { event: 'done' as const, data: doneData(outcome.finishReason, receipt, toolCalls) };
   await live.finish(end, parts.deltas > 0, terminal);
   live.log.info(
-    { conversationId: live.conversationId, provider: live.provider, model: live.model, outcome: status, deltas: parts.deltas, toolCalls, cause: live.cause, error: outcome.detail },
+    {
+      conversationId: live.conversationId,
+      provider: live.provider,
+      model: live.model,
+      outcome: status,
+      deltas: parts.deltas,
+      toolCalls,
+      cause: live.cause,
+      error: outcome.detail,
+    },
     'advisor stream ended',
   );
 }
 
 /** A provider round on its way: its events, and the first read already asked for (or why the call could not start). */
-type PendingRound = { readonly events: AsyncIterator<readonly ChatEvent[]>; readonly first: Promise<IteratorResult<readonly ChatEvent[]>> } | { readonly failed: unknown };
+type PendingRound =
+  { readonly events: AsyncIterator<readonly ChatEvent[]>; readonly first: Promise<IteratorResult<readonly ChatEvent[]>> } | { readonly failed: unknown };
 
 function startRound(live: LiveTurn, request: RoundRequest): PendingRound {
   try {
