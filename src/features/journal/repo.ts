@@ -23,17 +23,15 @@ export async function findTrade(db: Db | Trx, accountId: string, id: string): Pr
   return rows[0];
 }
 
+/** A list as one parameter (a JSON array): one statement text whatever its length, planned as a join. */
+const listParam = (items: readonly string[]) => sql`(select jsonb_array_elements_text(${JSON.stringify(items)}::jsonb))`;
+
 /** Stored trades holding any of these external ids or import keys. */
 export async function tradesByKeys(trx: Trx, accountId: string, externalIds: readonly string[], importKeys: readonly string[]): Promise<TradeRow[]> {
-  const found: TradeRow[] = [];
-  for (const [column, keys] of [['external_id', externalIds], ['import_key', importKeys]] as const) {
-    for (const part of chunks(keys, 5000)) {
-      const { rows } = await sql<TradeRow>`select ${TRADE_COLUMNS} from trades
-        where account_id = ${accountId} and ${sql.ref(column)} in (${sql.join(part)})`.execute(trx);
-      found.push(...rows);
-    }
-  }
-  return found;
+  if (externalIds.length === 0 && importKeys.length === 0) return [];
+  const { rows } = await sql<TradeRow>`select ${TRADE_COLUMNS} from trades where account_id = ${accountId}
+    and (external_id in ${listParam(externalIds)} or import_key in ${listParam(importKeys)})`.execute(trx);
+  return rows;
 }
 
 /** A fill as the journal writes it: the trade's fields and its FIFO outcome, all decimals as text. */
@@ -125,12 +123,9 @@ export async function symbolFills(trx: Trx, accountId: string, symbol: string): 
 }
 
 export async function books(trx: Trx, accountId: string, symbols: readonly string[]): Promise<Map<string, StoredBook>> {
-  const out = new Map<string, StoredBook>();
-  for (const part of chunks(symbols)) {
-    const rows = await trx.selectFrom('trade_books').select(['symbol', 'book']).where('account_id', '=', accountId).where('symbol', 'in', part).execute();
-    for (const r of rows) out.set(r.symbol, r.book as StoredBook);
-  }
-  return out;
+  const { rows } = await sql<{ symbol: string; book: StoredBook }>`select symbol, book from trade_books
+    where account_id = ${accountId} and symbol in ${listParam(symbols)}`.execute(trx);
+  return new Map(rows.map((r) => [r.symbol, r.book]));
 }
 
 export async function saveBooks(trx: Trx, accountId: string, saved: readonly { symbol: string; book: StoredBook }[], emptied: readonly string[]): Promise<void> {
@@ -141,24 +136,23 @@ export async function saveBooks(trx: Trx, accountId: string, saved: readonly { s
       .onConflict((oc) => oc.columns(['account_id', 'symbol']).doUpdateSet({ book: sql`excluded.book` }))
       .execute();
   }
-  for (const part of chunks(emptied)) await trx.deleteFrom('trade_books').where('account_id', '=', accountId).where('symbol', 'in', part).execute();
+  if (emptied.length > 0) await sql`delete from trade_books where account_id = ${accountId} and symbol in ${listParam(emptied)}`.execute(trx);
 }
 
 /** Recomputes the figures of these trading days from their fills (a day left with none goes). */
 export async function recomputeDays(trx: Trx, accountId: string, days: readonly string[]): Promise<void> {
-  for (const part of chunks(days)) {
-    const list = sql.join(part.map((d) => sql`${d}::date`));
-    await sql`delete from trade_days where account_id = ${accountId} and trading_day in (${list})`.execute(trx);
-    await sql`insert into trade_days (account_id, trading_day, realized_pnl, fees, fills, round_trips, wins, losses, gross_win, gross_loss,
-        largest_win, largest_loss, last_executed_at, last_id)
-      select account_id, trading_day, sum(realized_pnl), sum(fee), count(*)::int, count(trip_net)::int,
-        (count(*) filter (where trip_net > 0))::int, (count(*) filter (where trip_net < 0))::int,
-        coalesce(sum(trip_net) filter (where trip_net > 0), 0), coalesce(sum(trip_net) filter (where trip_net < 0), 0),
-        max(trip_net) filter (where trip_net > 0), min(trip_net) filter (where trip_net < 0),
-        max(executed_at), (array_agg(id order by executed_at desc, id desc))[1]
-      from trades where account_id = ${accountId} and trading_day in (${list})
-      group by account_id, trading_day`.execute(trx);
-  }
+  if (days.length === 0) return;
+  const list = sql`(select d::date from jsonb_array_elements_text(${JSON.stringify(days)}::jsonb) as d)`;
+  await sql`delete from trade_days where account_id = ${accountId} and trading_day in ${list}`.execute(trx);
+  await sql`insert into trade_days (account_id, trading_day, realized_pnl, fees, fills, round_trips, wins, losses, gross_win, gross_loss,
+      largest_win, largest_loss, last_executed_at, last_id)
+    select account_id, trading_day, sum(realized_pnl), sum(fee), count(*)::int, count(trip_net)::int,
+      (count(*) filter (where trip_net > 0))::int, (count(*) filter (where trip_net < 0))::int,
+      coalesce(sum(trip_net) filter (where trip_net > 0), 0), coalesce(sum(trip_net) filter (where trip_net < 0), 0),
+      max(trip_net) filter (where trip_net > 0), min(trip_net) filter (where trip_net < 0),
+      max(executed_at), (array_agg(id order by executed_at desc, id desc))[1]
+    from trades where account_id = ${accountId} and trading_day in ${list}
+    group by account_id, trading_day`.execute(trx);
 }
 
 export interface TradePageQuery {
