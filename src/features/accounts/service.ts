@@ -74,6 +74,19 @@ export async function listAccounts(deps: AccountDeps, userId: string): Promise<A
   return (await repo.listAccounts(deps.db, userId)).map(toDto);
 }
 
+/**
+ * The accounts a name or id given in words means (the advisor's tools): the one with that id, else the
+ * one whose name a reader could not tell from it (name-key.ts), else every one whose name contains it.
+ */
+export function matchAccounts(accounts: readonly AccountDto[], text: string): AccountDto[] {
+  const byId = accounts.find((a) => a.id === text.trim().toLowerCase());
+  if (byId) return [byId];
+  const key = accountNameKey(text);
+  const same = accounts.find((a) => accountNameKey(a.name) === key);
+  if (same) return [same];
+  return key === '' ? [] : accounts.filter((a) => accountNameKey(a.name).includes(key));
+}
+
 export async function getAccount(deps: AccountDeps, userId: string, id: string): Promise<AccountDto> {
   const row = await repo.findAccount(deps.db, userId, id);
   if (!row) throw new AppError('ACCOUNT_NOT_FOUND', 'account not found');

@@ -136,9 +136,12 @@ export function journalOf(input: JournalInput): JournalDto {
         averagePrice: formatScaled(divHalfEven(p.cost, p.quantity < 0n ? -p.quantity : p.quantity), UNIT_PLACES),
         openedAt: new Date(p.openedAt).toISOString(),
       })),
-    balance: money(scaledFrom(input.startingBalance, AMOUNT_PLACES) + input.allTimeNet),
+    balance: balanceOf(input.startingBalance, input.allTimeNet),
   };
 }
+
+/** DESIGN §14: startingBalance + all-time net P&L, as money. */
+export const balanceOf = (startingBalance: string, allTimeNet: bigint): string => money(scaledFrom(startingBalance, AMOUNT_PLACES) + allTimeNet);
 
 export interface SymbolFill extends Fill {
   readonly symbol: string;

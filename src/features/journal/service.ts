@@ -6,7 +6,7 @@ import { zoneAt } from '../accounts/timezones.ts';
 import { calendarDate } from '../accounts/timezones.ts';
 import { AMOUNT_PLACES, formatScaled, scaledFrom, UNIT_PLACES } from './decimal.ts';
 import { checkTrade, isProblem, sameFill, tradingDayOf, type FieldProblem, type TradeFields } from './fields.ts';
-import { journalOf, type DayFigures } from './journal.ts';
+import { balanceOf, journalOf, type DayFigures } from './journal.ts';
 import { recordTrades, type NewTrade } from './record.ts';
 import * as repo from './repo.ts';
 import type { CreateTradeInput, JournalDto, JournalQueryInput, TradeDto, TradeListQueryInput, UpdateTradeInput } from './schemas.ts';
@@ -152,6 +152,14 @@ function dayFigures(r: repo.DayRow): DayFigures {
   };
 }
 
+const netOfSums = (sums: { realized: string; fees: string }): bigint =>
+  scaledFrom(sums.realized, AMOUNT_PLACES) - scaledFrom(sums.fees, UNIT_PLACES) * 10n ** BigInt(AMOUNT_PLACES - UNIT_PLACES);
+
+/** The account's balance as the journal gives it (startingBalance + all-time net P&L), for an account already known to be the caller's. */
+export async function balance(deps: JournalDeps, account: { id: string; startingBalance: string }): Promise<string> {
+  return balanceOf(account.startingBalance, netOfSums(await repo.allTimeSums(deps.db, account.id)));
+}
+
 /** DESIGN §14: the journal of a range of trading days, read from the rollups kept on write. */
 export async function journal(deps: JournalDeps, userId: string, accountId: string, q: JournalQueryInput): Promise<JournalDto> {
   const { account, timezones } = await accountWithZones(deps.db, userId, accountId);
@@ -168,7 +176,7 @@ export async function journal(deps: JournalDeps, userId: string, accountId: stri
     to,
     startingBalance: account.startingBalance,
     days: days.map(dayFigures),
-    allTimeNet: scaledFrom(sums.realized, AMOUNT_PLACES) - scaledFrom(sums.fees, UNIT_PLACES) * 10n ** BigInt(AMOUNT_PLACES - UNIT_PLACES),
+    allTimeNet: netOfSums(sums),
     positions: positions.map((p) => ({ symbol: p.symbol, quantity: scaledFrom(p.quantity, UNIT_PLACES), cost: scaledFrom(p.cost, AMOUNT_PLACES), openedAt: p.opened_at.getTime() })),
   });
 }
