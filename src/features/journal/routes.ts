@@ -70,7 +70,6 @@ export async function journalRoutes(parent: FastifyInstance, { deps }: { deps: D
         summary: 'The account’s trades as CSV, in the import’s columns, oldest first',
         description: 'A cell starting with =, +, -, @ (or a tab or carriage return) is written with a leading \', so a spreadsheet never runs it.',
         params: IdParams,
-        produces: ['text/csv'],
         response: responses({ 200: { description: 'text/csv (RFC 4180)', content: { 'text/csv': { schema: Type.Unsafe<Readable>({ type: 'string' }) } } } }),
       },
     },
