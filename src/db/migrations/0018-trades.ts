@@ -2,7 +2,7 @@ import { sql, type Kysely } from 'kysely';
 
 /**
  * DESIGN §14: trades (fills) of an account, and what the journal keeps on write so that a year's
- * journal reads a few hundred rows instead of every fill (features/journal/ledger.ts):
+ * journal reads a few hundred rows instead of every fill (features/journal/record.ts):
  * - on each fill, what FIFO matching made of it (realized P&L, the net of the round trip it closed,
  *   the symbol's position after it), rewritten from the first changed fill when an earlier fill of
  *   its symbol is added or deleted;
