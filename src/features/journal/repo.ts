@@ -1,5 +1,5 @@
 import { sql, type Selectable } from 'kysely';
-import type { Db, TradesTable, Trx } from '../../db/types.ts';
+import type { Db, TradeDaysTable, TradesTable, Trx } from '../../db/types.ts';
 import type { StoredBook } from './fifo.ts';
 
 export type TradeRow = Omit<Selectable<TradesTable>, 'trading_day' | 'tags'> & { trading_day: string; tags: string[] };
@@ -185,19 +185,7 @@ export async function tradesAfter(db: Db, accountId: string, after: { executedAt
   return rows;
 }
 
-export interface DayRow {
-  trading_day: string;
-  realized_pnl: string;
-  fees: string;
-  fills: number;
-  round_trips: number;
-  wins: number;
-  losses: number;
-  gross_win: string;
-  gross_loss: string;
-  largest_win: string | null;
-  largest_loss: string | null;
-}
+export type DayRow = Omit<Selectable<TradeDaysTable>, 'account_id' | 'last_executed_at' | 'last_id'>;
 
 export async function daysBetween(db: Db, accountId: string, from: string, to: string): Promise<DayRow[]> {
   const { rows } = await sql<DayRow>`select trading_day::text as trading_day, realized_pnl::text as realized_pnl, fees::text as fees, fills,
