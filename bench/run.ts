@@ -1,5 +1,5 @@
 // The benchmark suite: `npm run bench` (all rows, writes docs/PERFORMANCE.md).
-//   npm run bench -- --only relay,ttfd   some rows (ids: relay, ttfd, turns, memory, list, json, keysave, tools, usage, resume, stop, detached)
+//   npm run bench -- --only relay,ttfd   some rows (ids: relay, ttfd, turns, memory, list, json, keysave, tools, usage, resume, stop, detached, journal)
 //   npm run bench -- --quick             smaller sizes, for development
 //   --no-write / --write                 skip / force the docs update (partial and quick runs skip it)
 //   --profile                            service and floor processes run with --cpu-prof (.bench/<run>/profiles/<n>-<process>.cpuprofile)
@@ -31,6 +31,7 @@ import { keySave } from './scenarios/key-save-row.ts';
 import { tools } from './scenarios/tools.ts';
 import { usage } from './scenarios/usage.ts';
 import { detached, resume, stop } from './scenarios/resume.ts';
+import { journal } from './scenarios/journal.ts';
 
 const SCENARIOS: Record<string, { title: string; run: (h: Harness) => Promise<Row> }> = {
   relay: { title: 'Stream relay throughput', run: relay },
@@ -45,6 +46,7 @@ const SCENARIOS: Record<string, { title: string; run: (h: Harness) => Promise<Ro
   resume: { title: 'Time to resume on another instance', run: resume },
   stop: { title: 'Stop across instances', run: stop },
   detached: { title: 'Memory per detached turn', run: detached },
+  journal: { title: 'Trading journal', run: journal },
 };
 /** The whole run stops (and cleans up) after this, whatever is still going. */
 const WATCHDOG_MS = 20 * 60_000;

@@ -28,12 +28,14 @@ import { advisorKeysRoutes } from './features/advisor-keys/routes.ts';
 import { conversationsRoutes } from './features/conversations/routes.ts';
 import { catalogueRoutes } from './features/conversations/catalogue-routes.ts';
 import { usageRoutes } from './features/usage/routes.ts';
+import { journalRoutes } from './features/journal/routes.ts';
 import { components as httpComponents, shareErrorResponses } from './http/schemas.ts';
 import { components as accountsComponents } from './features/accounts/schemas.ts';
 import { components as billingComponents } from './features/billing/schemas.ts';
 import { components as advisorKeysComponents } from './features/advisor-keys/schemas.ts';
 import { components as conversationsComponents } from './features/conversations/schemas.ts';
 import { components as usageComponents } from './features/usage/schemas.ts';
+import { components as journalComponents } from './features/journal/schemas.ts';
 import { packageVersion } from './version.ts';
 
 declare module 'fastify' {
@@ -98,7 +100,7 @@ export async function buildApp(deps: Deps) {
   app.setNotFoundHandler((req, reply) => sendError(new AppError('NOT_FOUND', `no route ${req.method} ${req.url.split('?')[0]}`), req, reply));
 
   // Named response schemas, shared by every route (`ref(...)`) and documented once under components.schemas.
-  for (const schema of [...httpComponents, ...accountsComponents, ...billingComponents, ...advisorKeysComponents, ...conversationsComponents, ...usageComponents]) {
+  for (const schema of [...httpComponents, ...accountsComponents, ...billingComponents, ...advisorKeysComponents, ...conversationsComponents, ...usageComponents, ...journalComponents]) {
     app.addSchema(schema);
   }
   await app.register(swagger, {
@@ -139,6 +141,7 @@ export async function buildApp(deps: Deps) {
       await api.register(conversationsRoutes, { deps });
       await api.register(catalogueRoutes, { deps });
       await api.register(usageRoutes, { deps });
+      await api.register(journalRoutes, { deps });
     },
     { prefix: '/api' },
   );

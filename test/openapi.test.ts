@@ -118,6 +118,10 @@ describe('OpenAPI contract (issue 14, item 12)', () => {
         'ConversationWithMessages',
         'Message',
         'StripeEvent',
+        'Trade',
+        'TradePage',
+        'TradeImportReport',
+        'Journal',
       ]) {
         assert.ok(doc.components.schemas[name], `components.schemas.${name}`);
       }
@@ -223,6 +227,24 @@ describe('OpenAPI contract (issue 14, item 12)', () => {
     await call('GET', '/api/accounts/{id}', `/api/accounts/${account.id}`, 200);
     await call('PUT', '/api/accounts/{id}', `/api/accounts/${account.id}`, 200, { body: { brokerageId: null } });
     await call('GET', '/api/accounts/{id}/trading-day', `/api/accounts/${account.id}/trading-day?at=2030-01-01T00:00:00Z`, 200);
+    // DESIGN §14: trades, their import, the journal.
+    const fill = { symbol: 'AAPL', side: 'buy', quantity: '2', price: '10.5', executedAt: '2026-01-02T15:00:00Z', externalId: 'contract-1', tags: ['x'] };
+    const trade = (await call('POST', '/api/accounts/{id}/trades', `/api/accounts/${account.id}/trades`, 201, { body: fill })).json<{ id: string }>();
+    await call('POST', '/api/accounts/{id}/trades', `/api/accounts/${account.id}/trades`, 200, { body: fill });
+    await call('POST', '/api/accounts/{id}/trades', `/api/accounts/${account.id}/trades`, 409, { body: { ...fill, price: '11' } });
+    await call('GET', '/api/accounts/{id}/trades', `/api/accounts/${account.id}/trades?limit=5`, 200);
+    await call('PATCH', '/api/accounts/{id}/trades/{tradeId}', `/api/accounts/${account.id}/trades/${trade.id}`, 200, { body: { note: 'n' } });
+    const imported = await t.call('POST', `/api/accounts/${account.id}/trades/import`, {
+      user: owner,
+      body: 'symbol,side,quantity,price,executedAt\nAAPL,SLD,1,12,2026-01-03T15:00:00Z\nAAPL,?,1,12,2026-01-03T15:00:00Z\n',
+      headers: { 'content-type': 'text/csv' },
+    });
+    assert.equal(imported.statusCode, 200, imported.body);
+    api.response('POST', '/api/accounts/{id}/trades/import', imported);
+    assert.ok(doc.paths['/api/accounts/{id}/trades/import']?.['post']?.requestBody?.content['text/csv'], 'the import documents its text/csv body');
+    assert.ok(doc.paths['/api/accounts/{id}/trades/export']?.['get']?.responses['200']?.content?.['text/csv'], 'the export documents its text/csv answer');
+    await call('GET', '/api/accounts/{id}/journal', `/api/accounts/${account.id}/journal?from=2026-01-01&to=2026-01-31`, 200);
+    await call('DELETE', '/api/accounts/{id}/trades/{tradeId}', `/api/accounts/${account.id}/trades/${trade.id}`, 204);
     await call('GET', '/api/billing/packs', '/api/billing/packs', 200);
     await call('GET', '/api/billing/wallet', '/api/billing/wallet', 200);
     await call('GET', '/api/billing/ledger', '/api/billing/ledger?limit=5', 200);

@@ -236,6 +236,58 @@ export interface UsageDailyTable {
   allowance_turns: number;
 }
 
+/** DESIGN §14: a fill, with what FIFO matching made of it (migration 0018-trades; features/journal). */
+export interface TradesTable {
+  id: string;
+  account_id: string;
+  symbol: string;
+  side: 'buy' | 'sell';
+  /** numeric: read as decimal strings. */
+  quantity: string;
+  price: string;
+  fee: string;
+  executed_at: Date;
+  /** date: written and read as 'YYYY-MM-DD' text (selected with ::text). */
+  trading_day: string;
+  external_id: string | null;
+  /** An imported row without externalId: a digest of its own fields (journal/import.ts). */
+  import_key: string | null;
+  note: string | null;
+  /** jsonb string[]. */
+  tags: unknown;
+  created_at: Date;
+  realized_pnl: string;
+  trip_net: string | null;
+  position_quantity: string;
+  position_cost: string;
+  position_opened_at: Date | null;
+}
+
+/** A symbol's open lots after its last fill (journal/fifo.ts StoredBook as jsonb). */
+export interface TradeBooksTable {
+  account_id: string;
+  symbol: string;
+  book: unknown;
+}
+
+/** One trading day's journal figures (journal/journal.ts DayFigures). */
+export interface TradeDaysTable {
+  account_id: string;
+  trading_day: string;
+  realized_pnl: string;
+  fees: string;
+  fills: number;
+  round_trips: number;
+  wins: number;
+  losses: number;
+  gross_win: string;
+  gross_loss: string;
+  largest_win: string | null;
+  largest_loss: string | null;
+  last_executed_at: Date;
+  last_id: string;
+}
+
 /**
  * Every table of the service. Each feature's migration adds its tables here.
  */
@@ -259,6 +311,9 @@ export interface DB {
   turn_charges: TurnChargesTable;
   purchases: PurchasesTable;
   usage_daily: UsageDailyTable;
+  trades: TradesTable;
+  trade_books: TradeBooksTable;
+  trade_days: TradeDaysTable;
 }
 
 export type Db = Kysely<DB>;

@@ -42,25 +42,9 @@ export async function insertTimezoneChange(trx: Trx, accountId: string, timezone
     .execute();
 }
 
-/** The zone in force at `at`: the latest change at or before it, else the first one. */
-export async function timezoneAt(db: Db, accountId: string, at: Date): Promise<string | undefined> {
-  const inForce = await db
-    .selectFrom('account_timezones')
-    .select('timezone')
-    .where('account_id', '=', accountId)
-    .where('effective_from', '<=', at)
-    .orderBy('effective_from', 'desc')
-    .limit(1)
-    .executeTakeFirst();
-  if (inForce) return inForce.timezone;
-  const first = await db
-    .selectFrom('account_timezones')
-    .select('timezone')
-    .where('account_id', '=', accountId)
-    .orderBy('effective_from', 'asc')
-    .limit(1)
-    .executeTakeFirst();
-  return first?.timezone;
+/** Every zone change of an account, oldest first. */
+export function timezoneHistory(db: Db | Trx, accountId: string): Promise<{ timezone: string; effective_from: Date }[]> {
+  return db.selectFrom('account_timezones').select(['timezone', 'effective_from']).where('account_id', '=', accountId).orderBy('effective_from').execute();
 }
 
 /** Owner of a brokerage, or undefined when it does not exist. */

@@ -1,11 +1,11 @@
 import type { Deps } from '../../deps.ts';
 import { UNIQUE_VIOLATION, pgErrorCode } from '../../db/create-db.ts';
-import type { Trx } from '../../db/types.ts';
+import type { Db, Trx } from '../../db/types.ts';
 import { AppError } from '../../http/errors.ts';
 import * as repo from './repo.ts';
 import type { AccountDto, BrokerageDto, CreateAccountInput, UpdateAccountInput } from './schemas.ts';
 import { accountNameKey } from './name-key.ts';
-import { calendarDate, canonicalTimezone } from './timezones.ts';
+import { calendarDate, canonicalTimezone, zoneAt, type TimezoneChange } from './timezones.ts';
 import { isFourDigitDay, LAST_DAY } from '../../http/dates.ts';
 
 type AccountDeps = Pick<Deps, 'db' | 'clock' | 'ids'>;
@@ -72,6 +72,19 @@ async function uniqueName<T>(work: () => Promise<T>): Promise<T> {
 
 export async function listAccounts(deps: AccountDeps, userId: string): Promise<AccountDto[]> {
   return (await repo.listAccounts(deps.db, userId)).map(toDto);
+}
+
+/**
+ * The accounts a name or id given in words means (the advisor's tools): the one with that id, else the
+ * one whose name a reader could not tell from it (name-key.ts), else every one whose name contains it.
+ */
+export function matchAccounts(accounts: readonly AccountDto[], text: string): AccountDto[] {
+  const byId = accounts.find((a) => a.id === text.trim().toLowerCase());
+  if (byId) return [byId];
+  const key = accountNameKey(text);
+  const same = accounts.find((a) => accountNameKey(a.name) === key);
+  if (same) return [same];
+  return key === '' ? [] : accounts.filter((a) => accountNameKey(a.name).includes(key));
 }
 
 export async function getAccount(deps: AccountDeps, userId: string, id: string): Promise<AccountDto> {
@@ -143,14 +156,38 @@ export async function tradingDay(
   id: string,
   at: Date | undefined,
 ): Promise<{ tradingDay: string; timezone: string }> {
-  const account = await repo.findAccount(deps.db, userId, id);
-  if (!account) throw new AppError('ACCOUNT_NOT_FOUND', 'account not found');
+  const { account, timezones } = await accountWithZones(deps.db, userId, id);
   const instant = at ?? deps.clock.now();
-  const timezone = (await repo.timezoneAt(deps.db, id, instant)) ?? account.timezone;
+  const timezone = zoneAt(timezones, instant.getTime()) ?? account.timezone;
   const day = calendarDate(instant, timezone);
-  // The last hours of 9999 (UTC) fall on 10000-01-01 east of UTC: a day never written (DESIGN §10).
+  // The last hours of 9999 (UTC) fall on 10000-01-01 east of UTC: a day never written (DESIGN §9, §10).
   if (!isFourDigitDay(day)) throw invalid('/at', `falls on a day after ${LAST_DAY} in the account’s timezone`);
   return { tradingDay: day, timezone };
+}
+
+/** The caller's account and its timezone history (oldest first), for work on its trading days. */
+export interface AccountWithZones {
+  readonly account: AccountDto;
+  readonly timezones: readonly TimezoneChange[];
+}
+
+async function withZones(db: Db | Trx, row: repo.AccountRow | undefined): Promise<AccountWithZones> {
+  if (!row) throw new AppError('ACCOUNT_NOT_FOUND', 'account not found');
+  const history = await repo.timezoneHistory(db, row.id);
+  return { account: toDto(row), timezones: history.map((h) => ({ timezone: h.timezone, from: h.effective_from })) };
+}
+
+/** The caller's account with its zones; 404 ACCOUNT_NOT_FOUND when it is not theirs. */
+export async function accountWithZones(db: Db, userId: string, id: string): Promise<AccountWithZones> {
+  return withZones(db, await repo.findAccount(db, userId, id));
+}
+
+/**
+ * The same, with the account's row locked until `trx` ends: the journal's writes to one account take
+ * it, so they apply one after another, and a delete of the account waits for them (or they find it gone).
+ */
+export async function lockAccountWithZones(trx: Trx, userId: string, id: string): Promise<AccountWithZones> {
+  return withZones(trx, await repo.lockAccount(trx, userId, id));
 }
 
 export async function listBrokerages(deps: AccountDeps, userId: string): Promise<BrokerageDto[]> {

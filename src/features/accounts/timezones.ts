@@ -82,3 +82,22 @@ export function calendarDate(at: Date, zone: string): string {
   const parts = Object.fromEntries(f.formatToParts(at).map((p) => [p.type, p.value]));
   return `${parts['year']}-${parts['month']}-${parts['day']}`;
 }
+
+/** A zone change: `timezone` is in force from `from` on (accounts keep every one, DESIGN §9). */
+export interface TimezoneChange {
+  readonly timezone: string;
+  readonly from: Date;
+}
+
+/**
+ * The zone in force at `at` (epoch ms) under a history sorted oldest first: the latest change at or
+ * before it; an instant before the first change (before the account existed) takes the first zone.
+ */
+export function zoneAt(history: readonly TimezoneChange[], at: number): string | undefined {
+  let zone = history[0]?.timezone;
+  for (const change of history) {
+    if (change.from.getTime() > at) break;
+    zone = change.timezone;
+  }
+  return zone;
+}

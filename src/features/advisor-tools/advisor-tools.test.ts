@@ -184,7 +184,9 @@ describe('advisor tools (DESIGN §11)', () => {
       assert.deepEqual([done(res)['finishReason'], done(res)['toolCalls']], ['stop', 1]);
 
       assert.equal(upstream.length, 2);
-      assert.deepEqual(offered(p, upstream[0] as RecordedRequest).sort(), ['get_market_status', 'get_price_history', 'get_quote', 'list_my_accounts', 'search_symbols']);
+      assert.deepEqual(offered(p, upstream[0] as RecordedRequest).sort(), [
+        'get_journal', 'get_market_status', 'get_price_history', 'get_quote', 'list_my_accounts', 'list_trades', 'position_size', 'search_symbols',
+      ]);
       const [back] = returnedResults(p, upstream[1] as RecordedRequest);
       assert.deepEqual(back?.content, quote, 'the model is sent exactly the result the client saw');
       const [echoed] = returnedCalls(p, upstream[1] as RecordedRequest);
@@ -314,10 +316,10 @@ describe('advisor tools (DESIGN §11)', () => {
     assert.ok(marketReads.every((r) => !JSON.stringify(r.query).includes(CANARY)));
   });
 
-  test('DESIGN §11: no market-data key → only list_my_accounts is offered', async () => {
+  test('DESIGN §11, §14: no market-data key → only list_my_accounts and the journal tools are offered', async () => {
     const u = await user('openai', { market: false });
     const { upstream } = await turn('openai', u, [{ chunks: ['Hi'] }]);
-    assert.deepEqual(offered('openai', upstream[0] as RecordedRequest), ['list_my_accounts']);
+    assert.deepEqual(offered('openai', upstream[0] as RecordedRequest), ['list_my_accounts', 'get_journal', 'list_trades', 'position_size']);
   });
 
   test('DESIGN §11: a catalogue model with "tools": false is offered no tool (no tools field at all)', async () => {

@@ -7,14 +7,15 @@ const bytes = (value: unknown): number => Buffer.byteLength(JSON.stringify(value
 
 /**
  * The result as is when it fits; else its list shortened until it does, with `truncated: true`:
- * price bars lose their oldest (the recent end is what an answer needs), other lists their tail.
+ * price bars and journal days lose their oldest (the recent end is what an answer needs), other lists
+ * their tail.
  */
 export function capResult(name: ToolName, result: Record<string, unknown>): Record<string, unknown> {
   if (bytes(result) <= MAX_RESULT_BYTES) return result;
   const listKey = Object.keys(result).find((k) => Array.isArray(result[k]));
   const list = listKey === undefined ? undefined : (result[listKey] as unknown[]);
   if (listKey === undefined || list === undefined) return { truncated: true, note: 'the result was too large to send' };
-  const keepNewest = name === 'get_price_history';
+  const keepNewest = name === 'get_price_history' || name === 'get_journal';
   const shortened = (n: number): Record<string, unknown> => ({
     ...result,
     [listKey]: keepNewest ? list.slice(list.length - n) : list.slice(0, n),

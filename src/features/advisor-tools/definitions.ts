@@ -27,11 +27,45 @@ const SearchArgs = Type.Object(
   { additionalProperties: false },
 );
 
+const Account = Type.String({
+  minLength: 1,
+  maxLength: 100,
+  description: 'The account’s name (or part of it) or id, as list_my_accounts shows; leave out when the user has one account',
+});
+const JournalArgs = Type.Object(
+  { account: Type.Optional(Account), from: Day, to: Day },
+  { additionalProperties: false },
+);
+const TradesArgs = Type.Object(
+  {
+    account: Type.Optional(Account),
+    from: Day,
+    to: Day,
+    symbol: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9.:^/-]{1,24}$', description: 'Only this symbol' })),
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, description: 'At most this many trades, newest first (default 50)' })),
+  },
+  { additionalProperties: false },
+);
+const Price = (description: string) => Type.Number({ minimum: 0, description });
+const PositionSizeArgs = Type.Object(
+  {
+    account: Type.Optional(Account),
+    entry: Price('Planned entry price'),
+    stop: Price('Stop-loss price (below the entry for a long, above for a short)'),
+    riskPercent: Type.Number({ exclusiveMinimum: 0, maximum: 100, description: 'Share of the balance to risk, in percent (1 = 1 %)' }),
+    balance: Type.Optional(Price('Balance to size against; default the account’s balance from its journal')),
+  },
+  { additionalProperties: false },
+);
+
 export type QuoteInput = Static<typeof QuoteArgs>;
+export type JournalInput = Static<typeof JournalArgs>;
+export type TradesInput = Static<typeof TradesArgs>;
+export type PositionSizeInput = Static<typeof PositionSizeArgs>;
 export type PriceHistoryInput = Static<typeof PriceHistoryArgs>;
 export type SearchInput = Static<typeof SearchArgs>;
 
-export const TOOL_NAMES = ['get_quote', 'get_price_history', 'get_market_status', 'search_symbols', 'list_my_accounts'] as const;
+export const TOOL_NAMES = ['get_quote', 'get_price_history', 'get_market_status', 'search_symbols', 'list_my_accounts', 'get_journal', 'list_trades', 'position_size'] as const;
 export type ToolName = (typeof TOOL_NAMES)[number];
 
 /** Tools that read the market with the user's market-data key: offered only when one is stored. */
@@ -72,6 +106,26 @@ export const TOOL_DEFINITIONS: Readonly<Record<ToolName, ToolDefinition>> = {
     name: 'list_my_accounts',
     description: "The user's own trading accounts in this journal: name, currency, time zone, brokerage and starting balance.",
     parameters: NoParameters,
+  },
+  get_journal: {
+    name: 'get_journal',
+    description:
+      "The user's trading journal of one account between two trading days (both included, at most three years apart): realized and net P&L, " +
+      'fees, round trips, wins and losses, win rate, profit factor, expectancy, average and largest win and loss, max drawdown, the daily figures ' +
+      '(the 60 most recent days with fills), open positions at the end of the range, and the balance. FIFO, exact; amounts are decimal strings in the account’s currency.',
+    parameters: JournalArgs,
+  },
+  list_trades: {
+    name: 'list_trades',
+    description: "The user's recorded trades (fills) of one account between two trading days, newest first: symbol, side, quantity, price, fee, when, note and tags.",
+    parameters: TradesArgs,
+  },
+  position_size: {
+    name: 'position_size',
+    description:
+      'How many shares to buy or sell so that a move from entry to stop loses riskPercent of the balance: shares = floor(balance × riskPercent / 100 / |entry − stop|), ' +
+      'with the risk amount, the risk per share and the position value. Exact arithmetic; the balance is the account’s (from its journal) unless given.',
+    parameters: PositionSizeArgs,
   },
 };
 

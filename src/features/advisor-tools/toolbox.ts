@@ -8,13 +8,17 @@ import { MarketDataError, type MarketReads } from '../../providers/market-data/i
 import { listAccounts, listBrokerages } from '../accounts/service.ts';
 import { markMarketDataKeyRefused, type UsableMarketDataKey } from '../advisor-keys/market-data-service.ts';
 import { capResult } from './cap.ts';
+import { getJournal, listTradesTool, positionSizeTool, ToolRefusal } from './journal-tools.ts';
 import {
   MARKET_TOOLS,
   TOOL_DEFINITIONS,
   TOOL_NAMES,
   toolSpec,
+  type JournalInput,
+  type PositionSizeInput,
   type PriceHistoryInput,
   type QuoteInput,
+  type TradesInput,
   type SearchInput,
   type ToolName,
 } from './definitions.ts';
@@ -27,7 +31,11 @@ export type ToolErrorCode =
   /** ADVISOR_MAX_TOOL_CALLS were run; this call was not. */
   | 'TOOL_CALL_LIMIT_REACHED'
   /** The service could not run the tool (its own store failed). */
-  | 'TOOL_FAILED';
+  | 'TOOL_FAILED'
+  /** A journal tool's `account` names none of the user's accounts (the message lists them). */
+  | 'ACCOUNT_NOT_FOUND'
+  /** A journal tool's `account` (or its absence) fits several accounts (the message lists the candidates). */
+  | 'ACCOUNT_AMBIGUOUS';
 
 /**
  * A tool call's result, as the model is told it, the client is shown it and a reply stores it.
@@ -40,7 +48,7 @@ export type ToolOutcome<Code extends string = ToolErrorCode> =
 /** The user's market-data key as the tools use it; never sent anywhere but the market-data provider. */
 export type MarketKey = UsableMarketDataKey;
 
-type ToolDeps = Pick<Deps, 'db' | 'clock' | 'ids' | 'config' | 'logger'> & { readonly marketData: MarketReads };
+type ToolDeps = Pick<Deps, 'db' | 'clock' | 'ids' | 'vault' | 'config' | 'logger'> & { readonly marketData: MarketReads };
 
 const ajv = new Ajv({ allErrors: false, strict: false });
 const validators = Object.fromEntries(TOOL_NAMES.map((n) => [n, ajv.compile(TOOL_DEFINITIONS[n].parameters)])) as Record<ToolName, ValidateFunction>;
@@ -93,6 +101,7 @@ export class Toolbox {
       return { ok: true, result: capResult(name, await this.#execute(name, args, signal)) };
     } catch (err) {
       if (signal.aborted) throw signal.reason;
+      if (err instanceof ToolRefusal) return failure(err.code, err.message);
       if (err instanceof MarketDataError) {
         if (err.code === 'MARKET_DATA_KEY_INVALID' && !this.#marketKeyRejected && this.#marketKey) {
           this.#marketKeyRejected = true;
@@ -108,7 +117,16 @@ export class Toolbox {
   }
 
   async #execute(name: ToolName, args: object, turn: AbortSignal): Promise<Record<string, unknown>> {
-    if (name === 'list_my_accounts') return this.#accounts();
+    switch (name) {
+      case 'list_my_accounts':
+        return this.#accounts();
+      case 'get_journal':
+        return getJournal(this.#deps, this.#userId, args as JournalInput);
+      case 'list_trades':
+        return listTradesTool(this.#deps, this.#userId, args as TradesInput);
+      case 'position_size':
+        return positionSizeTool(this.#deps, this.#userId, args as PositionSizeInput);
+    }
     const key = this.#marketKey;
     // Offered only with a key (the constructor), so a market tool always has one here.
     if (key === undefined) throw new Error(`market tool ${name} ran without a market-data key`);

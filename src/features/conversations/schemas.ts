@@ -85,7 +85,8 @@ const ToolOutcomeError = {
     code: Type.String({
       description:
         'TOOL_INVALID_ARGUMENTS, UNKNOWN_SYMBOL, MARKET_DATA_KEY_INVALID, MARKET_DATA_RATE_LIMITED, MARKET_DATA_UNAVAILABLE, ' +
-        'MARKET_DATA_NOT_ENTITLED, UNKNOWN_TOOL, TOOL_CALL_LIMIT_REACHED or TOOL_FAILED',
+        'MARKET_DATA_NOT_ENTITLED, ACCOUNT_NOT_FOUND, ACCOUNT_AMBIGUOUS (the message lists the candidates), UNKNOWN_TOOL, ' +
+        'TOOL_CALL_LIMIT_REACHED or TOOL_FAILED',
     }),
     message: Type.String(),
   }),
@@ -195,7 +196,9 @@ const StreamToolCallFrameSchema = named(
   Type.Object(
     {
       id: Type.String(),
-      name: Type.String({ description: 'get_quote, get_price_history, get_market_status, search_symbols or list_my_accounts' }),
+      name: Type.String({
+        description: 'get_quote, get_price_history, get_market_status, search_symbols, list_my_accounts, get_journal, list_trades or position_size',
+      }),
       arguments: ToolArguments,
     },
     { description: '`event: tool_call`: a tool call of the model, once its arguments are complete' },

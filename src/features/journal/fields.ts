@@ -1,0 +1,94 @@
+// A trade's fields as DESIGN §14 takes them, one check for the create route and the CSV import: a row
+// of a file is refused for exactly what would refuse the same trade sent to POST …/trades.
+import { isBoundedInstant } from '../../http/dates.ts';
+import { calendarDate, zoneAt, type TimezoneChange } from '../accounts/timezones.ts';
+import { canonicalUnits } from './decimal.ts';
+import type { Side } from './fifo.ts';
+import { MAX_EXTERNAL_ID, MAX_NOTE, MAX_TAG, MAX_TAGS, SYMBOL_PATTERN } from './schemas.ts';
+
+/** How far ahead of the service's clock an execution may be (clock skew between broker and service). */
+export const MAX_FUTURE_MS = 5 * 60_000;
+
+const SYMBOL = new RegExp(SYMBOL_PATTERN);
+
+/** A trade as sent, every field text (the route's JSON, a CSV row's cells). */
+export interface RawTrade {
+  readonly symbol: string;
+  readonly side: string;
+  readonly quantity: string;
+  readonly price: string;
+  readonly fee?: string | undefined;
+  readonly executedAt: string;
+  readonly externalId?: string | undefined;
+  readonly note?: string | undefined;
+  readonly tags?: readonly string[] | undefined;
+}
+
+/** A trade checked and canonical: what is stored and compared. */
+export interface TradeFields {
+  readonly symbol: string;
+  readonly side: Side;
+  readonly quantity: string;
+  readonly price: string;
+  readonly fee: string;
+  readonly executedAt: Date;
+  readonly externalId: string | null;
+  readonly note: string | null;
+  readonly tags: readonly string[];
+}
+
+export interface FieldProblem {
+  readonly path: string;
+  readonly message: string;
+}
+
+/** Broker side words (case-insensitive): BOT / SLD are Interactive Brokers', B / S many others'. */
+const SIDES: Readonly<Record<string, Side>> = { buy: 'buy', b: 'buy', bot: 'buy', bought: 'buy', sell: 'sell', s: 'sell', sld: 'sell', sold: 'sell' };
+
+export function sideOf(word: string): Side | undefined {
+  return SIDES[word.trim().toLowerCase()];
+}
+
+export function checkTrade(raw: RawTrade, now: Date): TradeFields | FieldProblem {
+  const problem = (path: string, message: string): FieldProblem => ({ path, message });
+  if (!SYMBOL.test(raw.symbol)) return problem('/symbol', `must match ${SYMBOL_PATTERN}`);
+  const side = sideOf(raw.side);
+  if (side === undefined) return problem('/side', 'must be buy or sell (B, S, BOT, SLD)');
+  const quantity = canonicalUnits(raw.quantity);
+  if (quantity === undefined || quantity === '0') return problem('/quantity', 'must be a decimal > 0 with at most 12 integer and 8 fractional digits');
+  const price = canonicalUnits(raw.price);
+  if (price === undefined) return problem('/price', 'must be a decimal ≥ 0 with at most 12 integer and 8 fractional digits');
+  const fee = raw.fee === undefined || raw.fee === '' ? '0' : canonicalUnits(raw.fee);
+  if (fee === undefined) return problem('/fee', 'must be a decimal ≥ 0 with at most 12 integer and 8 fractional digits');
+  if (!isBoundedInstant(raw.executedAt)) return problem('/executedAt', 'must be an ISO 8601 instant with Z or an offset, 1970–9999');
+  const executedAt = new Date(raw.executedAt);
+  if (executedAt.getTime() > now.getTime() + MAX_FUTURE_MS) return problem('/executedAt', 'must be at most 5 minutes in the future');
+  const externalId = raw.externalId === undefined || raw.externalId === '' ? null : raw.externalId;
+  if (externalId !== null && externalId.length > MAX_EXTERNAL_ID) return problem('/externalId', `must be at most ${MAX_EXTERNAL_ID} characters`);
+  const note = raw.note === undefined || raw.note === '' ? null : raw.note;
+  if (note !== null && note.length > MAX_NOTE) return problem('/note', `must be at most ${MAX_NOTE} characters`);
+  const tags = raw.tags ?? [];
+  if (tags.length > MAX_TAGS || tags.some((t) => t.length < 1 || t.length > MAX_TAG) || new Set(tags).size !== tags.length) {
+    return problem('/tags', `at most ${MAX_TAGS} distinct tags of 1 to ${MAX_TAG} characters`);
+  }
+  return { symbol: raw.symbol.toUpperCase(), side, quantity, price, fee, executedAt, externalId, note, tags };
+}
+
+export const isProblem = (v: TradeFields | FieldProblem): v is FieldProblem => 'path' in v;
+
+/** The trading day of an instant: its date in the account's zone in force at that instant (DESIGN §9, §14). */
+export function tradingDayOf(history: readonly TimezoneChange[], fallbackZone: string, at: Date): string {
+  return calendarDate(at, zoneAt(history, at.getTime()) ?? fallbackZone);
+}
+
+/** Whether a stored trade is the same fill as `fields` (an externalId sent again): the fill, not its note or tags. */
+export function sameFill(stored: Pick<TradeFields, 'symbol' | 'side' | 'quantity' | 'price' | 'fee'> & { executedAt: Date }, fields: TradeFields): boolean {
+  return (
+    stored.symbol === fields.symbol &&
+    stored.side === fields.side &&
+    stored.quantity === fields.quantity &&
+    stored.price === fields.price &&
+    stored.fee === fields.fee &&
+    stored.executedAt.getTime() === fields.executedAt.getTime()
+  );
+}

@@ -1,0 +1,181 @@
+import type { Deps } from '../../deps.ts';
+import { invalidCursor, makeCursor, readCursor } from '../../http/cursor.ts';
+import { AppError } from '../../http/errors.ts';
+import { accountWithZones, getAccount, lockAccountWithZones } from '../accounts/service.ts';
+import { calendarDate, zoneAt } from '../accounts/timezones.ts';
+import { AMOUNT_PLACES, formatScaled, scaledFrom, UNIT_PLACES } from './decimal.ts';
+import { checkTrade, isProblem, sameFill, tradingDayOf, type FieldProblem, type TradeFields } from './fields.ts';
+import { balanceOf, journalOf, type DayFigures } from './journal.ts';
+import { recordTrades, type NewTrade } from './record.ts';
+import * as repo from './repo.ts';
+import type { CreateTradeInput, JournalDto, JournalQueryInput, TradeDto, TradeListQueryInput, UpdateTradeInput } from './schemas.ts';
+
+export type JournalDeps = Pick<Deps, 'db' | 'clock' | 'ids' | 'vault'>;
+
+const DAY_MS = 86_400_000;
+/** DESIGN §14: `from` and `to` at most three years apart (1,096 days: three years with a leap day). */
+export const MAX_JOURNAL_SPAN_DAYS = 3 * 365 + 1;
+const DEFAULT_JOURNAL_DAYS = 30;
+const DEFAULT_PAGE = 50;
+
+const canonical = (text: string): string => formatScaled(scaledFrom(text, UNIT_PLACES), UNIT_PLACES);
+
+export function toDto(row: repo.TradeRow): TradeDto {
+  return {
+    id: row.id,
+    accountId: row.account_id,
+    symbol: row.symbol,
+    side: row.side,
+    quantity: canonical(row.quantity),
+    price: canonical(row.price),
+    fee: canonical(row.fee),
+    executedAt: row.executed_at.toISOString(),
+    tradingDay: row.trading_day,
+    externalId: row.external_id,
+    note: row.note,
+    tags: row.tags,
+    createdAt: row.created_at.toISOString(),
+  };
+}
+
+/** The fill fields of a stored trade, canonical, for comparing with a trade sent again. */
+export function storedFill(row: repo.TradeRow): Pick<TradeFields, 'symbol' | 'side' | 'quantity' | 'price' | 'fee'> & { executedAt: Date } {
+  return { symbol: row.symbol, side: row.side, quantity: canonical(row.quantity), price: canonical(row.price), fee: canonical(row.fee), executedAt: row.executed_at };
+}
+
+export function invalid(problem: FieldProblem): AppError {
+  return new AppError('VALIDATION_ERROR', `${problem.path}: ${problem.message}`, { details: [problem] });
+}
+
+export const externalIdReused = (): AppError =>
+  new AppError('TRADE_EXTERNAL_ID_REUSED', 'a trade with this externalId and other fields is already stored on this account');
+
+const tradeNotFound = (): AppError => new AppError('NOT_FOUND', 'trade not found');
+
+/** DESIGN §14: `201` with the new trade, or `200` with the stored one when the same externalId and fill were sent before. */
+export async function createTrade(deps: JournalDeps, userId: string, accountId: string, input: CreateTradeInput): Promise<{ trade: TradeDto; created: boolean }> {
+  const now = deps.clock.now();
+  const fields = checkTrade(input, now);
+  if (isProblem(fields)) throw invalid(fields);
+  return deps.db.transaction().execute(async (trx) => {
+    const { account, timezones } = await lockAccountWithZones(trx, userId, accountId);
+    if (fields.externalId !== null) {
+      const [stored] = await repo.tradesByKeys(trx, accountId, [fields.externalId], []);
+      if (stored) {
+        if (!sameFill(storedFill(stored), fields)) throw externalIdReused();
+        return { trade: toDto(stored), created: false };
+      }
+    }
+    const trade: NewTrade = { ...fields, id: deps.ids.uuid(), tradingDay: tradingDayOf(timezones, account.timezone, fields.executedAt), importKey: null, createdAt: now };
+    await recordTrades(trx, accountId, [trade], []);
+    return { trade: newTradeDto(accountId, trade), created: true };
+  });
+}
+
+export function newTradeDto(accountId: string, t: NewTrade): TradeDto {
+  return {
+    id: t.id,
+    accountId,
+    symbol: t.symbol,
+    side: t.side,
+    quantity: t.quantity,
+    price: t.price,
+    fee: t.fee,
+    executedAt: t.executedAt.toISOString(),
+    tradingDay: t.tradingDay,
+    externalId: t.externalId,
+    note: t.note,
+    tags: [...t.tags],
+    createdAt: t.createdAt.toISOString(),
+  };
+}
+
+export async function updateTrade(deps: JournalDeps, userId: string, accountId: string, tradeId: string, patch: UpdateTradeInput): Promise<TradeDto> {
+  await getAccount(deps, userId, accountId);
+  const row = await repo.updateNoteAndTags(deps.db, accountId, tradeId, patch);
+  if (!row) throw tradeNotFound();
+  return toDto(row);
+}
+
+export async function deleteTrade(deps: JournalDeps, userId: string, accountId: string, tradeId: string): Promise<void> {
+  await deps.db.transaction().execute(async (trx) => {
+    await lockAccountWithZones(trx, userId, accountId);
+    const row = await repo.deleteTrade(trx, accountId, tradeId);
+    if (!row) throw tradeNotFound();
+    await recordTrades(trx, accountId, [], [{ symbol: row.symbol, tradingDay: row.trading_day }]);
+  });
+}
+
+function checkRange(from: string | undefined, to: string | undefined): void {
+  if (from !== undefined && to !== undefined && from > to) throw invalid({ path: '/from', message: 'must not be after `to`' });
+}
+
+function cursorPosition(deps: JournalDeps, userId: string, accountId: string, cursor: string): { executedAt: Date; id: string } {
+  const [account, ms, id, ...rest] = readCursor(deps.vault, userId, 'trades', cursor);
+  if (rest.length > 0 || account !== accountId || typeof ms !== 'number' || !Number.isSafeInteger(ms) || typeof id !== 'string') throw invalidCursor();
+  return { executedAt: new Date(ms), id };
+}
+
+/** DESIGN §14: a page of trades, newest executedAt first; keyset cursor on (executedAt, id). */
+export async function listTrades(deps: JournalDeps, userId: string, accountId: string, q: TradeListQueryInput): Promise<{ items: TradeDto[]; nextCursor: string | null }> {
+  await getAccount(deps, userId, accountId);
+  checkRange(q.from, q.to);
+  const limit = q.limit ?? DEFAULT_PAGE;
+  const before = q.cursor === undefined ? undefined : cursorPosition(deps, userId, accountId, q.cursor);
+  const rows = await repo.listTrades(deps.db, accountId, { from: q.from, to: q.to, symbol: q.symbol?.toUpperCase(), before, limit: limit + 1 });
+  const page = rows.slice(0, limit);
+  const last = page.at(-1);
+  return {
+    items: page.map(toDto),
+    nextCursor: rows.length > limit && last ? makeCursor(deps.vault, userId, 'trades', [accountId, last.executed_at.getTime(), last.id]) : null,
+  };
+}
+
+const dayMs = (day: string): number => Date.parse(`${day}T00:00:00Z`);
+const dayOf = (ms: number): string => new Date(ms).toISOString().slice(0, 10);
+
+function dayFigures(r: repo.DayRow): DayFigures {
+  const amount = (t: string | null): bigint | null => (t === null ? null : scaledFrom(t, AMOUNT_PLACES));
+  return {
+    tradingDay: r.trading_day,
+    realized: scaledFrom(r.realized_pnl, AMOUNT_PLACES),
+    fees: scaledFrom(r.fees, UNIT_PLACES),
+    fills: r.fills,
+    roundTrips: r.round_trips,
+    wins: r.wins,
+    losses: r.losses,
+    grossWin: scaledFrom(r.gross_win, AMOUNT_PLACES),
+    grossLoss: scaledFrom(r.gross_loss, AMOUNT_PLACES),
+    largestWin: amount(r.largest_win),
+    largestLoss: amount(r.largest_loss),
+  };
+}
+
+const netOfSums = (sums: { realized: string; fees: string }): bigint =>
+  scaledFrom(sums.realized, AMOUNT_PLACES) - scaledFrom(sums.fees, UNIT_PLACES) * 10n ** BigInt(AMOUNT_PLACES - UNIT_PLACES);
+
+/** The account's balance as the journal gives it (startingBalance + all-time net P&L), for an account already known to be the caller's. */
+export async function balance(deps: JournalDeps, account: { id: string; startingBalance: string }): Promise<string> {
+  return balanceOf(account.startingBalance, netOfSums(await repo.allTimeSums(deps.db, account.id)));
+}
+
+/** DESIGN §14: the journal of a range of trading days, read from the rollups kept on write. */
+export async function journal(deps: JournalDeps, userId: string, accountId: string, q: JournalQueryInput): Promise<JournalDto> {
+  const { account, timezones } = await accountWithZones(deps.db, userId, accountId);
+  const now = deps.clock.now();
+  const to = q.to ?? calendarDate(now, zoneAt(timezones, now.getTime()) ?? account.timezone);
+  const from = q.from ?? dayOf(Math.max(0, dayMs(to) - (DEFAULT_JOURNAL_DAYS - 1) * DAY_MS));
+  checkRange(from, to);
+  if ((dayMs(to) - dayMs(from)) / DAY_MS > MAX_JOURNAL_SPAN_DAYS) throw invalid({ path: '/from', message: `must be at most three years (${MAX_JOURNAL_SPAN_DAYS} days) before \`to\`` });
+  const [days, sums, positions] = await Promise.all([repo.daysBetween(deps.db, accountId, from, to), repo.allTimeSums(deps.db, accountId), repo.positionsAt(deps.db, accountId, to)]);
+  return journalOf({
+    accountId,
+    currency: account.currency,
+    from,
+    to,
+    startingBalance: account.startingBalance,
+    days: days.map(dayFigures),
+    allTimeNet: netOfSums(sums),
+    positions: positions.map((p) => ({ symbol: p.symbol, quantity: scaledFrom(p.quantity, UNIT_PLACES), cost: scaledFrom(p.cost, AMOUNT_PLACES), openedAt: p.opened_at.getTime() })),
+  });
+}
