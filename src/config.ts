@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
 import path from 'node:path';
 import { Value } from 'typebox/value';
 import {
@@ -32,12 +33,34 @@ const MARKET_DATA_PUBLIC_BASE_URLS: Record<MarketDataProvider, string> = {
 /** What 4 maximal images (base64) and a maximal text need, plus room for JSON framing. */
 export const BODY_CAP_FLOOR = 4 * 4_500_000 + 50_000 * 4 + 64 * 1024;
 
+/** A Redis Cluster node's address (DESIGN §15). */
+export interface RedisNode {
+  readonly host: string;
+  readonly port: number;
+}
+
+/**
+ * Where the shared Redis is: one server (`url`), or a Redis Cluster reached through its seed nodes
+ * (`clusterNodes`), whose every node then takes the credentials and TLS (`rediss:`) of `url` when set.
+ */
+export interface RedisEndpoint {
+  readonly url: string | undefined;
+  readonly clusterNodes: readonly RedisNode[] | undefined;
+}
+
 export interface Config {
   readonly port: number;
   readonly host: string;
   readonly dataDir: string;
   readonly databaseUrl: string | undefined;
-  readonly redisUrl: string | undefined;
+  /** DESIGN §15: where the PostgreSQL frame store's LISTEN connection goes (past a transaction pooler). */
+  readonly databaseListenUrl: string | undefined;
+  /** DESIGN §15: false behind a transaction-mode pooler — unnamed statements, no session startup parameters. */
+  readonly databasePreparedStatements: boolean;
+  /** Unset: no shared Redis. */
+  readonly redis: RedisEndpoint | undefined;
+  /** DESIGN §15: the proxies whose X-Forwarded-For / -Proto are believed (addresses, CIDR ranges); false = none. */
+  readonly trustProxy: false | readonly string[];
   /** PostgreSQL connections this instance may hold at once. */
   readonly databasePoolSize: number;
   /** How long a pooled PostgreSQL connection may sit unused before it is closed; 0 = never. */
@@ -181,6 +204,15 @@ export function loadConfig(env: Env = process.env): Config {
     problems.push('METRICS_TOKEN must be 16 to 512 printable ASCII characters without spaces');
   }
 
+  const bool = (name: string, def: boolean): boolean => {
+    const raw = str(name);
+    if (raw === undefined) return def;
+    if (/^(true|1|yes|on)$/i.test(raw)) return true;
+    if (/^(false|0|no|off)$/i.test(raw)) return false;
+    problems.push(`${name} must be true or false (got "${raw}")`);
+    return def;
+  };
+
   const port = int('PORT', 3000, 0, 65535);
   const host = str('HOST') ?? '127.0.0.1';
   const databaseUrl = url('DATABASE_URL', undefined);
@@ -193,7 +225,10 @@ export function loadConfig(env: Env = process.env): Config {
     host,
     dataDir: path.resolve(str('DATA_DIR') ?? './data'),
     databaseUrl,
-    redisUrl: url('REDIS_URL', undefined),
+    databaseListenUrl: url('DATABASE_LISTEN_URL', databaseUrl),
+    databasePreparedStatements: bool('DATABASE_PREPARED_STATEMENTS', true),
+    redis: redisEndpoint(url('REDIS_URL', undefined), str('REDIS_CLUSTER_NODES'), problems),
+    trustProxy: trustedProxies(str('TRUST_PROXY'), problems),
     databasePoolSize: int('DATABASE_POOL_SIZE', 20, 1, 10_000),
     databasePoolIdleMs: int('DATABASE_POOL_IDLE_MS', 300_000, 0, 24 * 3_600_000),
     databaseConnectTimeoutMs: int('DATABASE_CONNECT_TIMEOUT_MS', 5000, 100, 600_000),
@@ -264,6 +299,52 @@ function sharedSecretProblems(str: (name: string) => string | undefined, problem
         '(a secret generated per instance would refuse the tokens the others accept)',
     );
   }
+}
+
+/** DESIGN §15: REDIS_CLUSTER_NODES (`host:port,…`) selects cluster mode; REDIS_URL then gives credentials and TLS. */
+function redisEndpoint(url: string | undefined, nodesSpec: string | undefined, problems: string[]): RedisEndpoint | undefined {
+  if (nodesSpec === undefined) return url === undefined ? undefined : { url, clusterNodes: undefined };
+  const clusterNodes: RedisNode[] = [];
+  for (const entry of nodesSpec.split(',').map((e) => e.trim())) {
+    const match = /^(\[[0-9a-f:.]+\]|[^\s:[\]]+):(\d{1,5})$/i.exec(entry);
+    const port = Number(match?.[2]);
+    if (!match?.[1] || !Number.isInteger(port) || port < 1 || port > 65535) {
+      problems.push(`REDIS_CLUSTER_NODES must be comma-separated host:port entries (got "${entry}")`);
+      continue;
+    }
+    clusterNodes.push({ host: match[1].replace(/^\[|\]$/g, ''), port });
+  }
+  return { url, clusterNodes };
+}
+
+/**
+ * TRUST_PROXY: which peers may say, in X-Forwarded-For and X-Forwarded-Proto, whom they relay —
+ * comma-separated addresses or CIDR ranges of the proxies (or proxy-addr's names `loopback`,
+ * `linklocal`, `uniquelocal`). Unset or `false`: nobody; the socket's peer is the client. `true`
+ * (believe any peer) and a hop count are refused: with either, a client that connects directly names
+ * any address it likes.
+ */
+function trustedProxies(raw: string | undefined, problems: string[]): false | readonly string[] {
+  if (raw === undefined || /^(false|no|off)$/i.test(raw)) return false;
+  const entries = raw.split(',').map((e) => e.trim());
+  if (entries.some((e) => !PROXY_NAMES.has(e) && !isAddressOrRange(e))) {
+    problems.push(
+      `TRUST_PROXY must be the proxies' addresses or CIDR ranges, comma-separated (or loopback, linklocal, uniquelocal), or false (got "${raw}")`,
+    );
+    return false;
+  }
+  return entries;
+}
+
+const PROXY_NAMES = new Set(['loopback', 'linklocal', 'uniquelocal']);
+
+function isAddressOrRange(entry: string): boolean {
+  const [address = '', bits, ...rest] = entry.split('/');
+  const family = isIP(address);
+  if (family === 0 || rest.length > 0) return false;
+  if (bits === undefined) return true;
+  const n = Number(bits);
+  return /^\d{1,3}$/.test(bits) && n <= (family === 4 ? 32 : 128);
 }
 
 const LOOPBACK_HOSTS = /^(localhost|127(\.\d{1,3}){3}|\[::1\])$/i;

@@ -95,7 +95,7 @@ if (CLUSTER_AVAILABLE) {
       };
       const [probes, upstream, checkouts] = [setup.fake.requests.length, setup.fake.streams.length, setup.stripe.checkouts.length];
 
-      await c().redisProxy.stop();
+      await c().redis.cut();
       let restoredAt = 0;
       try {
         const refused = await Promise.all(
@@ -109,7 +109,7 @@ if (CLUSTER_AVAILABLE) {
         assert.deepEqual([setup.fake.requests.length, setup.fake.streams.length, setup.stripe.checkouts.length], [probes, upstream, checkouts]);
         await assertAllServe();
       } finally {
-        await c().redisProxy.start(c().redisProxyPort);
+        await c().redis.restore();
         restoredAt = performance.now();
       }
 
@@ -249,7 +249,7 @@ if (CLUSTER_AVAILABLE) {
         await saveKey(c(), user, setup.fake.validKey);
         return user;
       }));
-      c().signalRedis('SIGSTOP');
+      c().redis.signal('SIGSTOP');
       let woke = 0;
       try {
         const began = performance.now();
@@ -259,7 +259,7 @@ if (CLUSTER_AVAILABLE) {
         assert.ok(slowest < 2900, `the frozen Redis held a start for ${Math.round(slowest)} ms`);
         await sleep(Math.max(0, 3000 - slowest));
       } finally {
-        c().signalRedis('SIGCONT');
+        c().redis.signal('SIGCONT');
         woke = performance.now();
       }
       // The abandoned acquires ran when Redis woke, and their undo right behind them.
