@@ -19,9 +19,10 @@ import {
   tally,
   type Outcome,
 } from './kit.ts';
+import { CLUSTER_STORES_NAME } from './cluster.ts';
 
 if (CLUSTER_AVAILABLE) {
-  describe('three instances, one PostgreSQL, one Redis', () => {
+  describe(`three instances, ${CLUSTER_STORES_NAME}`, () => {
     const setup = clusterWithFakes({
       STRIPE_WEBHOOK_SECRET: 'whsec_cluster_test',
     });

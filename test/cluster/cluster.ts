@@ -27,7 +27,7 @@ export interface Cluster {
   readonly instances: Instance[];
   /** Direct connection string to the cluster's own database (not through the proxy). */
   readonly databaseUrl: string;
-  /** Cut and restore the instances' path to PostgreSQL. */
+  /** Cut and restore the instances' path to PostgreSQL (to the pooler, when there is one). */
   readonly dbProxy: TcpProxy;
   readonly dbProxyPort: number;
   /**
@@ -49,7 +49,19 @@ export const CLUSTER_STORES = {
   redisUrl: process.env.REDIS_URL,
   /** DESIGN §15: set, the suites run on a Redis Cluster of their own instead of one redis-server. */
   redisCluster: process.env.REDIS_CLUSTER_NODES !== undefined && process.env.REDIS_CLUSTER_NODES !== '',
+  /**
+   * DESIGN §15: a transaction-mode pooler in front of DATABASE_URL's server (test/with-services.ts
+   * pgbouncer): the instances' statements go through it, unnamed (DATABASE_PREPARED_STATEMENTS=false),
+   * and only their LISTEN connection (DATABASE_LISTEN_URL) goes to PostgreSQL directly.
+   */
+  poolerUrl: process.env.TEST_DATABASE_POOLER_URL || undefined,
 };
+
+/** What the instances share, for the suites' names. */
+export const CLUSTER_STORES_NAME = [
+  CLUSTER_STORES.poolerUrl ? 'one PostgreSQL through PgBouncer (transaction mode)' : 'one PostgreSQL',
+  CLUSTER_STORES.redisCluster ? 'a Redis Cluster of three masters' : 'one Redis',
+].join(', ');
 
 /** `application_name` of the harness's own database connections (`cluster.sql`). */
 export const CLUSTER_TEST_APPLICATION = 'advisor-cluster-test';
@@ -87,11 +99,14 @@ export async function startCluster(opts: { instances: number; env?: Record<strin
     throw err;
   }
 
-  const dbProxy = new TcpProxy(direct.hostname, Number(direct.port || 5432));
+  const pooler = CLUSTER_STORES.poolerUrl ? new URL(CLUSTER_STORES.poolerUrl) : undefined;
+  const dbTarget = pooler ?? direct;
+  const dbProxy = new TcpProxy(dbTarget.hostname, Number(dbTarget.port || 5432));
   const dbProxyPort = await dbProxy.start(0);
   const viaProxy = new URL(databaseUrl);
   viaProxy.port = String(dbProxyPort);
   viaProxy.hostname = '127.0.0.1';
+  const poolerEnv: Record<string, string> = pooler ? { DATABASE_LISTEN_URL: databaseUrl, DATABASE_PREPARED_STATEMENTS: 'false' } : {};
 
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'advisor-cluster-'));
   const baseEnv: Record<string, string> = {
@@ -100,6 +115,7 @@ export async function startCluster(opts: { instances: number; env?: Record<strin
     PORT: '0',
     DATA_DIR: dataDir,
     DATABASE_URL: viaProxy.toString(),
+    ...poolerEnv,
     ...redis.env,
     AUTH_JWT_SECRET: TEST_JWT_SECRET,
     ENCRYPTION_KEYS: TEST_ENCRYPTION_KEYS,

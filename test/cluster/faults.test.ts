@@ -9,7 +9,6 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseFrames } from '../kits/conversations.ts';
 import { makeStripeEvent, signStripePayload } from '../fakes/index.ts';
 import { gate } from '../helpers/events.ts';
-import { CLUSTER_TEST_APPLICATION } from './cluster.ts';
 import {
   CLUSTER_AVAILABLE,
   PAID_MODEL,
@@ -30,6 +29,7 @@ import {
   type ClusterWithFakes,
   type Outcome,
 } from './kit.ts';
+import { CLUSTER_STORES_NAME, CLUSTER_TEST_APPLICATION } from './cluster.ts';
 
 // Only the tests of a provider that never answers run under these (an instance of their own); every
 // other probe and stream is answered, under the defaults (60 s here for probes), which no busy machine
@@ -53,7 +53,7 @@ async function payingUser(setup: ClusterWithFakes, tag: string, turns: number): 
 }
 
 if (CLUSTER_AVAILABLE) {
-  describe('faults: three instances, one PostgreSQL, one Redis', () => {
+  describe(`faults: three instances, ${CLUSTER_STORES_NAME}`, () => {
     const setup = clusterWithFakes({
       STRIPE_WEBHOOK_SECRET: WEBHOOK_SECRET,
       // A client gone ends its turn at once here (the detach grace has its own suite, resume.test.ts).

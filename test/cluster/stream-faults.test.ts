@@ -24,6 +24,7 @@ import {
   streamPath,
   waitFor,
 } from './kit.ts';
+import { CLUSTER_STORES_NAME } from './cluster.ts';
 
 // A follower rides out a store that does not answer for up to 3 heartbeats: longer than the freezes here.
 const HEARTBEAT_MS = 1000;
@@ -53,7 +54,7 @@ function assertRising(frames: readonly Frame[], what: string): void {
 const ended = (s: LiveStream, timeoutMs = 60_000): Promise<Frame[]> => framesAtEnd(s, timeoutMs);
 
 if (CLUSTER_AVAILABLE) {
-  describe('streams under faults: three instances, one PostgreSQL, a Redis of their own (DESIGN §12)', () => {
+  describe(`streams under faults: three instances, ${CLUSTER_STORES_NAME} of their own (DESIGN §12)`, () => {
     const setup = clusterWithFakes({
       STRIPE_WEBHOOK_SECRET: 'whsec_stream_faults',
       STREAM_HEARTBEAT_MS: String(HEARTBEAT_MS),
