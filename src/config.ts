@@ -53,7 +53,10 @@ export interface Config {
   readonly host: string;
   readonly dataDir: string;
   readonly databaseUrl: string | undefined;
-  /** DESIGN §15: where the PostgreSQL frame store's LISTEN connection goes (past a transaction pooler). */
+  /**
+   * DESIGN §15: PostgreSQL itself, past any transaction pooler, for the two connections that need a
+   * session of their own: the frame store's LISTEN and the migrations' (a session lock). DATABASE_URL by default.
+   */
   readonly databaseListenUrl: string | undefined;
   /** DESIGN §15: false behind a transaction-mode pooler — unnamed statements, no session startup parameters. */
   readonly databasePreparedStatements: boolean;

@@ -96,6 +96,7 @@ export async function createDeps(config: Config, opts: DepsOptions = {}): Promis
         connectTimeoutMs: config.databaseConnectTimeoutMs,
         statementTimeoutMs: config.databaseStatementTimeoutMs,
         preparedStatements: config.databasePreparedStatements,
+        sessionUrl: config.databaseListenUrl,
         pgliteDir: opts.pgliteDir ?? path.join(config.dataDir, 'pgdata'),
         ...(opts.dbSchema ? { schema: opts.dbSchema } : {}),
         onPoolError: (err) => logger.warn({ err: err.message }, 'database connection lost; it will be replaced'),

@@ -49,6 +49,12 @@ export interface CreateDbOptions {
    * role's or the pooler's to set.
    */
   readonly preparedStatements?: boolean;
+  /**
+   * Where the migrations' connection goes (DATABASE_LISTEN_URL; default `databaseUrl`): the migrator's
+   * lock is a session lock (Kysely's `pg_advisory_lock`), which a transaction-mode pooler would let
+   * go — or hand to another client — between two statements, so it must reach PostgreSQL directly.
+   */
+  readonly sessionUrl?: string | undefined;
   readonly onPoolError?: (err: Error) => void;
 }
 
@@ -58,8 +64,9 @@ const UNANSWERED_GRACE_MS = 1000;
 const unbounded = new WeakMap<Db, () => Db>();
 
 /**
- * The same PostgreSQL database on a connection of its own without the statement deadlines, for work
- * that may rightly outlast a request's statement: migrations, and waiting for another instance's. Its
+ * The same PostgreSQL database on a connection of its own (to `sessionUrl`: past any pooler) without
+ * the statement deadlines, for work that may rightly outlast a request's statement: migrations, and
+ * waiting for another instance's. Its
  * introspection sees only the session's own schema (OwnSchemaPostgresDialect), so another schema
  * dropped meanwhile cannot fail a migration. Undefined for PGlite (no deadlines there, one schema).
  * The caller destroys it.
@@ -108,7 +115,8 @@ export async function createDb(opts: CreateDbOptions): Promise<DbHandle> {
     // is refused, and the pool discards the client on release; so this listener only has to exist.
     pool.on('connect', (client) => client.on('error', () => undefined));
     const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool: preparedStatementPool(pool, { named }) }) });
-    unbounded.set(db, () => new Kysely<DB>({ dialect: new OwnSchemaPostgresDialect({ pool: new pg.Pool({ ...session, max: 1 }) }) }));
+    const own = { ...session, connectionString: opts.sessionUrl ?? databaseUrl, max: 1 };
+    unbounded.set(db, () => new Kysely<DB>({ dialect: new OwnSchemaPostgresDialect({ pool: new pg.Pool(own) }) }));
     return { db, kind: 'postgres', close: () => db.destroy() };
   }
   const dir = opts.pgliteDir ?? 'memory://';

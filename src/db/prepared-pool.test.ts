@@ -5,7 +5,9 @@ import { randomBytes } from 'node:crypto';
 import { sql } from 'kysely';
 import pg from 'pg';
 import { startPgBouncer, type PgBouncer } from '../../test/helpers/pgbouncer.ts';
+import { unusedPort } from '../../test/helpers/net.ts';
 import { createDb, type DbHandle } from './create-db.ts';
+import { migrateToLatest } from './migrate.ts';
 
 // Named prepared statements exist only on a PostgreSQL server (PGlite runs in-process).
 const databaseUrl = process.env.DATABASE_URL;
@@ -118,6 +120,37 @@ if (!databaseUrl) {
         assert.deepEqual(sums, Array.from({ length: 200 }, (_, i) => 2 * i + 1));
       } finally {
         await pooled.close();
+      }
+    });
+
+    test('DESIGN §15: migrations through PgBouncer take their session lock on DATABASE_LISTEN_URL\'s own connection to PostgreSQL (a refused one fails them), and then apply', async () => {
+      const name = `advisor_pooler_${randomBytes(5).toString('hex')}`;
+      const admin = new pg.Client({ connectionString: databaseUrl });
+      await admin.connect();
+      await admin.query(`create database ${name}`);
+      try {
+        const direct = new URL(databaseUrl);
+        direct.pathname = `/${name}`;
+        const pooled = `${bouncer.url}${name}`;
+        const nowhere = new URL(direct);
+        nowhere.port = String(await unusedPort());
+        const refused = await createDb({ databaseUrl: pooled, preparedStatements: false, sessionUrl: nowhere.toString() });
+        try {
+          await assert.rejects(migrateToLatest(refused.db), /ECONNREFUSED/);
+        } finally {
+          await refused.close();
+        }
+        const h = await createDb({ databaseUrl: pooled, preparedStatements: false, sessionUrl: direct.toString() });
+        try {
+          await migrateToLatest(h.db);
+          const tables = await sql<{ n: number }>`select count(*)::int as n from information_schema.tables where table_name in ('wallets', 'stream_frames')`.execute(h.db);
+          assert.deepEqual(tables.rows, [{ n: 2 }]);
+        } finally {
+          await h.close();
+        }
+      } finally {
+        await admin.query(`drop database if exists ${name} with (force)`);
+        await admin.end();
       }
     });
 
