@@ -6,6 +6,7 @@ import { once } from 'node:events';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { endChild } from './child.ts';
 import { unusedPort, waitForPort } from './net.ts';
 
 const TEMPLATE = path.resolve(import.meta.dirname, '../../deploy/nginx.conf');
@@ -37,12 +38,8 @@ export async function startNginx(upstreams: readonly string[]): Promise<Nginx> {
   let stderr = '';
   child.stderr?.on('data', (c: Buffer) => (stderr += c.toString()));
   const stop = async (): Promise<void> => {
-    if (child.exitCode === null && child.signalCode === null) {
-      const exited = once(child, 'exit');
-      // The master stops its workers and exits.
-      child.kill('SIGTERM');
-      await exited;
-    }
+    // The master stops its workers, then exits.
+    await endChild(child, 'SIGTERM');
     rmSync(prefix, { recursive: true, force: true });
   };
   const exited = once(child, 'exit').then(() => {

@@ -3,13 +3,13 @@
 // loopback TCP proxies the test can cut or freeze (a cluster's nodes announce their proxy's port, so
 // the cluster's redirections lead through the proxies too).
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
 import type { RedisEndpoint } from '../../src/config.ts';
+import { endChild } from './child.ts';
 import { TcpProxy, unusedPort, waitForPort } from './net.ts';
 
 const run = promisify(execFile);
@@ -50,7 +50,7 @@ export async function startOwnRedis(opts: { cluster: boolean; proxied: boolean }
   const root = mkdtempSync(path.join(os.tmpdir(), opts.cluster ? 'advisor-redis-cluster-' : 'advisor-redis-'));
   const nodes: Node[] = [];
   const stop = async (): Promise<void> => {
-    await Promise.all(nodes.map((n) => killed(n.process)));
+    await Promise.all(nodes.map((n) => endChild(n.process)));
     await Promise.all(nodes.map((n) => n.proxy?.stop()));
     rmSync(root, { recursive: true, force: true });
   };
@@ -83,7 +83,7 @@ export async function startOwnRedis(opts: { cluster: boolean; proxied: boolean }
     thaw: () => nodes.forEach((n) => n.proxy?.thaw()),
     signal: (signal) => nodes.forEach((n) => n.process.kill(signal)),
     async restartEmpty() {
-      await Promise.all(nodes.map((n) => killed(n.process)));
+      await Promise.all(nodes.map((n) => endChild(n.process)));
       for (const n of nodes) n.process = await spawnNode(n, opts.cluster);
       if (opts.cluster) await clusterReady(nodes);
     },
@@ -113,13 +113,6 @@ async function spawnNode(node: NodeSpec, cluster: boolean): Promise<ChildProcess
     throw spawnError ?? err;
   }
   return child;
-}
-
-async function killed(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = once(child, 'exit');
-  child.kill('SIGKILL');
-  await exited;
 }
 
 /** `redis-cli --cluster create`, masters only, then waits until every node says `cluster_state:ok`. */

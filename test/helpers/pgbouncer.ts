@@ -1,10 +1,10 @@
 // Debian's PgBouncer in transaction mode in front of the suites' PostgreSQL (DESIGN §15): a process of
 // its own on a free port, with its own configuration in a temporary directory.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { endChild } from './child.ts';
 import { unusedPort, waitForPort } from './net.ts';
 
 export interface PgBouncer {
@@ -59,11 +59,7 @@ export async function startPgBouncer(databaseUrl: string): Promise<PgBouncer> {
   let spawnError: Error | undefined;
   child.on('error', (err) => (spawnError = err));
   const stop = async (): Promise<void> => {
-    if (child.exitCode === null && child.signalCode === null) {
-      const exited = once(child, 'exit');
-      child.kill('SIGKILL');
-      await exited;
-    }
+    await endChild(child);
     rmSync(dir, { recursive: true, force: true });
   };
   try {
