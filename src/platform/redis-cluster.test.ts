@@ -7,6 +7,7 @@ import { after, describe, test } from 'node:test';
 import { Cluster } from 'ioredis';
 import { adminRedis, deleteKeys, REDIS_UNDER_TEST } from '../../test/helpers/redis.ts';
 import { ManualClock } from '../../test/helpers/manual-clock.ts';
+import { unusedPort } from '../../test/helpers/net.ts';
 import { wireOf } from './frames.ts';
 import type { RateLimitRule } from './rate-limiter.ts';
 import { closeRedis, openRedis, turnTag, userTag } from './redis-connection.ts';
@@ -15,6 +16,17 @@ import { createRedisRateLimiter } from './redis-rate-limiter.ts';
 import { createRedisStreamLeases } from './redis-stream-leases.ts';
 
 const cluster = REDIS_UNDER_TEST?.clusterNodes ? REDIS_UNDER_TEST : undefined;
+
+test('DESIGN §15: with REDIS_CLUSTER_NODES and REDIS_URL both set, every cluster node takes REDIS_URL\'s user, password and TLS', async () => {
+  const client = openRedis({ url: 'rediss://app:p%40ss@ignored.example:6380/0', clusterNodes: [{ host: '127.0.0.1', port: await unusedPort() }] });
+  try {
+    assert.ok(client instanceof Cluster);
+    const { username, password, tls } = client.options.redisOptions ?? {};
+    assert.deepEqual({ username, password, tls }, { username: 'app', password: 'p@ss', tls: {} });
+  } finally {
+    client.disconnect();
+  }
+});
 
 if (!cluster) {
   test('Redis Cluster (three masters)', { skip: 'needs a Redis Cluster: npm run test:redis-cluster' }, () => undefined);
