@@ -65,6 +65,8 @@ export async function buildApp(deps: Deps) {
     bodyLimit: SMALL_BODY_BYTES,
     requestIdHeader: false,
     genReqId: requestIdOf,
+    // DESIGN §15: request.ip is X-Forwarded-For's client only when the peer is a proxy TRUST_PROXY names.
+    trustProxy: deps.config.trustProxy === false ? false : [...deps.config.trustProxy],
     return503OnClosing: true,
     ...serverLimits(deps.config.requestTimeoutMs),
     // What the server refuses before a route runs is answered in the envelope too (DESIGN §3).
@@ -89,7 +91,7 @@ export async function buildApp(deps: Deps) {
     deps.metrics.httpRequests.inc({ method: req.method, route, status: String(reply.statusCode) });
     const seconds = reply.elapsedTime / 1000;
     deps.metrics.httpDuration.observe({ method: req.method, route }, seconds);
-    req.log.info({ method: req.method, route, status: reply.statusCode, ms: Math.round(reply.elapsedTime * 100) / 100 }, 'request');
+    req.log.info({ method: req.method, route, status: reply.statusCode, ms: Math.round(reply.elapsedTime * 100) / 100, ip: req.ip }, 'request');
   });
 
   app.setErrorHandler((err: FastifyError | AppError, req, reply) => {

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
 import path from 'node:path';
 import { Value } from 'typebox/value';
 import {
@@ -32,12 +33,37 @@ const MARKET_DATA_PUBLIC_BASE_URLS: Record<MarketDataProvider, string> = {
 /** What 4 maximal images (base64) and a maximal text need, plus room for JSON framing. */
 export const BODY_CAP_FLOOR = 4 * 4_500_000 + 50_000 * 4 + 64 * 1024;
 
+/** A Redis Cluster node's address (DESIGN §15). */
+export interface RedisNode {
+  readonly host: string;
+  readonly port: number;
+}
+
+/**
+ * Where the shared Redis is: one server (`url`), or a Redis Cluster reached through its seed nodes
+ * (`clusterNodes`), whose every node then takes the credentials and TLS (`rediss:`) of `url` when set.
+ */
+export interface RedisEndpoint {
+  readonly url: string | undefined;
+  readonly clusterNodes: readonly RedisNode[] | undefined;
+}
+
 export interface Config {
   readonly port: number;
   readonly host: string;
   readonly dataDir: string;
   readonly databaseUrl: string | undefined;
-  readonly redisUrl: string | undefined;
+  /**
+   * DESIGN §15: PostgreSQL itself, past any transaction pooler, for the two connections that need a
+   * session of their own: the frame store's LISTEN and the migrations' (a session lock). DATABASE_URL by default.
+   */
+  readonly databaseListenUrl: string | undefined;
+  /** DESIGN §15: false behind a transaction-mode pooler — unnamed statements, no session startup parameters. */
+  readonly databasePreparedStatements: boolean;
+  /** Unset: no shared Redis. */
+  readonly redis: RedisEndpoint | undefined;
+  /** DESIGN §15: the proxies whose X-Forwarded-For / -Proto are believed (addresses, CIDR ranges); false = none. */
+  readonly trustProxy: false | readonly string[];
   /** PostgreSQL connections this instance may hold at once. */
   readonly databasePoolSize: number;
   /** How long a pooled PostgreSQL connection may sit unused before it is closed; 0 = never. */
@@ -144,7 +170,7 @@ class EnvReader {
 
   /** An http(s), postgres or redis URL without trailing slashes. */
   url(name: string, def: string): string;
-  url(name: string, def: undefined): string | undefined;
+  url(name: string, def: string | undefined): string | undefined;
   url(name: string, def: string | undefined): string | undefined {
     const raw = this.str(name);
     if (raw === undefined) return def;
@@ -156,6 +182,15 @@ class EnvReader {
       this.problems.push(`${name} must be a URL (got "${raw}")`);
       return def;
     }
+  }
+
+  bool(name: string, def: boolean): boolean {
+    const raw = this.str(name);
+    if (raw === undefined) return def;
+    if (/^(true|1|yes|on)$/i.test(raw)) return true;
+    if (/^(false|0|no|off)$/i.test(raw)) return false;
+    this.problems.push(`${name} must be true or false (got "${raw}")`);
+    return def;
   }
 
   oneOf<T extends string>(name: string, choices: readonly T[], def: T): T {
@@ -217,7 +252,10 @@ export function loadConfig(env: Env = process.env): Config {
     host,
     dataDir: path.resolve(r.str('DATA_DIR') ?? './data'),
     databaseUrl,
-    redisUrl: r.url('REDIS_URL', undefined),
+    databaseListenUrl: r.url('DATABASE_LISTEN_URL', databaseUrl),
+    databasePreparedStatements: r.bool('DATABASE_PREPARED_STATEMENTS', true),
+    redis: redisEndpoint(r.url('REDIS_URL', undefined), r.str('REDIS_CLUSTER_NODES'), r.problems),
+    trustProxy: trustedProxies(r.str('TRUST_PROXY'), r.problems),
     encryptionKeys: r.str('ENCRYPTION_KEYS'),
     auth,
     providerBaseUrls: Object.fromEntries(PROVIDERS.map((p) => [p, r.url(`${p.toUpperCase()}_BASE_URL`, PROVIDER_PUBLIC_BASE_URLS[p])])) as Record<Provider, string>,
@@ -300,6 +338,52 @@ function sharedSecretProblems(r: EnvReader): void {
         '(a secret generated per instance would refuse the tokens the others accept)',
     );
   }
+}
+
+/** DESIGN §15: REDIS_CLUSTER_NODES (`host:port,…`) selects cluster mode; REDIS_URL then gives credentials and TLS. */
+function redisEndpoint(url: string | undefined, nodesSpec: string | undefined, problems: string[]): RedisEndpoint | undefined {
+  if (nodesSpec === undefined) return url === undefined ? undefined : { url, clusterNodes: undefined };
+  const clusterNodes: RedisNode[] = [];
+  for (const entry of nodesSpec.split(',').map((e) => e.trim())) {
+    const match = /^(\[[0-9a-f:.]+\]|[^\s:[\]]+):(\d{1,5})$/i.exec(entry);
+    const port = Number(match?.[2]);
+    if (!match?.[1] || !Number.isInteger(port) || port < 1 || port > 65535) {
+      problems.push(`REDIS_CLUSTER_NODES must be comma-separated host:port entries (got "${entry}")`);
+      continue;
+    }
+    clusterNodes.push({ host: match[1].replace(/^\[|\]$/g, ''), port });
+  }
+  return { url, clusterNodes };
+}
+
+/**
+ * TRUST_PROXY: which peers may say, in X-Forwarded-For and X-Forwarded-Proto, whom they relay —
+ * comma-separated addresses or CIDR ranges of the proxies (or proxy-addr's names `loopback`,
+ * `linklocal`, `uniquelocal`). Unset or `false`: nobody; the socket's peer is the client. `true`
+ * (believe any peer) and a hop count are refused: with either, a client that connects directly names
+ * any address it likes.
+ */
+function trustedProxies(raw: string | undefined, problems: string[]): false | readonly string[] {
+  if (raw === undefined || /^(false|no|off)$/i.test(raw)) return false;
+  const entries = raw.split(',').map((e) => e.trim());
+  if (entries.some((e) => !PROXY_NAMES.has(e) && !isAddressOrRange(e))) {
+    problems.push(
+      `TRUST_PROXY must be the proxies' addresses or CIDR ranges, comma-separated (or loopback, linklocal, uniquelocal), or false (got "${raw}")`,
+    );
+    return false;
+  }
+  return entries;
+}
+
+const PROXY_NAMES = new Set(['loopback', 'linklocal', 'uniquelocal']);
+
+function isAddressOrRange(entry: string): boolean {
+  const [address = '', bits, ...rest] = entry.split('/');
+  const family = isIP(address);
+  if (family === 0 || rest.length > 0) return false;
+  if (bits === undefined) return true;
+  const n = Number(bits);
+  return /^\d{1,3}$/.test(bits) && n <= (family === 4 ? 32 : 128);
 }
 
 const LOOPBACK_HOSTS = /^(localhost|127(\.\d{1,3}){3}|\[::1\])$/i;

@@ -95,6 +95,8 @@ export async function createDeps(config: Config, opts: DepsOptions = {}): Promis
         poolIdleMs: config.databasePoolIdleMs,
         connectTimeoutMs: config.databaseConnectTimeoutMs,
         statementTimeoutMs: config.databaseStatementTimeoutMs,
+        preparedStatements: config.databasePreparedStatements,
+        sessionUrl: config.databaseListenUrl,
         pgliteDir: opts.pgliteDir ?? path.join(config.dataDir, 'pgdata'),
         ...(opts.dbSchema ? { schema: opts.dbSchema } : {}),
         onPoolError: (err) => logger.warn({ err: err.message }, 'database connection lost; it will be replaced'),

@@ -3,9 +3,9 @@ import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { SignJWT, exportJWK, generateKeyPair, type CryptoKey, type JWTPayload } from 'jose';
-import { ConfigError, loadConfig } from '../src/config.ts';
+import { loadConfig } from '../src/config.ts';
 import { mintToken } from '../src/http/auth.ts';
-import { TEST_JWT_SECRET, buildTestApp, codeOf, type TestApp } from './helpers/app.ts';
+import { TEST_JWT_SECRET, buildTestApp, codeOf, configProblems, type TestApp } from './helpers/app.ts';
 
 const ISSUER = 'https://idp.example.test/';
 const AUDIENCE = 'advisor-api';
@@ -36,16 +36,6 @@ function signWith(key: CryptoKey, claims: JWTPayload): Promise<string> {
 }
 
 const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
-
-function configProblems(env: Record<string, string>): string[] {
-  try {
-    loadConfig(env);
-    return [];
-  } catch (err) {
-    if (err instanceof ConfigError) return err.problems;
-    throw err;
-  }
-}
 
 describe('authentication (DESIGN §2)', () => {
   describe('configuration', () => {

@@ -40,6 +40,21 @@ export interface CreateDbOptions {
    * its connection discarded. Migrations run without it (`openUnbounded`).
    */
   readonly statementTimeoutMs?: number;
+  /**
+   * DESIGN §15 (default true). False behind a transaction-mode pooler (PgBouncer, Supavisor, RDS
+   * Proxy), where consecutive statements of one client may run on different server connections: every
+   * statement goes unnamed, and the connection asks for no session setting at its start (a pooler
+   * refuses `statement_timeout` as a startup parameter). The statement deadline is then the client's
+   * alone (`statementTimeoutMs`; the connection is discarded past it); a server-side bound is the
+   * role's or the pooler's to set.
+   */
+  readonly preparedStatements?: boolean;
+  /**
+   * Where the migrations' connection goes (DATABASE_LISTEN_URL; default `databaseUrl`): the migrator's
+   * lock is a session lock (Kysely's `pg_advisory_lock`), which a transaction-mode pooler would let
+   * go — or hand to another client — between two statements, so it must reach PostgreSQL directly.
+   */
+  readonly sessionUrl?: string | undefined;
   readonly onPoolError?: (err: Error) => void;
 }
 
@@ -49,8 +64,9 @@ const UNANSWERED_GRACE_MS = 1000;
 const unbounded = new WeakMap<Db, () => Db>();
 
 /**
- * The same PostgreSQL database on a connection of its own without the statement deadlines, for work
- * that may rightly outlast a request's statement: migrations, and waiting for another instance's. Its
+ * The same PostgreSQL database on a connection of its own (to `sessionUrl`: past any pooler) without
+ * the statement deadlines, for work that may rightly outlast a request's statement: migrations, and
+ * waiting for another instance's. Its
  * introspection sees only the session's own schema (OwnSchemaPostgresDialect), so another schema
  * dropped meanwhile cannot fail a migration. Undefined for PGlite (no deadlines there, one schema).
  * The caller destroys it.
@@ -81,12 +97,14 @@ export async function createDb(opts: CreateDbOptions): Promise<DbHandle> {
       types,
       ...(opts.schema ? { options: `-c search_path="${opts.schema}"` } : {}),
     };
+    const named = opts.preparedStatements ?? true;
     const pool = new pg.Pool({
       ...session,
       max: opts.poolSize ?? 20,
       idleTimeoutMillis: opts.poolIdleMs ?? 300_000,
-      statement_timeout: statementTimeoutMs,
-      query_timeout: statementTimeoutMs + UNANSWERED_GRACE_MS,
+      ...(named
+        ? { statement_timeout: statementTimeoutMs, query_timeout: statementTimeoutMs + UNANSWERED_GRACE_MS }
+        : { query_timeout: statementTimeoutMs }),
     });
     // An idle client whose backend is terminated emits 'error' on the pool; unhandled, it would
     // crash the process. The pool drops that client and the next query gets a fresh one.
@@ -96,8 +114,9 @@ export async function createDb(opts: CreateDbOptions): Promise<DbHandle> {
     // crashes the process. The query in flight fails on its own (→ 503), the next one on that client
     // is refused, and the pool discards the client on release; so this listener only has to exist.
     pool.on('connect', (client) => client.on('error', () => undefined));
-    const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool: preparedStatementPool(pool) }) });
-    unbounded.set(db, () => new Kysely<DB>({ dialect: new OwnSchemaPostgresDialect({ pool: new pg.Pool({ ...session, max: 1 }) }) }));
+    const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool: preparedStatementPool(pool, { named }) }) });
+    const own = { ...session, connectionString: opts.sessionUrl ?? databaseUrl, max: 1 };
+    unbounded.set(db, () => new Kysely<DB>({ dialect: new OwnSchemaPostgresDialect({ pool: new pg.Pool(own) }) }));
     return { db, kind: 'postgres', close: () => db.destroy() };
   }
   const dir = opts.pgliteDir ?? 'memory://';

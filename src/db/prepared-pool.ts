@@ -17,7 +17,9 @@ import type pg from 'pg';
  *   inside one the error stands (the transaction is already aborted). Either way the connection is
  *   discarded when it is released, so the pool replaces it with one holding no stale statements.
  * - Statement names live on the server per connection: a transaction-mode pooler that moves
- *   statements between server connections (PgBouncer before 1.21) does not support them.
+ *   statements between server connections (PgBouncer before 1.21) does not support them. With
+ *   `named: false` (DATABASE_PREPARED_STATEMENTS=false) every statement goes unnamed; the pool still
+ *   discards a connection whose query went unanswered.
  */
 const MAX_NAMED = 500;
 const DATA_STATEMENT = /^\s*(select|insert|update|delete|with)\b/i;
@@ -25,11 +27,11 @@ const DATA_STATEMENT = /^\s*(select|insert|update|delete|with)\b/i;
 const isStalePlan = (err: unknown): boolean =>
   err instanceof Error && (err as { code?: unknown }).code === '0A000' && /cached plan must not change result type/.test(err.message);
 
-export function preparedStatementPool(pool: pg.Pool): PostgresPool {
+export function preparedStatementPool(pool: pg.Pool, opts: { named: boolean }): PostgresPool {
   const names = new Map<string, string>();
   const nameOf = (text: string): string | undefined => {
     let name = names.get(text);
-    if (name === undefined && names.size < MAX_NAMED && DATA_STATEMENT.test(text) && !text.includes(';')) {
+    if (name === undefined && opts.named && names.size < MAX_NAMED && DATA_STATEMENT.test(text) && !text.includes(';')) {
       name = `k${names.size + 1}`;
       names.set(text, name);
     }

@@ -8,8 +8,7 @@ import { createPgStreamLeases } from './pg-stream-leases.ts';
 import type { RateLimiter } from './rate-limiter.ts';
 import { createRedisRateLimiter } from './redis-rate-limiter.ts';
 import { createRedisStreamLeases } from './redis-stream-leases.ts';
-import { closeRedis, openRedis } from './redis-connection.ts';
-import type { Redis } from 'ioredis';
+import { closeRedis, openRedis, type RedisClient } from './redis-connection.ts';
 import type { StreamLeases } from './stream-lease.ts';
 import { FrameLog } from './frame-log.ts';
 import type { FrameStore } from './frame-store.ts';
@@ -35,10 +34,10 @@ export function createCoordination(config: Config, db: Db, clock: Clock, redisPr
   let leases: StreamLeases;
   let frameStore: FrameStore;
   let store: Coordination['store'];
-  let redis: Redis | undefined;
-  if (config.redisUrl) {
+  let redis: RedisClient | undefined;
+  if (config.redis) {
     // One connection for both: limits and leases need the same availability, not two sockets.
-    redis = openRedis(config.redisUrl);
+    redis = openRedis(config.redis);
     limiter = createRedisRateLimiter({ client: redis, prefix: redisPrefix, clock });
     leases = createRedisStreamLeases({ client: redis, prefix: redisPrefix });
     frameStore = createRedisFrameStore({ client: redis, prefix: redisPrefix, onError: (err) => onError(err, 'redis frame store') });
@@ -46,7 +45,7 @@ export function createCoordination(config: Config, db: Db, clock: Clock, redisPr
   } else if (config.databaseUrl) {
     limiter = createPgRateLimiter(db, clock);
     leases = createPgStreamLeases(db, clock);
-    frameStore = createPgFrameStore({ db, databaseUrl: config.databaseUrl, clock, onError: (err) => onError(err, 'postgres frame store') });
+    frameStore = createPgFrameStore({ db, listenUrl: config.databaseListenUrl ?? config.databaseUrl, clock, onError: (err) => onError(err, 'postgres frame store') });
     store = 'postgres';
   } else {
     limiter = createMemoryRateLimiter(clock);

@@ -3,7 +3,6 @@ import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
-import { Redis } from 'ioredis';
 import { sql } from 'kysely';
 import { gate } from '../../test/helpers/events.ts';
 import { ManualClock } from '../../test/helpers/manual-clock.ts';
@@ -16,8 +15,10 @@ import { createMemoryFrameStore } from './memory-frame-store.ts';
 import { createPgFrameStore } from './pg-frame-store.ts';
 import { createRedisFrameStore } from './redis-frame-store.ts';
 import { closeRedis, openRedis } from './redis-connection.ts';
+import { REDIS_UNDER_TEST, deleteKeys } from '../../test/helpers/redis.ts';
+import type { RedisEndpoint } from '../config.ts';
 
-const { DATABASE_URL, REDIS_URL } = process.env;
+const { DATABASE_URL } = process.env;
 
 // A follower on another instance gives a writer up after 3 heartbeats without a frame; these writers
 // show no other sign of life, so the window must be far above any pause a busy machine puts between
@@ -75,28 +76,25 @@ function pgBackend(url: string): Backend {
       if (!handle) throw new Error('not set up');
       const clock = new ManualClock(new Date());
       const db = handle.db;
-      const store = (): FrameStore => createPgFrameStore({ db, databaseUrl: url, clock, onError: () => undefined });
+      const store = (): FrameStore => createPgFrameStore({ db, listenUrl: url, clock, onError: () => undefined });
       const [a, b] = [new FrameLog(store(), { ...OPTS, ...o }), new FrameLog(store(), { ...OPTS, ...o })];
       await Promise.all([a.ready(5000), b.ready(5000)]);
       return { a, b, elapse: async (ms) => clock.advance(ms), close: async () => void (await Promise.all([a.close(), b.close()])) };
     },
     async store() {
       if (!handle) throw new Error('not set up');
-      return createPgFrameStore({ db: handle.db, databaseUrl: url, clock: new ManualClock(new Date()), onError: () => undefined });
+      return createPgFrameStore({ db: handle.db, listenUrl: url, clock: new ManualClock(new Date()), onError: () => undefined });
     },
   };
 }
 
-function redisBackend(url: string): Backend {
+function redisBackend(url: RedisEndpoint): Backend {
   const prefix = `test:frames:${randomBytes(6).toString('hex')}:`;
   return {
-    name: 'Redis',
+    name: url.clusterNodes ? 'Redis Cluster' : 'Redis',
     shared: true,
     async after() {
-      const client = new Redis(url);
-      const keys = await client.keys(`${prefix}*`);
-      if (keys.length > 0) await client.del(...keys);
-      await client.quit();
+      await deleteKeys(url, prefix);
     },
     async open(o) {
       const [ca, cb] = [openRedis(url), openRedis(url)];
@@ -124,7 +122,7 @@ function redisBackend(url: string): Backend {
 
 const backends: Backend[] = [memory];
 if (DATABASE_URL) backends.push(pgBackend(DATABASE_URL));
-if (REDIS_URL) backends.push(redisBackend(REDIS_URL));
+if (REDIS_UNDER_TEST) backends.push(redisBackend(REDIS_UNDER_TEST));
 
 /** A client: the frames it got; `cutAfter` closes it once it has that frame id. */
 function client(cutAfter = Infinity): { sink: FrameSink; frames: Frame[]; signal: AbortSignal; ids: () => number[]; events: () => string[] } {

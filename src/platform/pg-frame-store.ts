@@ -12,8 +12,11 @@ const CLEANUP_MS = 60_000;
 
 export interface PgFrameStoreOptions {
   readonly db: Db;
-  /** For the instance's one listening connection (LISTEN needs a connection of its own). */
-  readonly databaseUrl: string;
+  /**
+   * For the instance's one listening connection: LISTEN needs a session of its own, so behind a
+   * transaction-mode pooler this names the database directly (DATABASE_LISTEN_URL).
+   */
+  readonly listenUrl: string;
   readonly clock: Clock;
   readonly onError: (err: unknown) => void;
 }
@@ -34,7 +37,7 @@ export function createPgFrameStore(opts: PgFrameStoreOptions): FrameStore {
   let listening: Promise<void> = connect();
 
   async function connect(): Promise<void> {
-    const client = new pg.Client({ connectionString: opts.databaseUrl });
+    const client = new pg.Client({ connectionString: opts.listenUrl });
     client.on('notification', (n) => (n.channel === CONTROL_CHANNEL ? notices.control(n.payload ?? '') : notices.notice(n.payload ?? '')));
     const again = (err?: unknown): void => {
       if (err) opts.onError(err);

@@ -1,11 +1,12 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { TcpProxy, unusedPort } from '../../test/helpers/net.ts';
+import { unusedPort } from '../../test/helpers/net.ts';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
-import { Redis } from 'ioredis';
 import { sql } from 'kysely';
-import { withFreezableRedis } from '../../test/helpers/frozen-redis.ts';
+import { proxiedRedis, withFreezableRedis } from '../../test/helpers/frozen-redis.ts';
+import { REDIS_UNDER_TEST, deleteKeys } from '../../test/helpers/redis.ts';
+import type { RedisEndpoint } from '../config.ts';
 import { ManualClock } from '../../test/helpers/manual-clock.ts';
 import { createDb, type DbHandle } from '../db/create-db.ts';
 import { migrateToLatest } from '../db/migrate.ts';
@@ -19,7 +20,7 @@ import { createRedisRateLimiter } from './redis-rate-limiter.ts';
 import { closeRedis, openRedis } from './redis-connection.ts';
 
 // Backends that need a service are registered only when it is configured.
-const { DATABASE_URL, REDIS_URL } = process.env;
+const { DATABASE_URL } = process.env;
 
 const HOUR = 3_600_000;
 const keySaves: RateLimitRule = { name: 'key-saves', limit: 10, windowMs: HOUR };
@@ -86,10 +87,10 @@ function postgresBackend(databaseUrl: string): Backend {
   };
 }
 
-function redisBackend(url: string): Backend {
+function redisBackend(url: RedisEndpoint): Backend {
   const prefix = `test:rl:${randomBytes(6).toString('hex')}:`;
   return {
-    name: 'Redis',
+    name: url.clusterNodes ? 'Redis Cluster' : 'Redis',
     async after() {
       await deleteKeys(url, prefix);
     },
@@ -103,16 +104,9 @@ function redisBackend(url: string): Backend {
   };
 }
 
-async function deleteKeys(url: string, prefix: string): Promise<void> {
-  const client = new Redis(url);
-  const keys = await client.keys(`${prefix}*`);
-  if (keys.length > 0) await client.del(...keys);
-  await client.quit();
-}
-
 const backends: Backend[] = [memory, pgliteBackend()];
 if (DATABASE_URL) backends.push(postgresBackend(DATABASE_URL));
-if (REDIS_URL) backends.push(redisBackend(REDIS_URL));
+if (REDIS_UNDER_TEST) backends.push(redisBackend(REDIS_UNDER_TEST));
 
 /** Runs `body` with fresh instances on a manual clock and always closes them. */
 async function withInstances(backend: Backend, body: (i: Instances, clock: ManualClock) => Promise<void>): Promise<void> {
@@ -224,19 +218,17 @@ describe('rate limiter (Redis outage)', () => {
     }
   });
 
-  if (REDIS_URL) {
-    test('DESIGN §1: after an outage the limiter recovers by itself within 5 s of Redis returning', async () => {
-      const target = new URL(REDIS_URL);
-      const proxy = new TcpProxy(target.hostname, Number(target.port || 6379));
-      const port = await proxy.start(0);
+  if (REDIS_UNDER_TEST) {
+    const redis = REDIS_UNDER_TEST;
+    test(`DESIGN §1: after an outage the limiter recovers by itself within 5 s of Redis returning${redis.clusterNodes ? ' (every node of a Redis Cluster cut)' : ''}`, async () => {
       const prefix = `test:rl:${randomBytes(6).toString('hex')}:`;
-      const client = openRedis(`redis://127.0.0.1:${port}`);
+      const { client, proxies } = await proxiedRedis(redis);
       const limiter = createRedisRateLimiter({ client, prefix, clock: new ManualClock() });
       try {
         assert.equal((await limiter.hit(keySaves, 'u')).allowed, true);
-        await proxy.stop();
+        await Promise.all(proxies.map((p) => p.stop()));
         await assert.rejects(limiter.hit(keySaves, 'u'), assertUnavailable);
-        await proxy.start(port);
+        await Promise.all(proxies.map((p) => p.reopen()));
         const back = performance.now();
         for (;;) {
           const ok = await limiter.hit(keySaves, 'u').then(() => true, () => false);
@@ -246,8 +238,8 @@ describe('rate limiter (Redis outage)', () => {
         }
       } finally {
         await closeRedis(client);
-        await proxy.stop();
-        await deleteKeys(REDIS_URL, prefix);
+        await Promise.all(proxies.map((p) => p.stop()));
+        await deleteKeys(redis, prefix);
       }
     });
   }
@@ -291,10 +283,11 @@ describe('DESIGN §3: rate-limit headers', () => {
   });
 });
 
-if (REDIS_URL) {
+const redisToFreeze = REDIS_UNDER_TEST;
+if (redisToFreeze) {
   describe('rate limiter (Redis frozen past the command timeout)', () => {
     test('DESIGN §4 / issue 14 item 8: a hit whose caller gave up (503) never counts when Redis wakes', () =>
-      withFreezableRedis(REDIS_URL, 'rl-frozen', async ({ client, prefix, freeze }) => {
+      withFreezableRedis(redisToFreeze, 'rl-frozen', async ({ client, prefix, freeze }) => {
         const limiter = createRedisRateLimiter({ client, prefix, clock: { now: () => new Date() } });
         const rule: RateLimitRule = { name: 'frozen', limit: 1, windowMs: 60_000 };
         // The hit is read and runs only after 2.5 s, past the 1 s command timeout.

@@ -1,36 +1,84 @@
 import { createHash } from 'node:crypto';
-import { Redis } from 'ioredis';
+import { Cluster, Redis, type NatMap } from 'ioredis';
+import type { RedisEndpoint } from '../config.ts';
 import { AppError } from '../http/errors.ts';
 
-// One Redis connection per instance serves every Redis-backed piece (rate limits, stream leases);
-// whoever opens it closes it.
+// One Redis connection per instance serves every Redis-backed piece (rate limits, stream leases, frame
+// logs); whoever opens it closes it. It is a Redis Cluster client when the endpoint names cluster nodes.
+
+/** One Redis server, or a Redis Cluster (DESIGN §15): every piece works on either. */
+export type RedisClient = Redis | Cluster;
 
 /** How long a call waits for a (re)connecting client before answering 503. */
 const READY_WAIT_MS = 1000;
+
+const COMMAND_OPTIONS = { maxRetriesPerRequest: 1, commandTimeout: 1000, connectTimeout: 2000 } as const;
+const reconnectDelay = (times: number): number => Math.min(times * 100, 1000);
 
 /**
  * A client that fails fast during an outage and heals by itself. Commands are never queued while
  * disconnected (a queued lease or hit replayed minutes later would act on a request long gone);
  * `redisCall` waits briefly for the connection instead. Reconnection never gives up and retries at
- * least every second, so the service recovers about a second after Redis returns.
+ * least every second, so the service recovers about a second after Redis returns. A cluster client
+ * does the same for the cluster and for each node. `natMap` maps the addresses cluster nodes announce
+ * to where this client reaches them (NAT, a test's proxies).
  */
-export function openRedis(url: string, onError: (err: Error) => void = () => undefined): Redis {
-  const client = new Redis(url, {
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 1,
-    commandTimeout: 1000,
-    connectTimeout: 2000,
-    retryStrategy: (times) => Math.min(times * 100, 1000),
-  });
+export function openRedis(endpoint: RedisEndpoint | string, onError: (err: Error) => void = () => undefined, natMap?: NatMap): RedisClient {
+  const { url, clusterNodes } = typeof endpoint === 'string' ? { url: endpoint, clusterNodes: undefined } : endpoint;
+  let client: RedisClient;
+  if (clusterNodes !== undefined) {
+    client = new Cluster(
+      clusterNodes.map((n) => ({ host: n.host, port: n.port })),
+      {
+        enableOfflineQueue: false,
+        clusterRetryStrategy: reconnectDelay,
+        // Without it a node whose connection dropped is found again only through a MOVED reply.
+        clusterNodeRetryStrategy: reconnectDelay,
+        slotsRefreshTimeout: COMMAND_OPTIONS.commandTimeout,
+        redisOptions: { ...COMMAND_OPTIONS, ...credentialsOf(url) },
+        ...(natMap ? { natMap } : {}),
+      },
+    );
+  } else {
+    if (url === undefined) throw new Error('a Redis endpoint needs a URL or cluster nodes');
+    client = new Redis(url, { enableOfflineQueue: false, ...COMMAND_OPTIONS, retryStrategy: reconnectDelay });
+  }
   // Without a listener ioredis prints every failed reconnect attempt to stderr.
   client.on('error', onError);
   return client;
 }
 
-const pendingReady = new WeakMap<Redis, Promise<void>>();
+/** A cluster's nodes take REDIS_URL's user, password and TLS (`rediss:`); its host is not used. */
+function credentialsOf(url: string | undefined): { username?: string; password?: string; tls?: object } {
+  if (url === undefined) return {};
+  const u = new URL(url);
+  return {
+    ...(u.username ? { username: decodeURIComponent(u.username) } : {}),
+    ...(u.password ? { password: decodeURIComponent(u.password) } : {}),
+    ...(u.protocol === 'rediss:' ? { tls: {} } : {}),
+  };
+}
+
+/**
+ * A second connection like `client`, for subscriber mode: its commands wait while it (re)connects,
+ * and it subscribes again after a reconnect. On a cluster, SUBSCRIBE and PUBLISH reach every node
+ * (regular pub/sub is cluster-wide), so one subscriber connection hears every instance.
+ */
+export function subscriberOf(client: RedisClient): RedisClient {
+  const override = { enableOfflineQueue: true, lazyConnect: false };
+  return client instanceof Cluster ? client.duplicate([], override) : client.duplicate(override);
+}
+
+/** DESIGN §15: every key of one user's operations (rate limits, the stream lease) carries this hash tag. */
+export const userTag = (userId: string): string => `{u:${userId}}`;
+
+/** DESIGN §15: every key and channel of one turn (its frame log, its notices) carries this hash tag. */
+export const turnTag = (turnId: string): string => `{t:${turnId}}`;
+
+const pendingReady = new WeakMap<RedisClient, Promise<void>>();
 
 /** One shared wait per client, so a burst of requests during a reconnect adds one listener, not hundreds. */
-function whenReady(client: Redis): Promise<void> {
+function whenReady(client: RedisClient): Promise<void> {
   if (client.status === 'ready') return Promise.resolve();
   if (client.status === 'end') return Promise.reject(new Error('redis connection closed'));
   let pending = pendingReady.get(client);
@@ -54,7 +102,7 @@ function whenReady(client: Redis): Promise<void> {
 
 /** How to take back an operation whose caller gave up on it (see undoLater). */
 export interface Undo {
-  readonly undo: (c: Redis) => Promise<unknown>;
+  readonly undo: (c: RedisClient) => Promise<unknown>;
   /** How long the operation's effect could last. */
   readonly forMs: number;
 }
@@ -63,7 +111,7 @@ export interface Undo {
  * Runs a Redis operation; any failure (down, timeout, closed) becomes a retryable 503. An operation
  * with `undo` sent before it failed is taken back in the background should it run after all.
  */
-export async function redisCall<T>(client: Redis, op: (c: Redis) => Promise<T>, undo?: Undo): Promise<T> {
+export async function redisCall<T>(client: RedisClient, op: (c: RedisClient) => Promise<T>, undo?: Undo): Promise<T> {
   await whenReady(client).catch((err: unknown) => {
     throw unavailable(err);
   });
@@ -91,7 +139,7 @@ const UNDO_RETRY_MS = 250;
  * run or `forMs` has passed (after which the effect has expired on its own). It must be idempotent and
  * touch only what the command made (a token, a member).
  */
-function undoLater(client: Redis, undo: (c: Redis) => Promise<unknown>, forMs: number): void {
+function undoLater(client: RedisClient, undo: (c: RedisClient) => Promise<unknown>, forMs: number): void {
   const giveUpAt = Date.now() + forMs;
   const attempt = (): void => {
     if (client.status === 'end') return;
@@ -112,7 +160,7 @@ export class LuaScript {
     this.#sha = createHash('sha1').update(source).digest('hex');
   }
 
-  async run(client: Redis, keys: string[], args: (string | number)[]): Promise<unknown> {
+  async run(client: RedisClient, keys: string[], args: (string | number)[]): Promise<unknown> {
     try {
       return await client.evalsha(this.#sha, keys.length, ...keys, ...args);
     } catch (err) {
@@ -123,7 +171,7 @@ export class LuaScript {
 }
 
 /** QUIT when connected; otherwise just stop reconnecting. */
-export async function closeRedis(client: Redis): Promise<void> {
+export async function closeRedis(client: RedisClient): Promise<void> {
   if (client.status === 'ready') {
     await client.quit().catch(() => client.disconnect());
   } else {

@@ -1,11 +1,10 @@
-import type { Redis } from 'ioredis';
 import { batchWire, framesOf, type Frame } from './frames.ts';
 import { firstIdOf, Notices, type FrameStore, type StoredFrames, type WriteOutcome } from './frame-store.ts';
-import { LuaScript, redisCall } from './redis-connection.ts';
+import { LuaScript, redisCall, subscriberOf, turnTag, type RedisClient } from './redis-connection.ts';
 
 export interface RedisFrameStoreOptions {
   /** The instance's Redis connection; its owner closes it. */
-  readonly client: Redis;
+  readonly client: RedisClient;
   /** Prepended to every key and channel. */
   readonly prefix: string;
   readonly onError: (err: unknown) => void;
@@ -57,14 +56,16 @@ function outcomeOf(reply: unknown): WriteOutcome {
  * half its rate). A write is one script that refuses what the log already holds (WRITE). A snapshot
  * replaces the stream by its snapshot entry. Notices go on a channel per turn, sent by the write;
  * control messages on one channel per deployment; they arrive on a second connection of the
- * instance, in subscriber mode (it re-subscribes after a reconnect).
+ * instance, in subscriber mode (it re-subscribes after a reconnect). A turn's key (and its channel)
+ * carries the turn's hash tag, so on a Redis Cluster the script and the read's MULTI touch one slot;
+ * notices are regular PUBLISH, which a cluster delivers to the subscribers of every node.
  */
 export function createRedisFrameStore(opts: RedisFrameStoreOptions): FrameStore {
   const { client, prefix } = opts;
-  const key = (turnId: string): string => `${prefix}fl:${turnId}`;
+  const key = (turnId: string): string => `${prefix}fl:${turnTag(turnId)}`;
   const control = `${prefix}ctl`;
   const notices = new Notices(opts.onError);
-  const sub = client.duplicate({ enableOfflineQueue: true, lazyConnect: false });
+  const sub = subscriberOf(client);
   sub.on('error', opts.onError);
   sub.on('message', (channel: string, message: string) => (channel === control ? notices.control(message) : notices.notice(channel)));
   const ready = sub.subscribe(control).then(() => undefined);

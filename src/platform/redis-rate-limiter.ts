@@ -1,8 +1,7 @@
 import { secureRandomBytes } from './ids.ts';
-import type { Redis } from 'ioredis';
 import type { Clock } from './clock.ts';
 import { assertRule, windowDecision, type RateLimiter } from './rate-limiter.ts';
-import { LuaScript, redisCall } from './redis-connection.ts';
+import { LuaScript, redisCall, userTag, type RedisClient } from './redis-connection.ts';
 
 // One script, so trimming, counting and recording are one atomic step across every instance.
 // Time comes from the caller (ARGV) rather than Redis TIME so an injected clock governs the window.
@@ -28,7 +27,7 @@ return {allowed, count, oldest[2] or '', newest[2] or ''}
 
 export interface RedisRateLimiterOptions {
   /** The instance's Redis connection (see openRedis); its owner closes it. */
-  readonly client: Redis;
+  readonly client: RedisClient;
   /** Prepended to every key; lets tests and deployments share one Redis. */
   readonly prefix: string;
   readonly clock: Clock;
@@ -40,9 +39,9 @@ export function createRedisRateLimiter(opts: RedisRateLimiterOptions): RateLimit
     async hit(rule, subject) {
       assertRule(rule);
       const nowMs = opts.clock.now().getTime();
-      // The encoded rule name holds no ':', so the first ':' after it ends it: no two
-      // (rule, subject) pairs share a key.
-      const key = `${opts.prefix}rl:${encodeURIComponent(rule.name)}:${subject}`;
+      // The encoded rule name holds no ':' (nor '{'), so the first ':' after it ends it: no two
+      // (rule, subject) pairs share a key. The subject is a user: the key carries the user's hash tag.
+      const key = `${opts.prefix}rl:${encodeURIComponent(rule.name)}:${userTag(subject)}`;
       const member = `${nowMs}:${secureRandomBytes(8).toString('hex')}`;
       // The request is answered 503 when this fails; a hit that still runs when a frozen Redis wakes must not count.
       const reply = await redisCall(client, (c) => HIT.run(c, [key], [nowMs, rule.windowMs, rule.limit, nowMs - rule.windowMs, member]), {

@@ -1,6 +1,5 @@
-import type { Redis } from 'ioredis';
 import { randomToken } from './ids.ts';
-import { LuaScript, redisCall } from './redis-connection.ts';
+import { LuaScript, redisCall, userTag, type RedisClient } from './redis-connection.ts';
 import type { StreamLeases } from './stream-lease.ts';
 
 // Compare-and-act in one script: checking the token and then acting in two commands would let a
@@ -27,7 +26,7 @@ return 0
 
 export interface RedisStreamLeasesOptions {
   /** The instance's Redis connection (see openRedis); its owner closes it. */
-  readonly client: Redis;
+  readonly client: RedisClient;
   /** Prepended to every key; lets tests and deployments share one Redis. */
   readonly prefix: string;
 }
@@ -38,7 +37,7 @@ export interface RedisStreamLeasesOptions {
  */
 export function createRedisStreamLeases(opts: RedisStreamLeasesOptions): StreamLeases {
   const { client } = opts;
-  const key = (userId: string) => `${opts.prefix}lease:${userId}`;
+  const key = (userId: string) => `${opts.prefix}lease:${userTag(userId)}`;
   return {
     async acquire(userId, ttlMs) {
       const token = randomToken(16);

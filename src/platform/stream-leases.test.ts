@@ -2,7 +2,6 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
-import { Redis } from 'ioredis';
 import { sql } from 'kysely';
 import { withFreezableRedis } from '../../test/helpers/frozen-redis.ts';
 import { ManualClock } from '../../test/helpers/manual-clock.ts';
@@ -13,9 +12,11 @@ import { createPgStreamLeases } from './pg-stream-leases.ts';
 import { createRedisStreamLeases } from './redis-stream-leases.ts';
 import { closeRedis, openRedis } from './redis-connection.ts';
 import type { StreamLeases } from './stream-lease.ts';
+import { REDIS_UNDER_TEST, deleteKeys } from '../../test/helpers/redis.ts';
+import type { RedisEndpoint } from '../config.ts';
 
 // Backends that need a service are registered only when it is configured.
-const { DATABASE_URL, REDIS_URL } = process.env;
+const { DATABASE_URL } = process.env;
 
 /** Two lease instances sharing one store, as two service instances would. */
 interface Instances {
@@ -81,19 +82,16 @@ function pgBackend(name: string, connect: () => Promise<DbHandle>, cleanup?: (h:
   };
 }
 
-function redisBackend(url: string): Backend {
+function redisBackend(url: RedisEndpoint): Backend {
   const prefix = `test:lease:${randomBytes(6).toString('hex')}:`;
   return {
-    name: 'Redis',
+    name: url.clusterNodes ? 'Redis Cluster' : 'Redis',
     // PX expiry is timed by Redis, which an injected clock cannot move: real ttls, short, yet far longer
     // than a busy machine takes between two commands (the checks just inside the ttl come ttl/4 in).
     ttlMs: 1000,
     realTime: true,
     async after() {
-      const client = new Redis(url);
-      const keys = await client.keys(`${prefix}*`);
-      if (keys.length > 0) await client.del(...keys);
-      await client.quit();
+      await deleteKeys(url, prefix);
     },
     async open() {
       const [ca, cb] = [openRedis(url), openRedis(url)];
@@ -115,7 +113,7 @@ if (DATABASE_URL) {
     ),
   );
 }
-if (REDIS_URL) backends.push(redisBackend(REDIS_URL));
+if (REDIS_UNDER_TEST) backends.push(redisBackend(REDIS_UNDER_TEST));
 
 const uniqueUser = () => `user-${randomBytes(6).toString('hex')}`;
 
@@ -208,10 +206,11 @@ for (const backend of backends) {
   });
 }
 
-if (REDIS_URL) {
+const redisToFreeze = REDIS_UNDER_TEST;
+if (redisToFreeze) {
   describe('stream leases (Redis frozen past the command timeout)', () => {
     test('DESIGN §4 / issue 14 item 8: an acquire whose caller gave up (503) never takes effect when Redis wakes: no phantom lease', () =>
-      withFreezableRedis(REDIS_URL, 'lease-frozen', async ({ client, prefix, freeze }) => {
+      withFreezableRedis(redisToFreeze, 'lease-frozen', async ({ client, prefix, freeze }) => {
         const leases = createRedisStreamLeases({ client, prefix });
         const user = uniqueUser();
         // The SET is read and runs only after 2.5 s, past the 1 s command timeout.

@@ -19,9 +19,10 @@ import {
   tally,
   type Outcome,
 } from './kit.ts';
+import { CLUSTER_STORES_NAME } from './cluster.ts';
 
 if (CLUSTER_AVAILABLE) {
-  describe('three instances, one PostgreSQL, one Redis', () => {
+  describe(`three instances, ${CLUSTER_STORES_NAME}`, () => {
     const setup = clusterWithFakes({
       STRIPE_WEBHOOK_SECRET: 'whsec_cluster_test',
     });
@@ -83,11 +84,17 @@ if (CLUSTER_AVAILABLE) {
       const start = (i: number): Promise<Outcome> => c().call(user, 'POST', streamPath(), message(), i).then(outcome);
       const results: Outcome[] = [];
       for (let wave = 0; wave < 10; wave++) results.push(...(await all(3, start)));
-      results.push(...(await all(470, (i) => start(i % 3))));
+      const burst = await all(470, (i) => start(i % 3));
+      results.push(...burst);
 
       const counts = tally(results);
       assert.equal(counts['200'], 7, JSON.stringify(counts));
-      assert.equal(counts['429 RATE_LIMITED'], 470, JSON.stringify(counts));
+      // Every one of the 470 is refused: 429 — or 503 (fail closed, DESIGN §3) when a loaded machine
+      // holds the rate limiter's Redis answer past its 1 s command timeout, as the suite's first pass saw
+      // with another file running beside it. None is admitted, and the money below is exact either way.
+      const refused = tally(burst);
+      assert.deepEqual(Object.keys(refused).filter((k) => k !== '429 RATE_LIMITED' && k !== '503 SERVICE_UNAVAILABLE'), [], JSON.stringify(refused));
+      assert.ok((refused['429 RATE_LIMITED'] ?? 0) > 0, JSON.stringify(refused));
       // Allowance turns remain on the free tier, so an unaffordable paid model says so.
       const noCredits = counts['402 INSUFFICIENT_CREDITS_ALLOWANCE_AVAILABLE'] ?? 0;
       assert.ok(noCredits >= 3, `the wallet was driven past empty (${JSON.stringify(counts)})`);

@@ -8,7 +8,8 @@ import pg from 'pg';
 import { mintToken } from '../../src/http/auth.ts';
 import { TEST_ENCRYPTION_KEYS, TEST_JWT_SECRET } from '../helpers/app.ts';
 import { ensureDatabase } from '../helpers/database.ts';
-import { TcpProxy, unusedPort } from '../helpers/net.ts';
+import { TcpProxy } from '../helpers/net.ts';
+import { startOwnRedis, type OwnRedis } from '../helpers/own-redis.ts';
 
 const root = path.resolve(import.meta.dirname, '../..');
 
@@ -26,16 +27,14 @@ export interface Cluster {
   readonly instances: Instance[];
   /** Direct connection string to the cluster's own database (not through the proxy). */
   readonly databaseUrl: string;
-  /** Cut and restore the instances' path to PostgreSQL / Redis. */
+  /** Cut and restore the instances' path to PostgreSQL (to the pooler, when there is one). */
   readonly dbProxy: TcpProxy;
-  readonly redisProxy: TcpProxy;
-  readonly redisPort: number;
-  /** Sends a signal to the cluster's redis-server (SIGSTOP freezes it, SIGCONT wakes it). */
-  signalRedis(signal: NodeJS.Signals): void;
-  /** Kills redis-server and starts an empty one on the same port (every key lost). */
-  restartRedis(): Promise<void>;
   readonly dbProxyPort: number;
-  readonly redisProxyPort: number;
+  /**
+   * The instances' own Redis (one server; a three-master Redis Cluster when REDIS_CLUSTER_NODES is
+   * set), reached through proxies: cut, frozen, signalled (SIGSTOP) or restarted empty.
+   */
+  readonly redis: OwnRedis;
   token(userId: string): Promise<string>;
   /** fetch against instance i (round-robin when i is omitted) with the user's token. */
   call(userId: string, method: string, pathname: string, body?: unknown, instance?: number): Promise<Response>;
@@ -45,15 +44,32 @@ export interface Cluster {
   close(): Promise<void>;
 }
 
-export const CLUSTER_STORES = { databaseUrl: process.env.DATABASE_URL, redisUrl: process.env.REDIS_URL };
+export const CLUSTER_STORES = {
+  databaseUrl: process.env.DATABASE_URL,
+  redisUrl: process.env.REDIS_URL,
+  /** DESIGN §15: set, the suites run on a Redis Cluster of their own instead of one redis-server. */
+  redisCluster: process.env.REDIS_CLUSTER_NODES !== undefined && process.env.REDIS_CLUSTER_NODES !== '',
+  /**
+   * DESIGN §15: a transaction-mode pooler in front of DATABASE_URL's server (test/with-services.ts
+   * pgbouncer): the instances' statements go through it, unnamed (DATABASE_PREPARED_STATEMENTS=false),
+   * and only their LISTEN connection (DATABASE_LISTEN_URL) goes to PostgreSQL directly.
+   */
+  poolerUrl: process.env.TEST_DATABASE_POOLER_URL || undefined,
+};
+
+/** What the instances share, for the suites' names. */
+export const CLUSTER_STORES_NAME = [
+  CLUSTER_STORES.poolerUrl ? 'one PostgreSQL through PgBouncer (transaction mode)' : 'one PostgreSQL',
+  CLUSTER_STORES.redisCluster ? 'a Redis Cluster of three masters' : 'one Redis',
+].join(', ');
 
 /** `application_name` of the harness's own database connections (`cluster.sql`). */
 export const CLUSTER_TEST_APPLICATION = 'advisor-cluster-test';
 
 /**
- * N instances sharing a fresh PostgreSQL database and a Redis server of their own, each reached
- * through a TCP proxy the tests can cut. Needs DATABASE_URL (a server where it may create databases)
- * and `redis-server` on PATH.
+ * N instances sharing a fresh PostgreSQL database and a Redis of their own (a Redis Cluster with
+ * REDIS_CLUSTER_NODES set), each reached through TCP proxies the tests can cut. Needs DATABASE_URL (a
+ * server where it may create databases) and `redis-server` on PATH (and `redis-cli` for a cluster).
  */
 export async function startCluster(opts: { instances: number; env?: Record<string, string> }): Promise<Cluster> {
   const adminUrl = CLUSTER_STORES.databaseUrl;
@@ -75,27 +91,22 @@ export async function startCluster(opts: { instances: number; env?: Record<strin
     await a.end();
   };
 
-  const redisPort = await unusedPort();
-  const spawnRedis = (): ChildProcess =>
-    spawn('redis-server', ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
-  let redis = spawnRedis();
-  let spawnError: Error | undefined;
-  redis.on('error', (err) => (spawnError = err));
+  let redis: OwnRedis;
   try {
-    await waitForPort(redisPort);
+    redis = await startOwnRedis({ cluster: CLUSTER_STORES.redisCluster, proxied: true });
   } catch (err) {
-    redis.kill('SIGKILL');
     await dropDatabase();
-    throw spawnError ?? err;
+    throw err;
   }
 
-  const dbProxy = new TcpProxy(direct.hostname, Number(direct.port || 5432));
+  const pooler = CLUSTER_STORES.poolerUrl ? new URL(CLUSTER_STORES.poolerUrl) : undefined;
+  const dbTarget = pooler ?? direct;
+  const dbProxy = new TcpProxy(dbTarget.hostname, Number(dbTarget.port || 5432));
   const dbProxyPort = await dbProxy.start(0);
-  const redisProxy = new TcpProxy('127.0.0.1', redisPort);
-  const redisProxyPort = await redisProxy.start(0);
   const viaProxy = new URL(databaseUrl);
   viaProxy.port = String(dbProxyPort);
   viaProxy.hostname = '127.0.0.1';
+  const poolerEnv: Record<string, string> = pooler ? { DATABASE_LISTEN_URL: databaseUrl, DATABASE_PREPARED_STATEMENTS: 'false' } : {};
 
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'advisor-cluster-'));
   const baseEnv: Record<string, string> = {
@@ -104,7 +115,8 @@ export async function startCluster(opts: { instances: number; env?: Record<strin
     PORT: '0',
     DATA_DIR: dataDir,
     DATABASE_URL: viaProxy.toString(),
-    REDIS_URL: `redis://127.0.0.1:${redisProxyPort}`,
+    ...poolerEnv,
+    ...redis.env,
     AUTH_JWT_SECRET: TEST_JWT_SECRET,
     ENCRYPTION_KEYS: TEST_ENCRYPTION_KEYS,
     LOG_LEVEL: 'warn',
@@ -127,19 +139,8 @@ export async function startCluster(opts: { instances: number; env?: Record<strin
     instances,
     databaseUrl,
     dbProxy,
-    redisProxy,
-    redisPort,
-    signalRedis: (signal) => void redis.kill(signal),
-    async restartRedis() {
-      const old = redis;
-      const exited = once(old, 'exit');
-      old.kill('SIGKILL');
-      await exited;
-      redis = spawnRedis();
-      await waitForPort(redisPort);
-    },
     dbProxyPort,
-    redisProxyPort,
+    redis,
     token: (userId) => mintToken(TEST_JWT_SECRET, userId),
     async call(userId, method, pathname, body, instance) {
       const live = instances.filter((x) => x.child.exitCode === null && x.child.signalCode === null);
@@ -164,8 +165,7 @@ export async function startCluster(opts: { instances: number; env?: Record<strin
       );
       await sqlClient.end();
       await dbProxy.stop();
-      await redisProxy.stop();
-      redis.kill('SIGKILL');
+      await redis.stop();
       await dropDatabase();
       rmSync(dataDir, { recursive: true, force: true });
     },
@@ -216,21 +216,4 @@ async function spawnInstance(env: Record<string, string>): Promise<Instance> {
       return code;
     },
   };
-}
-
-async function waitForPort(port: number): Promise<void> {
-  const { connect } = await import('node:net');
-  for (let i = 0; i < 100; i++) {
-    const ok = await new Promise<boolean>((resolve) => {
-      const s = connect(port, '127.0.0.1');
-      s.once('connect', () => {
-        s.destroy();
-        resolve(true);
-      });
-      s.once('error', () => resolve(false));
-    });
-    if (ok) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`nothing listens on ${port}`);
 }

@@ -9,7 +9,6 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseFrames } from '../kits/conversations.ts';
 import { makeStripeEvent, signStripePayload } from '../fakes/index.ts';
 import { gate } from '../helpers/events.ts';
-import { CLUSTER_TEST_APPLICATION } from './cluster.ts';
 import {
   CLUSTER_AVAILABLE,
   PAID_MODEL,
@@ -30,6 +29,7 @@ import {
   type ClusterWithFakes,
   type Outcome,
 } from './kit.ts';
+import { CLUSTER_STORES_NAME, CLUSTER_TEST_APPLICATION } from './cluster.ts';
 
 // Only the tests of a provider that never answers run under these (an instance of their own); every
 // other probe and stream is answered, under the defaults (60 s here for probes), which no busy machine
@@ -53,7 +53,7 @@ async function payingUser(setup: ClusterWithFakes, tag: string, turns: number): 
 }
 
 if (CLUSTER_AVAILABLE) {
-  describe('faults: three instances, one PostgreSQL, one Redis', () => {
+  describe(`faults: three instances, ${CLUSTER_STORES_NAME}`, () => {
     const setup = clusterWithFakes({
       STRIPE_WEBHOOK_SECRET: WEBHOOK_SECRET,
       // A client gone ends its turn at once here (the detach grace has its own suite, resume.test.ts).
@@ -95,7 +95,7 @@ if (CLUSTER_AVAILABLE) {
       };
       const [probes, upstream, checkouts] = [setup.fake.requests.length, setup.fake.streams.length, setup.stripe.checkouts.length];
 
-      await c().redisProxy.stop();
+      await c().redis.cut();
       let restoredAt = 0;
       try {
         const refused = await Promise.all(
@@ -109,7 +109,7 @@ if (CLUSTER_AVAILABLE) {
         assert.deepEqual([setup.fake.requests.length, setup.fake.streams.length, setup.stripe.checkouts.length], [probes, upstream, checkouts]);
         await assertAllServe();
       } finally {
-        await c().redisProxy.start(c().redisProxyPort);
+        await c().redis.restore();
         restoredAt = performance.now();
       }
 
@@ -249,7 +249,7 @@ if (CLUSTER_AVAILABLE) {
         await saveKey(c(), user, setup.fake.validKey);
         return user;
       }));
-      c().signalRedis('SIGSTOP');
+      c().redis.signal('SIGSTOP');
       let woke = 0;
       try {
         const began = performance.now();
@@ -259,7 +259,7 @@ if (CLUSTER_AVAILABLE) {
         assert.ok(slowest < 2900, `the frozen Redis held a start for ${Math.round(slowest)} ms`);
         await sleep(Math.max(0, 3000 - slowest));
       } finally {
-        c().signalRedis('SIGCONT');
+        c().redis.signal('SIGCONT');
         woke = performance.now();
       }
       // The abandoned acquires ran when Redis woke, and their undo right behind them.

@@ -15,8 +15,14 @@ import { CLUSTER_STORES, startCluster, type Cluster } from './cluster.ts';
 const root = path.resolve(import.meta.dirname, '../..');
 const run = promisify(execFile);
 
-/** These suites need a real PostgreSQL (DATABASE_URL) and redis-server; without them they are not registered. */
-export const CLUSTER_AVAILABLE = Boolean(CLUSTER_STORES.databaseUrl && CLUSTER_STORES.redisUrl);
+/**
+ * These suites need a real PostgreSQL (DATABASE_URL) and redis-server, asked for with REDIS_URL (or
+ * REDIS_CLUSTER_NODES, for a Redis Cluster); without them they are not registered.
+ */
+export const CLUSTER_AVAILABLE = Boolean(CLUSTER_STORES.databaseUrl && (CLUSTER_STORES.redisUrl || CLUSTER_STORES.redisCluster));
+
+/** An instance's settings for no Redis at all (PostgreSQL holds its limits, leases and frame logs). */
+export const WITHOUT_REDIS = { REDIS_URL: '', REDIS_CLUSTER_NODES: '' } as const;
 
 export interface Outcome {
   status: number;

@@ -4,8 +4,8 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { attachStream, openStream, type Frame, type LiveStream } from '../kits/conversations.ts';
-import { CLUSTER_AVAILABLE, clusterWithFakes, framesAtEnd, message, newUser, saveKey, waitFor } from './kit.ts';
-import type { Instance } from './cluster.ts';
+import { CLUSTER_AVAILABLE, WITHOUT_REDIS, clusterWithFakes, framesAtEnd, message, newUser, saveKey, waitFor } from './kit.ts';
+import { CLUSTER_STORES_NAME, type Instance } from './cluster.ts';
 
 const HEARTBEAT_MS = 200;
 const GRACE_MS = 1500;
@@ -15,7 +15,7 @@ const ended = (s: LiveStream, timeoutMs = 15_000): Promise<Frame[]> => framesAtE
 const chunks = (n: number): string[] => Array.from({ length: n }, (_, i) => `c${i} `);
 
 if (CLUSTER_AVAILABLE) {
-  describe('streams across instances (DESIGN §12)', () => {
+  describe(`streams across instances, ${CLUSTER_STORES_NAME} (DESIGN §12)`, () => {
     const setup = clusterWithFakes({ STRIPE_WEBHOOK_SECRET: 'whsec_cluster_test', STREAM_HEARTBEAT_MS: String(HEARTBEAT_MS), STREAM_DETACH_GRACE_MS: String(GRACE_MS) });
     const c = setup.cluster;
     let pgOnly: Instance[] = [];
@@ -31,7 +31,7 @@ if (CLUSTER_AVAILABLE) {
 
     for (const store of ['Redis', 'PostgreSQL alone'] as const) {
       test(`DESIGN §12 (${store}): a client cut on one instance resumes on another with Last-Event-ID — every frame once, the same ids; the turn ran on`, async () => {
-        if (store === 'PostgreSQL alone' && pgOnly.length === 0) pgOnly = [await c().startInstance({ REDIS_URL: '' }), await c().startInstance({ REDIS_URL: '' })];
+        if (store === 'PostgreSQL alone' && pgOnly.length === 0) pgOnly = [await c().startInstance(WITHOUT_REDIS), await c().startInstance(WITHOUT_REDIS)];
         const [one, two] = store === 'Redis' ? [c().instances[0], c().instances[1]] : [pgOnly[0], pgOnly[1]];
         assert.ok(one && two);
         const user = newUser('resume');

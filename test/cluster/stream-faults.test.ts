@@ -24,6 +24,7 @@ import {
   streamPath,
   waitFor,
 } from './kit.ts';
+import { CLUSTER_STORES_NAME } from './cluster.ts';
 
 // A follower rides out a store that does not answer for up to 3 heartbeats: longer than the freezes here.
 const HEARTBEAT_MS = 1000;
@@ -53,7 +54,7 @@ function assertRising(frames: readonly Frame[], what: string): void {
 const ended = (s: LiveStream, timeoutMs = 60_000): Promise<Frame[]> => framesAtEnd(s, timeoutMs);
 
 if (CLUSTER_AVAILABLE) {
-  describe('streams under faults: three instances, one PostgreSQL, a Redis of their own (DESIGN §12)', () => {
+  describe(`streams under faults: three instances, ${CLUSTER_STORES_NAME} of their own (DESIGN §12)`, () => {
     const setup = clusterWithFakes({
       STRIPE_WEBHOOK_SECRET: 'whsec_stream_faults',
       STREAM_HEARTBEAT_MS: String(HEARTBEAT_MS),
@@ -91,11 +92,11 @@ if (CLUSTER_AVAILABLE) {
       const follower = attachStream(url(b), token, conversationId, post.frames.at(-1)?.id);
       assert.equal(await follower.status, 200);
       await follower.deltas(5);
-      c().signalRedis('SIGSTOP');
+      c().redis.signal('SIGSTOP');
       try {
         await sleep(1500);
       } finally {
-        c().signalRedis('SIGCONT');
+        c().redis.signal('SIGCONT');
       }
       const [own, followed] = await Promise.all([ended(post), ended(follower)]);
       const stored = await storedReply(assistantMessageId);
@@ -120,7 +121,7 @@ if (CLUSTER_AVAILABLE) {
       const post = openStream(url(a), await c().token(user), message());
       assert.equal(await post.status, 200);
       await post.deltas(2);
-      await c().restartRedis();
+      await c().redis.restartEmpty();
       const second = await waitFor('a stream start once Redis answers again', async () => {
         const r = await outcome(await c().call(user, 'POST', streamPath(), message(), b));
         return r.status === 503 ? undefined : r;
@@ -191,7 +192,7 @@ if (CLUSTER_AVAILABLE) {
       assert.equal(await post.status, 200);
       await post.deltas(30);
       const conversationId = String(post.frames[0]?.data['conversationId']);
-      await c().restartRedis();
+      await c().redis.restartEmpty();
       await sleep(300);
       const resumed = await ended(attachStream(url(b), token, conversationId));
       const own = await ended(post);
@@ -216,7 +217,7 @@ if (CLUSTER_AVAILABLE) {
       assert.equal(await post.status, 200);
       await post.deltas(3);
       const runningConversation = String(post.frames[0]?.data['conversationId']);
-      c().redisProxy.freeze();
+      c().redis.freeze();
       try {
         const refused = await outcome(await c().call(user, 'GET', `/api/advisor/conversations/${runningConversation}/stream`, undefined, b));
         assert.deepEqual([refused.status, refused.code], [503, 'SERVICE_UNAVAILABLE']);
@@ -226,7 +227,7 @@ if (CLUSTER_AVAILABLE) {
         assert.equal(assembled(stored), 'An ended reply');
         assert.deepEqual(ids(stored), [(done.at(-1)?.id ?? 0) - 1, done.at(-1)?.id], 'the ids of the stream it had');
       } finally {
-        c().redisProxy.thaw();
+        c().redis.thaw();
       }
       const own = await ended(post);
       assert.equal(own.at(-1)?.event, 'done');

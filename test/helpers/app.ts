@@ -5,7 +5,7 @@ import { Writable } from 'node:stream';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { buildApp, type App } from '../../src/app.ts';
-import { loadConfig } from '../../src/config.ts';
+import { ConfigError, loadConfig } from '../../src/config.ts';
 import { createDeps, type Deps, type DepsOverrides } from '../../src/deps.ts';
 import { mintToken } from '../../src/http/auth.ts';
 import { createLogger } from '../../src/logger.ts';
@@ -128,4 +128,15 @@ async function dropSchema(url: string, schema: string): Promise<void> {
 /** Error envelope code of a response. */
 export function codeOf(res: { json<T>(): T }): string | undefined {
   return res.json<{ error?: { code?: string } }>().error?.code;
+}
+
+/** The problems `loadConfig` reports for `env` (none: it loads). */
+export function configProblems(env: Record<string, string>): string[] {
+  try {
+    loadConfig(env);
+    return [];
+  } catch (err) {
+    if (err instanceof ConfigError) return err.problems;
+    throw err;
+  }
 }

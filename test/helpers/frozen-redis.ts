@@ -1,48 +1,76 @@
-// A service's Redis connection that a test can freeze: the connection goes through a loopback TCP
-// proxy that stops forwarding for a while and then delivers what it held, as a SIGSTOP'd Redis reads
-// and runs its clients' commands when it wakes. Only this connection freezes: the Redis server stays
-// free for every other test running meanwhile.
+// A service's Redis connection that a test can freeze: the connection goes through loopback TCP
+// proxies (one per cluster node) that stop forwarding for a while and then deliver what they held, as
+// a SIGSTOP'd Redis reads and runs its clients' commands when it wakes. Only this connection freezes:
+// the Redis server (or cluster) stays free for every other test running meanwhile.
 import { randomBytes } from 'node:crypto';
-import { Redis } from 'ioredis';
-import { closeRedis, openRedis, redisCall } from '../../src/platform/redis-connection.ts';
+import type { NatMap } from 'ioredis';
+import type { RedisEndpoint, RedisNode } from '../../src/config.ts';
+import { closeRedis, openRedis, redisCall, type RedisClient } from '../../src/platform/redis-connection.ts';
 import { TcpProxy } from './net.ts';
+import { adminRedis, deleteKeys } from './redis.ts';
 
 export interface FreezableRedis {
   /** The connection under test, opened as the service opens it, and ready. */
-  readonly client: Redis;
+  readonly client: RedisClient;
   /** A key prefix of its own, removed afterwards. */
   readonly prefix: string;
   /** Holds the connection's commands (unread by Redis) for `ms`, then lets them through. */
   freeze(ms: number): Promise<void>;
 }
 
-export async function withFreezableRedis(url: string, tag: string, body: (r: FreezableRedis) => Promise<void>): Promise<void> {
+export async function withFreezableRedis(endpoint: RedisEndpoint, tag: string, body: (r: FreezableRedis) => Promise<void>): Promise<void> {
   const prefix = `test:${tag}:${randomBytes(6).toString('hex')}:`;
-  const target = new URL(url);
-  const proxy = new TcpProxy(target.hostname, Number(target.port || 6379));
-  const proxied = new URL(url);
-  proxied.hostname = '127.0.0.1';
-  proxied.port = String(await proxy.start(0));
-  const client = openRedis(proxied.toString());
-  const admin = new Redis(url);
+  const { client, proxies } = await proxiedRedis(endpoint);
   let thaw: NodeJS.Timeout | undefined;
+  const thawAll = (): void => proxies.forEach((p) => p.thaw());
   try {
     await redisCall(client, (c) => c.ping());
     await body({
       client,
       prefix,
       freeze: async (ms) => {
-        proxy.freeze();
-        thaw = setTimeout(() => proxy.thaw(), ms);
+        proxies.forEach((p) => p.freeze());
+        thaw = setTimeout(thawAll, ms);
       },
     });
   } finally {
     clearTimeout(thaw);
-    proxy.thaw();
-    const keys = await admin.keys(`${prefix}*`);
-    if (keys.length > 0) await admin.del(...keys);
-    await admin.quit();
+    thawAll();
+    await deleteKeys(endpoint, prefix);
     await closeRedis(client);
-    await proxy.stop();
+    await Promise.all(proxies.map((p) => p.stop()));
+  }
+}
+
+/**
+ * A client opened as the service opens it, through a proxy per server: one for a single Redis, one per
+ * master of a cluster (the addresses the cluster announces are mapped to their proxies).
+ */
+export async function proxiedRedis(endpoint: RedisEndpoint): Promise<{ client: RedisClient; proxies: TcpProxy[] }> {
+  const proxies: TcpProxy[] = [];
+  const proxy = async (node: RedisNode): Promise<RedisNode> => {
+    const p = new TcpProxy(node.host, node.port);
+    proxies.push(p);
+    return { host: '127.0.0.1', port: await p.start(0) };
+  };
+  if (!endpoint.clusterNodes) {
+    const target = new URL(endpoint.url ?? '');
+    const via = await proxy({ host: target.hostname, port: Number(target.port || 6379) });
+    target.hostname = via.host;
+    target.port = String(via.port);
+    return { client: openRedis(target.toString()), proxies };
+  }
+  const natMap: Record<string, RedisNode> = {};
+  for (const master of await clusterMasters(endpoint)) natMap[`${master.host}:${master.port}`] = await proxy(master);
+  return { client: openRedis({ url: endpoint.url, clusterNodes: Object.values(natMap) }, () => undefined, natMap as NatMap), proxies };
+}
+
+async function clusterMasters(endpoint: RedisEndpoint): Promise<RedisNode[]> {
+  const admin = adminRedis(endpoint);
+  try {
+    const slots = (await admin.call('cluster', 'slots')) as [number, number, [string, number]][];
+    return slots.map(([, , [host, port]]) => ({ host, port }));
+  } finally {
+    await admin.quit();
   }
 }

@@ -18,6 +18,7 @@ export class TcpProxy {
   readonly #sockets = new Set<Socket>();
   readonly #pairs = new Set<[Socket, Socket]>();
   #frozen = false;
+  #listenPort = 0;
 
   constructor(host: string, port: number) {
     this.#host = host;
@@ -41,7 +42,13 @@ export class TcpProxy {
     this.#server = server;
     const address = server.address();
     if (!address || typeof address === 'string') throw new Error('no port');
+    this.#listenPort = address.port;
     return address.port;
+  }
+
+  /** Listens again on the port of the last start (after `stop`: the dependency is back). */
+  async reopen(): Promise<void> {
+    await this.start(this.#listenPort);
   }
 
   /** Stops forwarding in both directions, connections left open: a dependency that hangs (SIGSTOP, a black hole). */
@@ -72,6 +79,24 @@ export class TcpProxy {
 function flow([client, upstream]: [Socket, Socket]): void {
   client.pipe(upstream);
   upstream.pipe(client);
+}
+
+/** Resolves once something accepts connections on the loopback port (a server process just spawned). */
+export async function waitForPort(port: number): Promise<void> {
+  const deadline = Date.now() + 20_000;
+  while (Date.now() < deadline) {
+    const ok = await new Promise<boolean>((resolve) => {
+      const s = connect(port, '127.0.0.1');
+      s.once('connect', () => {
+        s.destroy();
+        resolve(true);
+      });
+      s.once('error', () => resolve(false));
+    });
+    if (ok) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`nothing listens on ${port}`);
 }
 
 export interface RawAnswer {

@@ -143,19 +143,26 @@ export interface LiveStream {
   destroy(): void;
 }
 
-export function openStream(baseUrl: string, token: string, body: unknown, conversationId: string | null = null): LiveStream {
+export function openStream(baseUrl: string, token: string, body: unknown, conversationId: string | null = null, extraHeaders: Record<string, string> = {}): LiveStream {
   const payload = JSON.stringify(body);
   return openSse(`${baseUrl}/api/advisor/conversations/${conversationId ?? 'new'}/messages/stream`, {
     method: 'POST',
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(payload)) },
+    headers: { ...extraHeaders, authorization: `Bearer ${token}`, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(payload)) },
     body: payload,
   });
 }
 
 /** DESIGN §12: GET …/{id}/stream over a real socket, resuming after `lastEventId` (a header, or the query when `via` says so). */
-export function attachStream(baseUrl: string, token: string, conversationId: string, lastEventId?: number, via: 'header' | 'query' = 'header'): LiveStream {
+export function attachStream(
+  baseUrl: string,
+  token: string,
+  conversationId: string,
+  lastEventId?: number,
+  via: 'header' | 'query' = 'header',
+  extraHeaders: Record<string, string> = {},
+): LiveStream {
   const query = lastEventId !== undefined && via === 'query' ? `?lastEventId=${lastEventId}` : '';
-  const headers: Record<string, string> = { authorization: `Bearer ${token}` };
+  const headers: Record<string, string> = { ...extraHeaders, authorization: `Bearer ${token}` };
   if (lastEventId !== undefined && via === 'header') headers['last-event-id'] = String(lastEventId);
   return openSse(`${baseUrl}/api/advisor/conversations/${conversationId}/stream${query}`, { method: 'GET', headers });
 }
