@@ -7,7 +7,7 @@ import fastifyStatic from '@fastify/static';
 export const WEB_DIST = path.resolve(import.meta.dirname, '../../web/dist');
 
 /** The client's own paths (history routing); each answers the same page. */
-export const CLIENT_PATHS = ['/', '/sign-in', '/chat', '/chat/:id', '/keys', '/accounts', '/billing', '/billing/success', '/billing/cancel', '/usage'];
+export const CLIENT_PATHS = ['/', '/sign-in', '/chat', '/chat/:id', '/keys', '/accounts', '/accounts/:id/journal', '/billing', '/billing/success', '/billing/cancel', '/usage'];
 
 /**
  * Model output is rendered as Markdown in this page; what a sanitiser misses still cannot run: only the

@@ -5,6 +5,7 @@ import { onSessionChange, session, signOut } from './session.ts';
 import { AccountsPage } from './pages/Accounts.tsx';
 import { BillingPage, CheckoutReturnPage } from './pages/Billing.tsx';
 import { ChatPage } from './pages/Chat.tsx';
+import { JournalPage } from './pages/Journal.tsx';
 import { KeysPage } from './pages/Keys.tsx';
 import { SignInPage } from './pages/SignIn.tsx';
 import { UsagePage } from './pages/Usage.tsx';
@@ -35,8 +36,11 @@ function App() {
     return null;
   }
   const chat = /^\/chat(?:\/([^/]+))?$/.exec(path);
+  const journal = /^\/accounts\/([^/]+)\/journal$/.exec(path);
   const page = chat ? (
     <ChatPage conversationId={chat[1] ? decodeURIComponent(chat[1]) : undefined} />
+  ) : journal?.[1] ? (
+    <JournalPage key={journal[1]} accountId={decodeURIComponent(journal[1])} />
   ) : path === '/keys' ? (
     <KeysPage />
   ) : path === '/accounts' ? (

@@ -1,6 +1,7 @@
 import type { Part } from '../stream.ts';
 import { fmtDateTime, fmtNumber, TableHead } from '../ui.tsx';
 import { PriceChart, type Bar } from './PriceChart.tsx';
+import { JournalToolResult, PositionSizeToolResult } from './journal/JournalToolCards.tsx';
 
 type Call = Extract<Part, { type: 'tool_call' }>;
 type Result = Extract<Part, { type: 'tool_result' }>;
@@ -11,6 +12,8 @@ const TITLES: Record<string, string> = {
   get_market_status: 'Market status',
   search_symbols: 'Symbol search',
   list_my_accounts: 'Your accounts',
+  get_journal: 'Journal',
+  position_size: 'Position size',
 };
 
 const str = (v: unknown): string => (typeof v === 'string' || typeof v === 'number' ? String(v) : '');
@@ -111,6 +114,10 @@ function ToolResult({ name, result }: { name: string; result: Record<string, unk
         </ul>
       );
     }
+    case 'get_journal':
+      return <JournalToolResult result={result} />;
+    case 'position_size':
+      return <PositionSizeToolResult result={result} />;
     case 'get_market_status':
       return (
         <p>

@@ -56,6 +56,9 @@ export function AccountsPage() {
                   <td class="num">{a.startingBalance}</td>
                   <td>{fmtDate(a.createdAt)}</td>
                   <td class="actions">
+                    <a class="button secondary" href={`/accounts/${a.id}/journal`}>
+                      Journal<span class="sr-only"> of {a.name}</span>
+                    </a>
                     <button type="button" class="secondary" onClick={() => setEditing(a.id)}>
                       Edit<span class="sr-only"> {a.name}</span>
                     </button>

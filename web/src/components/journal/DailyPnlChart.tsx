@@ -1,0 +1,151 @@
+// Daily net P&L as bars about a zero line, drawn in SVG at the width it is given (measured, so the axis
+// labels keep their size on a phone). One bar per trading day with fills, oldest first. For a screen
+// reader the picture is one image with a summary in words; every figure is in the "Daily figures" table.
+import { useEffect, useRef, useState } from 'preact/hooks';
+import { TableHead } from '../../ui.tsx';
+import { Money, type JournalDay } from './Figures.tsx';
+import { axisMoney, compareDecimal, day, money, signOf } from './format.ts';
+import './journal.css';
+
+type Day = Pick<JournalDay, 'tradingDay' | 'netPnl'> & Partial<JournalDay>;
+
+const MARGIN = { left: 62, right: 8, top: 10, bottom: 24 };
+
+/** A step of 1, 2, 2.5 or 5 × 10^k that cuts `span` into about `count` parts. */
+function niceStep(span: number, count: number): number {
+  const raw = span / count;
+  const p = 10 ** Math.floor(Math.log10(raw));
+  const f = raw / p;
+  return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 2.5 ? 2.5 : f <= 5 ? 5 : 10) * p;
+}
+
+/** The y-axis: ticks from below the lowest bar (or 0) to above the highest (or 0). Geometry only. */
+export function axisTicks(values: number[]): number[] {
+  let lo = Math.min(0, ...values);
+  let hi = Math.max(0, ...values);
+  if (hi === lo) hi = lo + 1;
+  const step = niceStep(hi - lo, 4);
+  lo = Math.floor(lo / step) * step;
+  hi = Math.ceil(hi / step) * step;
+  const ticks: number[] = [];
+  for (let i = 0; lo + i * step <= hi + step / 2 && i < 20; i++) ticks.push(Number((lo + i * step).toPrecision(12)));
+  return ticks;
+}
+
+/** The chart in words: how many days, up and down, the best and the worst. */
+export function chartSummary(days: Day[], currency: string, from: string, to: string): string {
+  const range = `Daily net P&L from ${day(from)} to ${day(to)}`;
+  if (days.length === 0) return `${range}: no fills.`;
+  const up = days.filter((d) => signOf(d.netPnl) > 0).length;
+  const down = days.filter((d) => signOf(d.netPnl) < 0).length;
+  const sorted = [...days].sort((a, b) => compareDecimal(a.netPnl, b.netPnl));
+  const best = sorted.at(-1) as Day;
+  const worst = sorted[0] as Day;
+  const m = (d: Day) => `${money(d.netPnl, currency, { signed: true }).text} on ${day(d.tradingDay)}`;
+  return `${range}: ${days.length} trading day${days.length === 1 ? '' : 's'} with fills, ${up} up, ${down} down; best ${m(best)}, worst ${m(worst)}.`;
+}
+
+export function DailyPnlChart({ days, currency, from, to, height = 220, figuresTable = true }: { days: Day[]; currency: string; from: string; to: string; height?: number; figuresTable?: boolean }) {
+  const box = useRef<HTMLDivElement>(null);
+  const [width, setWidth] = useState(640);
+  useEffect(() => {
+    const el = box.current;
+    if (!el) return;
+    const measure = () => setWidth(Math.max(240, Math.round(el.clientWidth)));
+    measure();
+    const observer = new ResizeObserver(measure);
+    observer.observe(el);
+    return () => observer.disconnect();
+  }, []);
+
+  const summary = chartSummary(days, currency, from, to);
+  // Bar heights need numbers: each day's figure is read once for its own bar (never added up).
+  const values = days.map((d) => Number(d.netPnl));
+  const ticks = axisTicks(values);
+  const tMin = ticks[0] ?? 0;
+  const tMax = ticks.at(-1) ?? 1;
+  const plotW = width - MARGIN.left - MARGIN.right;
+  const plotH = height - MARGIN.top - MARGIN.bottom;
+  const y = (v: number) => MARGIN.top + ((tMax - v) / (tMax - tMin)) * plotH;
+  const slot = plotW / Math.max(days.length, 1);
+  const bw = Math.max(1, Math.min(48, slot * 0.72));
+  const zero = y(0);
+  const labels: { i: number; anchor: 'start' | 'middle' | 'end' }[] =
+    days.length === 1 ? [{ i: 0, anchor: 'middle' }] : days.length > 1 ? [{ i: 0, anchor: 'start' }, ...(days.length > 2 && plotW > 420 ? [{ i: Math.floor((days.length - 1) / 2), anchor: 'middle' as const }] : []), { i: days.length - 1, anchor: 'end' }] : [];
+  const labelX = (i: number, anchor: string) => (anchor === 'start' ? MARGIN.left : anchor === 'end' ? width - MARGIN.right : MARGIN.left + (i + 0.5) * slot);
+
+  return (
+    <figure class="jr-chart">
+      <div ref={box} class="jr-chart-box">
+        {days.length === 0 ? (
+          <p class="hint">No fills from {day(from)} to {day(to)}.</p>
+        ) : (
+          <svg width={width} height={height} viewBox={`0 0 ${width} ${height}`} role="img" aria-label={summary} data-testid="pnl-chart">
+            {ticks.map((t) => (
+              <g key={t}>
+                <line class={t === 0 ? 'jr-zero' : 'jr-grid'} x1={MARGIN.left} x2={width - MARGIN.right} y1={y(t)} y2={y(t)} />
+                <text class="jr-axis" x={MARGIN.left - 6} y={y(t)} text-anchor="end" dominant-baseline="middle">
+                  {axisMoney(t, currency)}
+                </text>
+              </g>
+            ))}
+            {days.map((d, i) => {
+              const v = values[i] ?? 0;
+              const s = signOf(d.netPnl);
+              const top = s > 0 ? y(v) : zero;
+              const h = Math.max(s === 0 ? 0 : 1, Math.abs(y(v) - zero));
+              return (
+                <rect key={d.tradingDay} class={`jr-bar ${s > 0 ? 'up' : s < 0 ? 'down' : 'flat'}`} x={MARGIN.left + i * slot + (slot - bw) / 2} y={top} width={bw} height={h} data-day={d.tradingDay}>
+                  <title>
+                    {day(d.tradingDay)}: {money(d.netPnl, currency, { signed: true }).text}
+                  </title>
+                </rect>
+              );
+            })}
+            <line class="jr-zero" x1={MARGIN.left} x2={width - MARGIN.right} y1={zero} y2={zero} />
+            {labels.map(({ i, anchor }) => (
+              <text key={i} class="jr-axis" x={labelX(i, anchor)} y={height - 6} text-anchor={anchor}>
+                {day(days[i]?.tradingDay ?? '')}
+              </text>
+            ))}
+          </svg>
+        )}
+      </div>
+      {/* The same words as the image's name: seen, not read twice. */}
+      {days.length > 0 && (
+        <figcaption class="hint" aria-hidden="true">
+          {summary}
+        </figcaption>
+      )}
+      {figuresTable && days.length > 0 && (
+        <details class="jr-details">
+          <summary>Daily figures</summary>
+          <div class="jr-scroll" role="region" aria-label="Daily figures" tabIndex={0}>
+            <table class="table compact">
+              <caption class="sr-only">Daily figures</caption>
+              <TableHead columns={['Trading day', { label: 'Fills', num: true }, { label: 'Round trips', num: true }, { label: 'Realized P&L', num: true }, { label: 'Fees', num: true }, { label: 'Net P&L', num: true }]} />
+              <tbody>
+                {[...days].reverse().map((d) => (
+                  <tr key={d.tradingDay}>
+                    <th scope="row">{day(d.tradingDay)}</th>
+                    <td class="num">{d.fills ?? '—'}</td>
+                    <td class="num">{d.roundTrips ?? '—'}</td>
+                    <td class="num">
+                      <Money value={d.realizedPnl} currency={currency} signed />
+                    </td>
+                    <td class="num">
+                      <Money value={d.fees} currency={currency} />
+                    </td>
+                    <td class="num">
+                      <Money value={d.netPnl} currency={currency} signed tone />
+                    </td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+        </details>
+      )}
+    </figure>
+  );
+}
