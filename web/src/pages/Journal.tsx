@@ -111,7 +111,7 @@ export function JournalPage({ accountId }: { accountId: string }) {
             <section aria-labelledby="positions-title">
               <h2 id="positions-title">Open positions</h2>
               <p class="hint">After the last fill on or before {day(j.to)}.</p>
-              <OpenPositions positions={j.openPositions} currency={j.currency} timezone={timezone} caption="Open positions" />
+              <OpenPositions positions={j.openPositions} currency={j.currency} timezone={timezone} caption="Open positions table" />
             </section>
           </>
         )}

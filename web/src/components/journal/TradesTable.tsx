@@ -35,7 +35,7 @@ export function TradesTable({ trades, currency, timezone, onChanged }: { trades:
   return (
     <>
       <Problem error={row.error} />
-      <div class="jr-scroll" role="region" aria-label="Trades" tabIndex={0}>
+      <div class="jr-scroll" role="region" aria-label="Trades table" tabIndex={0}>
         <table class="table compact jr-trades">
           <caption class="sr-only">Trades, newest first</caption>
           <TableHead columns={COLUMNS} />
