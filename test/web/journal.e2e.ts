@@ -9,7 +9,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Page } from 'playwright-core';
-import { startBed, screenshot, seriousViolations, withOpenAiKey, type Bed } from './harness.ts';
+import { ARTEFACTS, startBed, screenshot, seriousViolations, withOpenAiKey, type Bed } from './harness.ts';
 
 let bed: Bed;
 before(async () => {
@@ -87,6 +87,7 @@ describe('journal page', () => {
     assert.equal(await rejected.count(), 1);
     await rejected.first().getByRole('cell', { name: '6', exact: true }).waitFor();
     await rejected.first().getByText('VALIDATION_ERROR').waitFor();
+    await page.getByRole('region', { name: 'Import trades' }).screenshot({ path: path.join(ARTEFACTS, 'journal-import-report.png') });
 
     // The trades (newest first), read again after the import.
     await page.getByText('5 trades shown (all of the range)').waitFor();
@@ -282,7 +283,10 @@ describe('advisor cards', () => {
       ] as const) {
         await page.setViewportSize({ width: w, height: h });
         await page.waitForTimeout(150);
+        assert.ok(await fitsWidth(page), `no sideways scroll at ${w} px (${scheme}): ${await overflowing(page)}`);
         await screenshot(page, `journal-chat-${name}-${scheme}`);
+        // The chat scrolls inside its message list: the cards themselves, whole.
+        await journal.locator('xpath=ancestor::*[contains(@class, "message")][1]').screenshot({ path: path.join(ARTEFACTS, `journal-chat-cards-${name}-${scheme}.png`) });
         assert.deepEqual(await seriousViolations(page), [], `${name} ${scheme}`);
       }
     }

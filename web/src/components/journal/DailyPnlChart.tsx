@@ -32,6 +32,14 @@ export function axisTicks(values: number[]): number[] {
   return ticks;
 }
 
+/** Which bars get their date under them: as many as fit ~100 px apart, spread evenly, the first and the last included. */
+export function dayLabels(n: number, plotWidth: number): number[] {
+  const m = Math.min(n, Math.max(1, Math.floor(plotWidth / 100)));
+  if (m <= 0) return [];
+  if (m === 1) return [n - 1];
+  return [...new Set(Array.from({ length: m }, (_, k) => Math.round((k * (n - 1)) / (m - 1))))];
+}
+
 /** The chart in words: how many days, up and down, the best and the worst. */
 export function chartSummary(days: Day[], currency: string, from: string, to: string): string {
   const range = `Daily net P&L from ${day(from)} to ${day(to)}`;
@@ -70,9 +78,9 @@ export function DailyPnlChart({ days, currency, from, to, height = 220, figuresT
   const slot = plotW / Math.max(days.length, 1);
   const bw = Math.max(1, Math.min(48, slot * 0.72));
   const zero = y(0);
-  const labels: { i: number; anchor: 'start' | 'middle' | 'end' }[] =
-    days.length === 1 ? [{ i: 0, anchor: 'middle' }] : days.length > 1 ? [{ i: 0, anchor: 'start' }, ...(days.length > 2 && plotW > 420 ? [{ i: Math.floor((days.length - 1) / 2), anchor: 'middle' as const }] : []), { i: days.length - 1, anchor: 'end' }] : [];
-  const labelX = (i: number, anchor: string) => (anchor === 'start' ? MARGIN.left : anchor === 'end' ? width - MARGIN.right : MARGIN.left + (i + 0.5) * slot);
+  const labels = dayLabels(days.length, plotW);
+  // Under its bar, kept whole inside the picture (a date is about 80 px wide).
+  const labelX = (i: number) => Math.min(Math.max(MARGIN.left + (i + 0.5) * slot, MARGIN.left + 40), width - MARGIN.right - 40);
 
   return (
     <figure class="jr-chart">
@@ -103,8 +111,8 @@ export function DailyPnlChart({ days, currency, from, to, height = 220, figuresT
               );
             })}
             <line class="jr-zero" x1={MARGIN.left} x2={width - MARGIN.right} y1={zero} y2={zero} />
-            {labels.map(({ i, anchor }) => (
-              <text key={i} class="jr-axis" x={labelX(i, anchor)} y={height - 6} text-anchor={anchor}>
+            {labels.map((i) => (
+              <text key={i} class="jr-axis" x={labelX(i)} y={height - 6} text-anchor="middle">
                 {day(days[i]?.tradingDay ?? '')}
               </text>
             ))}

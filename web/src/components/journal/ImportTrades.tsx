@@ -106,7 +106,8 @@ function Report({ report }: { report: ImportReport }) {
         <div class="jr-scroll" role="region" aria-label="Rejected rows" tabIndex={0}>
           <table class="table compact">
             <caption>
-              Rejected rows{report.rejectedCount > report.rejected.length ? ` (the first ${report.rejected.length} of ${report.rejectedCount})` : ''} — row 1 is the first line after the header
+              Rejected rows{report.rejectedCount > report.rejected.length ? ` (the first ${report.rejected.length} of ${report.rejectedCount})` : ''}{' '}
+              <span class="hint">— row 1 is the first line after the header</span>
             </caption>
             <TableHead columns={[{ label: 'Row', num: true }, 'Code', 'Why']} />
             <tbody>
