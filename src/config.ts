@@ -68,8 +68,15 @@ export interface Config {
    * web client may sign in as any user id (DESIGN §2). Off everywhere else.
    */
   readonly localSignIn: boolean;
+  /** Where the hosted checkout returns when the page's own origin is not one of `allowedOrigins`. */
   readonly checkoutSuccessUrl: string;
   readonly checkoutCancelUrl: string;
+  /**
+   * Origins the web client may be opened on (no path, no trailing slash): a checkout started from one
+   * of them returns to it (the configured return URL's path on that origin); any other origin gets the
+   * configured URL. Never a redirect to an origin the operator did not name.
+   */
+  readonly allowedOrigins: readonly string[];
   readonly catalogue: Catalogue;
   readonly logLevel: string;
   /** Bearer token /metrics requires when set; unset = /metrics answers loopback clients only. */
@@ -188,6 +195,14 @@ export function loadConfig(env: Env = process.env): Config {
   const loopback = LOOPBACK_HOSTS.test(host) || host === '::1';
   // The checkout returns to the web client this process serves, unless the operator names a front end.
   const selfOrigin = `http://${loopback || host === '0.0.0.0' || host === '::' ? 'localhost' : host.includes(':') ? `[${host}]` : host}:${port}`;
+  const checkoutSuccessUrl = url('CHECKOUT_SUCCESS_URL', `${selfOrigin}/billing/success?session_id={CHECKOUT_SESSION_ID}`) ?? '';
+  const checkoutCancelUrl = url('CHECKOUT_CANCEL_URL', `${selfOrigin}/billing/cancel`) ?? '';
+  const allowedOrigins = originList(str('ALLOWED_ORIGINS'), problems, [
+    originOf(checkoutSuccessUrl),
+    originOf(checkoutCancelUrl),
+    // The names a browser on this machine may use for a loopback listener, all one server.
+    ...(loopback ? ['localhost', '127.0.0.1', '[::1]'].map((h) => `http://${h}:${port}`) : []),
+  ]);
   const config: Config = {
     port,
     host,
@@ -211,8 +226,9 @@ export function loadConfig(env: Env = process.env): Config {
       apiBase: url('STRIPE_API_BASE', undefined),
     },
     localSignIn: loopback && databaseUrl === undefined && auth.jwtSecret === undefined && auth.jwksUrl === undefined,
-    checkoutSuccessUrl: url('CHECKOUT_SUCCESS_URL', `${selfOrigin}/billing/success?session_id={CHECKOUT_SESSION_ID}`) ?? '',
-    checkoutCancelUrl: url('CHECKOUT_CANCEL_URL', `${selfOrigin}/billing/cancel`) ?? '',
+    checkoutSuccessUrl,
+    checkoutCancelUrl,
+    allowedOrigins,
     catalogue,
     logLevel,
     metricsToken,
@@ -267,6 +283,34 @@ function sharedSecretProblems(str: (name: string) => string | undefined, problem
 }
 
 const LOOPBACK_HOSTS = /^(localhost|127(\.\d{1,3}){3}|\[::1\])$/i;
+
+/** `scheme://host[:port]` of an http(s) URL, as a browser sends it in `Origin`; with `exact`, of a URL that is nothing more. */
+function originOf(raw: string, exact = false): string | undefined {
+  let u: URL;
+  try {
+    u = new URL(raw);
+  } catch {
+    return undefined;
+  }
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') return undefined;
+  if (exact && (u.pathname !== '/' || u.search !== '' || u.hash !== '' || u.username !== '' || u.password !== '')) return undefined;
+  return u.origin;
+}
+
+/**
+ * ALLOWED_ORIGINS (comma-separated origins, each `scheme://host[:port]`) beside the origins the service
+ * allows by itself: its checkout URLs' and, on a loopback listener, its own port's.
+ */
+function originList(raw: string | undefined, problems: string[], implied: (string | undefined)[]): string[] {
+  const named: string[] = [];
+  for (const item of raw?.split(',').map((s) => s.trim()).filter(Boolean) ?? []) {
+    const origin = originOf(item, true);
+    if (origin === undefined) problems.push(`ALLOWED_ORIGINS must list origins such as https://app.example.com (scheme, host and port only) (got "${item}")`);
+    else named.push(origin);
+  }
+  return [...new Set([...implied.filter((o): o is string => o !== undefined), ...named])];
+}
+
 const NO_TIER_CLAIM = 'none';
 
 /**

@@ -180,6 +180,11 @@ export function findPurchaseBySession(db: Db | Trx, sessionId: string): Promise<
   return db.selectFrom('purchases').selectAll().where('session_id', '=', sessionId).executeTakeFirst();
 }
 
+/** The user's own purchase of a checkout session; another user's is not found. */
+export function findOwnPurchase(db: Db, userId: string, sessionId: string): Promise<PurchaseRow | undefined> {
+  return db.selectFrom('purchases').selectAll().where('session_id', '=', sessionId).where('user_id', '=', userId).executeTakeFirst();
+}
+
 export function findPurchaseById(db: Db | Trx, id: string): Promise<PurchaseRow | undefined> {
   return db.selectFrom('purchases').selectAll().where('id', '=', id).executeTakeFirst();
 }
