@@ -41,6 +41,7 @@ export async function settleCrashed(deps: SweepDeps, turnId: string): Promise<bo
   const produced = closed?.produced === true;
   const charged: StoreSettledTurn | undefined = closed && ((db, settlement) => repo.chargeCrashedTurn(db, closed, now, settlement));
   if (!(await settleAbandonedTurn(deps, turnId, produced, charged))) return false;
+  if (produced) await repo.indexTurn(deps.db, turnId).catch((err: unknown) => deps.logger.warn({ err, turnId }, 'the turn could not be indexed for search'));
   deps.logger.warn({ turnId, charged: produced }, 'settled a turn whose instance is gone');
   return true;
 }

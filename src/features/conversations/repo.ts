@@ -34,8 +34,9 @@ export async function listConversationsPage(
   userId: string,
   limit: number,
   after: { updatedAt: string; id: string } | undefined,
+  terms?: string,
 ): Promise<ConversationPage> {
-  const result = await conversationPageQuery(userId, limit, after).execute(db);
+  const result = await conversationPageQuery(userId, limit, after, terms).execute(db);
   const row = result.rows[0];
   if (!row) throw new Error('the list query returned no row');
   const next = row.more && row.last_exact !== null && row.last_id !== null ? { updatedAt: row.last_exact, id: row.last_id } : undefined;
@@ -45,14 +46,28 @@ export async function listConversationsPage(
 /**
  * The statement behind listConversationsPage. Exported for bench/scenarios/list.ts: its baseline is this
  * very statement sent straight to PostgreSQL, and a copy there would stop measuring the service's.
+ * With `terms` (a tsquery, search.ts) only the conversations whose search document matches are listed.
  */
 export function conversationPageQuery(
   userId: string,
   limit: number,
   after: { updatedAt: string; id: string } | undefined,
+  terms?: string,
 ): RawBuilder<{ items: string; last_exact: string | null; last_id: string | null; more: boolean }> {
   const afterRow = after ? sql`and (updated_at, id) < (${after.updatedAt}::timestamptz, ${after.id}::uuid)` : sql``;
+  const page =
+    terms === undefined
+      ? sql`select *, row_number() over (order by updated_at desc, id desc) as n
+      from conversations
+      where user_id = ${userId} ${afterRow}
+      order by updated_at desc, id desc
+      limit ${limit + 1}`
+      : sql`select c.*, row_number() over (order by c.updated_at desc, c.id desc) as n
+      from conversations c join hits h on h.id = c.id
+      order by c.updated_at desc, c.id desc
+      limit ${limit + 1}`;
   return sql<{ items: string; last_exact: string | null; last_id: string | null; more: boolean }>`
+    ${terms === undefined ? sql`` : searchHits(userId, limit, afterRow, terms)}
     select
       coalesce(json_agg(json_build_object(
         'id', id, 'title', title, 'provider', provider, 'model', model, 'personaId', persona_id,
@@ -62,14 +77,83 @@ export function conversationPageQuery(
       max(${EXACT_UPDATED_AT}) filter (where n = ${limit}) as last_exact,
       max(id::text) filter (where n = ${limit}) as last_id,
       count(*) > ${limit} as more
-    from (
-      select *, row_number() over (order by updated_at desc, id desc) as n
-      from conversations
-      where user_id = ${userId} ${afterRow}
-      order by updated_at desc, id desc
-      limit ${limit + 1}
-    ) page`;
+    from (${page}) page`;
 }
+
+/** The user's conversations probed one by one, newest first, before the search index is asked (searchHits). */
+const SEARCH_PROBED = 200;
+
+/**
+ * `hits`: the ids (and updatedAt) of the user's matching conversations, at least `limit + 1` of the
+ * newest when there are that many. Two ways, chosen by the data rather than by the planner (a prepared
+ * statement's generic plan cannot tell a word in every conversation from a word in none):
+ * - `near`: the user's SEARCH_PROBED newest conversations, each document checked — enough on its own
+ *   when the words are common (it then holds limit + 1 matches);
+ * - `far`, only when `near` falls short and the user has older conversations: the search index, asked
+ *   for documents holding the words and the owner's mark (GIN intersects the two, so a word common
+ *   among other users costs nothing here), then their conversations older than the probed ones.
+ */
+function searchHits(userId: string, limit: number, afterRow: RawBuilder<unknown>, terms: string): RawBuilder<unknown> {
+  return sql`with recent as materialized (
+      select id, updated_at from conversations where user_id = ${userId} ${afterRow}
+      order by updated_at desc, id desc limit ${SEARCH_PROBED}),
+    near as materialized (
+      select r.id, r.updated_at from recent r join conversation_search s on s.conversation_id = r.id
+      where s.document @@ to_tsquery('simple', ${terms})),
+    far as materialized (
+      select conversation_id from conversation_search
+      where (select count(*) from near) <= ${limit} and (select count(*) from recent) = ${SEARCH_PROBED}
+        and document @@ (to_tsquery('simple', ${terms}) && ${ownerTerm(userId)})),
+    hits as (
+      select id from near
+      union all
+      select c.id from far join conversations c on c.id = far.conversation_id
+      where c.user_id = ${userId} and (c.updated_at, c.id) < (select updated_at, id from recent order by updated_at, id limit 1))`;
+}
+
+/**
+ * Characters of text made into words at once (a turn's, or a conversation's when migration 0019 made
+ * its first document): to_tsvector of this many stays far below a tsvector's 1 MB.
+ */
+const SEARCH_INDEXED_CHARS = 100_000;
+/** Words a search document holds at most (a tsvector holds at most 1 MB); a turn's new words past them are not added. */
+const SEARCH_MAX_WORDS = 50_000;
+
+/** The owner's mark, as a document lexeme and as a query term: `u` and the md5 of the user id (letters and digits only). */
+const ownerMark = (userId: RawBuilder<string> | string) => sql<string>`('u' || md5(${userId}))::tsvector`;
+const ownerTerm = (userId: string) => sql<string>`('u' || md5(${userId}))::tsquery`;
+
+/**
+ * A search document: the text's words as the 'simple' configuration splits them (lower case, no
+ * stemming, no stop words — tickers and any language are words), positions dropped, and the owner's
+ * mark. Migration 0019 builds the first documents with it.
+ */
+export function searchDocument(userId: RawBuilder<string>, text: RawBuilder<string>): RawBuilder<string> {
+  return sql<string>`(strip(to_tsvector('simple', left(${text}, ${SEARCH_INDEXED_CHARS}))) || ${ownerMark(userId)})`;
+}
+
+/** Words are only ever added to a document (a merge): nothing is written when they add none, or would take it past SEARCH_MAX_WORDS. */
+const MERGE_WORDS = sql`on conflict (conversation_id) do update set document = conversation_search.document || excluded.document
+    where conversation_search.document || excluded.document <> conversation_search.document
+      and length(conversation_search.document || excluded.document) <= ${SEARCH_MAX_WORDS}`;
+
+/** Adds a finished turn's words (its user message, its reply, the title) to its conversation's search document. */
+export async function indexTurn(db: Db, replyId: string): Promise<void> {
+  await sql`insert into conversation_search (conversation_id, document)
+    select c.id, ${searchDocument(sql`c.user_id`, sql`c.title || ' ' || coalesce(u.content, '') || ' ' || r.content`)}
+    from messages r join conversations c on c.id = r.conversation_id
+    left join messages u on u.conversation_id = r.conversation_id and u.seq = r.seq - 1
+    where r.id = ${replyId}
+    ${MERGE_WORDS}`.execute(db);
+}
+
+/** Adds a new title's words to its conversation's search document (the old title's stay: see the decisions). */
+export async function indexTitle(db: Db, conversationId: string): Promise<void> {
+  await sql`insert into conversation_search (conversation_id, document)
+    select c.id, ${searchDocument(sql`c.user_id`, sql`c.title`)} from conversations c where c.id = ${conversationId}
+    ${MERGE_WORDS}`.execute(db);
+}
+
 
 export function findConversation(db: Db | Trx, userId: string, id: string): Promise<ConversationRow | undefined> {
   return db.selectFrom('conversations').selectAll().where('id', '=', id).where('user_id', '=', userId).executeTakeFirst();

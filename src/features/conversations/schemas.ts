@@ -42,6 +42,22 @@ export const PageQuery = Type.Object(
   { additionalProperties: false },
 );
 
+export const ListQuery = Type.Object(
+  {
+    ...PageQuery.properties,
+    q: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 200,
+        description:
+          'Search: only the conversations whose title or messages hold every word of `q` (a word matches the words it begins: ' +
+          '"earn" finds "earnings"; any case, any script; at most 8 words); same order and cursors. A `q` without a letter or digit finds nothing.',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
 const listItemFields = {
   id: Uuid,
   title: Type.String(),
