@@ -1,5 +1,5 @@
 import { sql, type RawBuilder, type Selectable } from 'kysely';
-import type { AttachmentsTable, ConversationsTable, Db, MessagesTable, Trx } from '../../db/types.ts';
+import type { AttachmentsTable, ConversationsTable, Db, MessagesTable, Trx, TurnChargesTable } from '../../db/types.ts';
 import { NO_RECEIPT, type Receipt } from '../usage/receipt.ts';
 import * as usageRepo from '../usage/repo.ts';
 
@@ -64,8 +64,7 @@ export function conversationPageQuery(
       limit ${limit + 1}`
       : sql`select c.*, row_number() over (order by c.updated_at desc, c.id desc) as n
       from conversations c join hits h on h.id = c.id
-      order by c.updated_at desc, c.id desc
-      limit ${limit + 1}`;
+      order by c.updated_at desc, c.id desc`;
   return sql<{ items: string; last_exact: string | null; last_id: string | null; more: boolean }>`
     ${terms === undefined ? sql`` : searchHits(userId, limit, afterRow, terms)}
     select
@@ -105,10 +104,13 @@ function searchHits(userId: string, limit: number, afterRow: RawBuilder<unknown>
       where (select count(*) from near) <= ${limit} and (select count(*) from recent) = ${SEARCH_PROBED}
         and document @@ (to_tsquery('simple', ${terms}) && ${ownerTerm(userId)})),
     hits as (
-      select id from near
-      union all
-      select c.id from far join conversations c on c.id = far.conversation_id
-      where c.user_id = ${userId} and (c.updated_at, c.id) < (select updated_at, id from recent order by updated_at, id limit 1))`;
+      select id from (
+        select id, updated_at from near
+        union all
+        select c.id, c.updated_at from far join conversations c on c.id = far.conversation_id
+        where c.user_id = ${userId} and (c.updated_at, c.id) < (select updated_at, id from recent order by updated_at, id limit 1)
+      ) matched
+      order by updated_at desc, id desc limit ${limit + 1})`;
 }
 
 /**
@@ -120,16 +122,18 @@ const SEARCH_INDEXED_CHARS = 100_000;
 const SEARCH_MAX_WORDS = 50_000;
 
 /** The owner's mark, as a document lexeme and as a query term: `u` and the md5 of the user id (letters and digits only). */
-const ownerMark = (userId: RawBuilder<string> | string) => sql<string>`('u' || md5(${userId}))::tsvector`;
+export const ownerMark = (userId: RawBuilder<unknown> | string) => sql<string>`('u' || md5(${userId}))::tsvector`;
 const ownerTerm = (userId: string) => sql<string>`('u' || md5(${userId}))::tsquery`;
 
 /**
- * A search document: the text's words as the 'simple' configuration splits them (lower case, no
- * stemming, no stop words — tickers and any language are words), positions dropped, and the owner's
- * mark. Migration 0019 builds the first documents with it.
+ * A text's words as a search document holds them: as the 'simple' configuration splits them (lower
+ * case, no stemming, no stop words — tickers and any language are words), positions dropped.
  */
-export function searchDocument(userId: RawBuilder<string>, text: RawBuilder<string>): RawBuilder<string> {
-  return sql<string>`(strip(to_tsvector('simple', left(${text}, ${SEARCH_INDEXED_CHARS}))) || ${ownerMark(userId)})`;
+export const searchWords = (text: RawBuilder<unknown>) => sql<string>`strip(to_tsvector('simple', left(${text}, ${SEARCH_INDEXED_CHARS})))`;
+
+/** A search document: the text's words and the owner's mark. Migration 0019 builds the first documents with it. */
+export function searchDocument(userId: RawBuilder<unknown>, text: RawBuilder<unknown>): RawBuilder<string> {
+  return sql<string>`(${searchWords(text)} || ${ownerMark(userId)})`;
 }
 
 /** Words are only ever added to a document (a merge): nothing is written when they add none, or would take it past SEARCH_MAX_WORDS. */
@@ -207,6 +211,12 @@ export function attachmentsOf(db: Db, messageIds: readonly string[]): Promise<At
     .execute();
 }
 
+/** The reservations of these replies' turns (a reply's id is its turn's id), as billing left them. */
+export function chargesOf(db: Db, replyIds: readonly string[]): Promise<Pick<Selectable<TurnChargesTable>, 'turn_id' | 'source' | 'credits' | 'status'>[]> {
+  if (replyIds.length === 0) return Promise.resolve([]);
+  return db.selectFrom('turn_charges').select(['turn_id', 'source', 'credits', 'status']).where('turn_id', 'in', replyIds).execute();
+}
+
 export function findAttachment(db: Db, userId: string, id: string): Promise<Pick<AttachmentRow, 'format' | 'data'> | undefined> {
   return db.selectFrom('attachments').select(['format', 'data']).where('id', '=', id).where('user_id', '=', userId).executeTakeFirst();
 }
@@ -253,18 +263,39 @@ export interface HistoryRow {
  * calls counts its parts' JSON (a call and its result are one message: kept or dropped together).
  * Empty replies carry nothing and are skipped.
  */
-export async function historyWithin(db: Db, conversationId: string, budget: number): Promise<HistoryRow[]> {
+export async function historyWithin(db: Db, conversationId: string, budget: number, beforeSeq?: number): Promise<HistoryRow[]> {
+  const before = beforeSeq === undefined ? sql`` : sql`and m.seq < ${beforeSeq}`;
   const result = await sql<HistoryRow>`
     select role, content, images, parts from (
       select m.role, m.content, m.seq, m.parts,
              (select count(*)::int from attachments a where a.message_id = m.id) as images,
              sum(coalesce(char_length(m.parts::text), char_length(m.content))) over (order by m.seq desc) as running
       from messages m
-      where m.conversation_id = ${conversationId} and (m.role = 'user' or m.content <> '' or m.parts is not null)
+      where m.conversation_id = ${conversationId} and (m.role = 'user' or m.content <> '' or m.parts is not null) ${before}
     ) h
     where running <= ${budget}
     order by seq`.execute(db);
   return result.rows;
+}
+
+/** A conversation's last turn: its user message and its reply (absent only if its row was never written). */
+export async function lastTurn(db: Db, conversationId: string): Promise<{ user: MessageRow; reply: MessageRow | undefined } | undefined> {
+  const rows = await db.selectFrom('messages').selectAll().where('conversation_id', '=', conversationId).orderBy('seq', 'desc').limit(2).execute();
+  const user = rows.find((m) => m.role === 'user');
+  if (!user) return undefined;
+  return { user, reply: rows.find((m) => m.role === 'assistant' && m.seq === user.seq + 1) };
+}
+
+/**
+ * Removes a conversation's last turn (`user`, and its reply and images with it) and gives its numbers
+ * back, in the caller's transaction, so the turn stored next takes its place; a title that was the
+ * replaced first message's becomes the new one's.
+ */
+export async function dropLastTurn(trx: Trx, conversationId: string, user: MessageRow, titles: { replaced: string; next: string }): Promise<void> {
+  await sql`with gone as (delete from messages where conversation_id = ${conversationId} and seq >= ${user.seq} returning 1)
+    update conversations set message_count = message_count - (select count(*)::int from gone),
+      title = case when ${user.seq}::int = 1 and title = ${titles.replaced} then ${titles.next} else title end
+    where id = ${conversationId}`.execute(trx);
 }
 
 export interface TurnRows {
