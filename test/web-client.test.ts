@@ -214,6 +214,7 @@ describe('web client: what the pickers read', () => {
     assert.deepEqual(c.providers.find((p) => p.provider === 'openai')?.suggestedModels, t.deps.config.catalogue.providerDefaults.openai);
     assert.equal(c.models.length, t.deps.config.catalogue.models.length);
     assert.ok(c.models.some((m) => m.allowance) && c.models.some((m) => !m.allowance));
+    assert.equal(res.json<{ marketDataProvider: string }>().marketDataProvider, 'polygon', 'issue 29: the market-data provider a key is for, named before any key is saved');
     const anonymous = await t.call('GET', '/api/advisor/catalogue');
     assert.deepEqual([anonymous.statusCode, codeOf(anonymous)], [401, 'UNAUTHENTICATED']);
   });

@@ -155,6 +155,16 @@ describe('billing: checkout, packs, wallet, ledger', () => {
       const credited = (await stateOf(u, sessionId)).json<{ state: string; creditedAt: string }>();
       assert.deepEqual([credited.state, credited.creditedAt], ['credited', clock.now().toISOString()]);
       assert.equal(await assertLedgerInvariant(t, u), 100);
+      await giveCredits(t, u, 5);
+      const ledger = (await t.call('GET', '/api/billing/ledger', { user: u })).json<{ items: { kind: string; amount: number; purchase: unknown }[] }>();
+      assert.deepEqual(
+        ledger.items.map((e) => [e.kind, e.amount, e.purchase]),
+        [
+          ['grant', 5, null],
+          ['purchase', 100, { packId: 'p100', amount: 500, currency: 'usd' }],
+        ],
+        'issue 29: a purchase entry names its pack and what was paid',
+      );
     });
 
     test('GET /api/billing/checkout/{sessionId}: expired once 24 h (Stripe’s session lifetime) have passed unpaid; a credit arriving later still shows credited', async () => {

@@ -180,6 +180,12 @@ export function findPurchaseBySession(db: Db | Trx, sessionId: string): Promise<
   return db.selectFrom('purchases').selectAll().where('session_id', '=', sessionId).executeTakeFirst();
 }
 
+/** The purchases of these checkout sessions. */
+export function purchasesOfSessions(db: Db, sessionIds: readonly string[]): Promise<Pick<PurchaseRow, 'session_id' | 'pack_id' | 'amount' | 'currency'>[]> {
+  if (sessionIds.length === 0) return Promise.resolve([]);
+  return db.selectFrom('purchases').select(['session_id', 'pack_id', 'amount', 'currency']).where('session_id', 'in', sessionIds).execute();
+}
+
 /** The user's own purchase of a checkout session; another user's is not found. */
 export function findOwnPurchase(db: Db, userId: string, sessionId: string): Promise<PurchaseRow | undefined> {
   return db.selectFrom('purchases').selectAll().where('session_id', '=', sessionId).where('user_id', '=', userId).executeTakeFirst();

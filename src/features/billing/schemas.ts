@@ -89,6 +89,17 @@ const LedgerEntrySchema = named(
     amount: Type.Integer({ description: 'Credits; negative when taken' }),
     kind: LedgerKind,
     reference: Type.String({ description: 'Unique idempotency reference, e.g. checkout:<sessionId>, turn:<turnId>' }),
+    purchase: Type.Union(
+      [
+        Type.Object({
+          packId: Type.String(),
+          amount: Type.Integer({ description: 'Price paid, in the minor unit of `currency`' }),
+          currency: Type.String({ description: 'ISO 4217, lower case' }),
+        }),
+        Type.Null(),
+      ],
+      { description: 'For a purchase: the pack and what was paid for it, as fixed at checkout; else null' },
+    ),
     createdAt: IsoDateTime,
   }),
 );

@@ -36,7 +36,14 @@ function toListItem(row: repo.ConversationRow): ConversationListItemDto {
   };
 }
 
-function toMessage(row: repo.MessageRow, attachments: repo.AttachmentMeta[]): MessageDto {
+type Charge = Awaited<ReturnType<typeof repo.chargesOf>>[number];
+
+function billingOf(charge: Charge | undefined): MessageDto['billing'] {
+  if (!charge) return null;
+  return { source: charge.source, credits: charge.status === 'returned' ? 0 : charge.credits, status: charge.status };
+}
+
+function toMessage(row: repo.MessageRow, attachments: repo.AttachmentMeta[], charge: Charge | undefined): MessageDto {
   return {
     id: row.id,
     role: row.role,
@@ -48,6 +55,7 @@ function toMessage(row: repo.MessageRow, attachments: repo.AttachmentMeta[]): Me
     usage: row.role === 'assistant' ? usageDto(storedReceipt(row)) : null,
     error: row.error_code === null ? null : { code: row.error_code, retryable: row.error_retryable ?? true },
     attachments: attachments.map((a) => ({ id: a.id, format: a.format, byteSize: a.byte_size, url: `/api/advisor/attachments/${a.id}` })),
+    billing: row.role === 'assistant' ? billingOf(charge) : null,
     createdAt: row.created_at.toISOString(),
     completedAt: row.completed_at?.toISOString() ?? null,
   };
@@ -100,15 +108,22 @@ export async function getConversation(
   const rows = await repo.listMessages(deps.db, id, limit + 1, beforeSeq);
   const page = rows.slice(0, limit).reverse();
   const first = page[0];
-  const attachments = await repo.attachmentsOf(
-    deps.db,
-    page.filter((m) => m.role === 'user').map((m) => m.id),
-  );
+  const [attachments, charges] = await Promise.all([
+    repo.attachmentsOf(
+      deps.db,
+      page.filter((m) => m.role === 'user').map((m) => m.id),
+    ),
+    repo.chargesOf(
+      deps.db,
+      page.filter((m) => m.role === 'assistant').map((m) => m.id),
+    ),
+  ]);
   const byMessage = new Map<string, repo.AttachmentMeta[]>();
   for (const a of attachments) byMessage.set(a.message_id, [...(byMessage.get(a.message_id) ?? []), a]);
+  const chargeOf = new Map(charges.map((c) => [c.turn_id, c]));
   return {
     ...toListItem(conversation),
-    messages: page.map((m) => toMessage(m, byMessage.get(m.id) ?? [])),
+    messages: page.map((m) => toMessage(m, byMessage.get(m.id) ?? [], chargeOf.get(m.id))),
     nextCursor: rows.length > limit && first ? sealCursor(deps.vault, userId, 'messages', [id, first.seq]) : null,
   };
 }
