@@ -8,7 +8,7 @@ import { deflateSync } from 'node:zlib';
 import type { Page } from 'playwright-core';
 import { mintToken } from '../../src/http/auth.ts';
 import { makeStripeEvent, signStripePayload } from '../fakes/index.ts';
-import { ARTEFACTS, WEBHOOK_SECRET, startBed, screenshot, seriousViolations, withOpenAiKey, type Bed } from './harness.ts';
+import { ARTEFACTS, WEBHOOK_SECRET, startBed, screenshot, axeViolations, withOpenAiKey, type Bed } from './harness.ts';
 
 let bed: Bed;
 before(async () => {
@@ -61,11 +61,11 @@ describe('serving and sign-in', () => {
     assert.equal(new URL(page.url()).pathname, '/chat');
     await page.getByText(userId).waitFor();
     await screenshot(page, 'chat-empty');
-    assert.deepEqual(await seriousViolations(page), []);
+    assert.deepEqual(await axeViolations(page), []);
     await page.getByRole('button', { name: 'Sign out' }).click();
     await page.getByLabel('User id').waitFor();
     await screenshot(page, 'sign-in');
-    assert.deepEqual(await seriousViolations(page), []);
+    assert.deepEqual(await axeViolations(page), []);
     await context.close();
   });
 
@@ -124,7 +124,7 @@ describe('keys', () => {
     assert.ok(!stored.includes(bed.openai.validKey), 'the provider key is nowhere in the page or its storage');
     assert.ok(!stored.includes(bed.polygon.validKey), 'the market-data key is nowhere in the page or its storage');
     await screenshot(page, 'keys');
-    assert.deepEqual(await seriousViolations(page), []);
+    assert.deepEqual(await axeViolations(page), []);
 
     // DESIGN §4: 10 provider-key saves per rolling hour; 2 made above, 8 more, then the page shows the wait.
     for (let i = 0; i < 8; i++) await bed.api(token, 'PUT', '/api/advisor/provider-keys/openai', { apiKey: `sk-wrong-${i}` });
@@ -166,7 +166,7 @@ describe('chat', () => {
     await list.getByText('How is my risk?').waitFor();
     assert.match(new URL(page.url()).pathname, /^\/chat\/[0-9a-f-]{36}$/);
     await screenshot(page, 'chat-reply');
-    assert.deepEqual(await seriousViolations(page), []);
+    assert.deepEqual(await axeViolations(page), []);
 
     // A second turn in the same conversation.
     bed.openai.enqueueStream({ chunks: ['Second answer.'] });
@@ -373,7 +373,7 @@ describe('chat', () => {
     await page.locator('[data-tool=list_my_accounts]').getByText('Swing').waitFor();
     await assistant(page).getByText('AAPL trades above its previous close.').waitFor();
     await screenshot(page, 'chat-tools');
-    assert.deepEqual(await seriousViolations(page), []);
+    assert.deepEqual(await axeViolations(page), []);
     await context.close();
   });
 
@@ -423,7 +423,7 @@ describe('accounts', () => {
     await edit.getByRole('button', { name: 'Save changes' }).click();
     await page.getByRole('row', { name: /Main EUR Europe\/Berlin Interactive Brokers/ }).waitFor();
     await screenshot(page, 'accounts');
-    assert.deepEqual(await seriousViolations(page), []);
+    assert.deepEqual(await axeViolations(page), []);
     page.once('dialog', (d) => void d.accept());
     await page.getByRole('button', { name: 'Delete Main' }).click();
     await page.getByText('No trading accounts yet.').waitFor();
@@ -439,7 +439,7 @@ describe('credits and usage', () => {
     await page.getByText('Free turns this month').waitFor();
     await page.getByText('No entries yet.').waitFor();
     await screenshot(page, 'billing');
-    assert.deepEqual(await seriousViolations(page), []);
+    assert.deepEqual(await axeViolations(page), []);
     await page.getByRole('button', { name: 'Buy Starter' }).click();
     await page.waitForURL(/\/c\/pay\/cs_/);
     const sessionId = new URL(page.url()).pathname.split('/').at(-1) ?? '';
@@ -457,7 +457,7 @@ describe('credits and usage', () => {
     await page.goto('/billing/cancel');
     await page.getByText('Nothing was charged.').waitFor();
     await screenshot(page, 'billing-cancel');
-    assert.deepEqual(await seriousViolations(page), []);
+    assert.deepEqual(await axeViolations(page), []);
     await context.close();
   });
 
@@ -474,7 +474,7 @@ describe('credits and usage', () => {
     assert.equal(heights.length, 30);
     assert.equal(heights.filter((h) => h > 0).length, 1);
     await screenshot(page, 'usage');
-    assert.deepEqual(await seriousViolations(page), []);
+    assert.deepEqual(await axeViolations(page), []);
     await context.close();
   });
 });
@@ -491,11 +491,11 @@ describe('themes and sizes', () => {
     await replyDone(page);
     await page.locator('[data-tool=list_my_accounts]').getByText('No accounts yet.').waitFor();
     await screenshot(page, 'chat-dark-phone');
-    assert.deepEqual(await seriousViolations(page), []);
+    assert.deepEqual(await axeViolations(page), []);
     await page.getByRole('link', { name: 'Keys' }).click();
     await page.getByRole('row', { name: /OpenAI/ }).waitFor();
     await screenshot(page, 'keys-dark-phone');
-    assert.deepEqual(await seriousViolations(page), []);
+    assert.deepEqual(await axeViolations(page), []);
     await context.close();
   });
 });
