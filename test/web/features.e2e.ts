@@ -103,7 +103,8 @@ describe('messages', () => {
     assert.match(text, /Tool call: `list_my_accounts`/);
     assert.match(text, /```json\n[\s\S]*"name": "Swing"[\s\S]*\n```/);
     assert.match(text, /You have \*\*one\*\* account\./);
-    assert.match(text, /1,200 tokens in · 300 out/);
+    // Both rounds of the turn (the tool round and the answer) are summed (DESIGN §13).
+    assert.match(text, /1,210 tokens in · 301 out/);
     assert.match(text, /gpt-4o-mini/);
     await context.close();
   });
@@ -194,7 +195,19 @@ describe('layout', () => {
   function visit(page: Page): [string, () => Promise<void>][] {
     return [
       ['chat', async () => void (await page.goto('/chat'), await composer(page).waitFor())],
-      ['conversation', async () => void (await page.goto('/chat'), await page.locator('nav[aria-label=Conversations] li a').first().click(), await replyDone(page), await page.locator('[data-tool=get_quote]').waitFor())],
+      [
+        'conversation',
+        async () => {
+          await page.goto('/chat');
+          await composer(page).waitFor();
+          // On a phone the list is a panel the conversation's button opens.
+          const toggle = page.getByRole('button', { name: 'Conversations' });
+          if (await toggle.isVisible()) await toggle.click();
+          await page.locator('nav[aria-label=Conversations] li a').first().click();
+          await replyDone(page);
+          await page.locator('[data-tool=get_quote]').waitFor();
+        },
+      ],
       ['keys', async () => void (await page.goto('/keys'), await page.getByRole('row', { name: /OpenAI/ }).waitFor())],
       ['accounts', async () => void (await page.goto('/accounts'), await page.getByRole('button', { name: /^Edit / }).first().waitFor())],
       ['billing', async () => void (await page.goto('/billing'), await page.getByRole('button', { name: 'Buy Starter' }).waitFor())],
