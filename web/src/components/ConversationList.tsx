@@ -54,7 +54,11 @@ export function ConversationList({ selected, round, open, onClose }: { selected:
       class={`conversations${open ? ' open' : ''}`}
       aria-label="Conversations"
       onKeyDown={(e) => {
-        if (e.key === 'Escape' && open) onClose();
+        // Escape here is the list's (close the panel), not the reply's (stop it).
+        if (e.key === 'Escape' && open) {
+          e.preventDefault();
+          onClose();
+        }
       }}
       onClick={(e) => {
         if ((e.target as Element).closest('a')) onClose();
@@ -63,7 +67,22 @@ export function ConversationList({ selected, round, open, onClose }: { selected:
       <a class="button new-chat" href="/chat">
         New conversation
       </a>
-      <input ref={search} type="search" class="search" aria-label="Search conversations" placeholder="Search conversations" value={q} onInput={(e) => setQ(e.currentTarget.value)} />
+      <input
+        ref={search}
+        type="search"
+        class="search"
+        aria-label="Search conversations"
+        placeholder="Search conversations"
+        value={q}
+        onInput={(e) => setQ(e.currentTarget.value)}
+        onKeyDown={(e) => {
+          if (e.key === 'Escape' && q) {
+            e.preventDefault();
+            e.stopPropagation();
+            setQ('');
+          }
+        }}
+      />
       <Problem error={pages.error} />
       {query && !pages.busy && pages.items.length === 0 && <p class="hint empty">No conversation holds these words.</p>}
       {groups.map((g) => (

@@ -1,4 +1,4 @@
-import { useEffect, useRef, useState } from 'preact/hooks';
+import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import type { ComponentChildren } from 'preact';
 import { explainStreamError } from '../api/client.ts';
 import { renderMarkdown } from '../markdown.ts';
@@ -59,7 +59,8 @@ export function UserMessage({ text, children, actions }: { text: string; childre
 export function EditMessage({ text, onSend, onCancel }: { text: string; onSend: (text: string) => void; onCancel: () => void }) {
   const [value, setValue] = useState(text);
   const box = useRef<HTMLTextAreaElement>(null);
-  useEffect(() => {
+  // The focus moves into the editor as it is drawn.
+  useLayoutEffect(() => {
     const el = box.current;
     if (!el) return;
     el.focus();

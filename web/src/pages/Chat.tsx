@@ -127,12 +127,19 @@ function ConversationView({ conversationId, keys, onKeysChanged, onChanged, onAd
     [onChanged, onAdopt],
   );
 
+  /** A frame drawn after the turn has ended would bring the ended turn back: one still waiting is dropped. */
+  const dropPendingDraw = () => {
+    if (pending.current !== undefined) cancelAnimationFrame(pending.current);
+    pending.current = undefined;
+  };
+
   const finish = useCallback(async () => {
     const id = idRef.current;
     if (id) {
       await load(id).catch(setProblem);
       onChanged();
     }
+    dropPendingDraw();
     refreshWallet().catch(() => undefined);
     // The stored message now shows the sent images (fetched from the service): the previews can go.
     for (const url of previews.current) URL.revokeObjectURL(url);
@@ -232,6 +239,7 @@ function ConversationView({ conversationId, keys, onKeysChanged, onChanged, onAd
     try {
       await sendMessage(url, body, take, controller.signal);
     } catch (err) {
+      dropPendingDraw();
       setLive(undefined);
       setReplacing([]);
       setPendingTitle(undefined);
@@ -418,14 +426,20 @@ function ConversationHead(props: {
   const { conversation } = props;
   const [renaming, setRenaming] = useState(false);
   const renameButton = useRef<HTMLButtonElement>(null);
+  const refocus = useRef(false);
   const action = useAction();
   useEffect(() => {
     if (action.error) props.onProblem(action.error);
   }, [action.error]);
+  // A closed rename form gives the focus back to Rename, as soon as the button is drawn again.
+  useLayoutEffect(() => {
+    if (renaming || !refocus.current) return;
+    refocus.current = false;
+    renameButton.current?.focus();
+  }, [renaming]);
   const closeRename = () => {
+    refocus.current = true;
     setRenaming(false);
-    // The button is drawn again after this render.
-    requestAnimationFrame(() => renameButton.current?.focus());
   };
   const rename = (id: string, title: string) =>
     action.run(async () => {
