@@ -12,7 +12,7 @@ import type { Harness } from './lib/harness.ts';
 import { HttpLoad } from './lib/http-load.ts';
 import { cpuMs } from './lib/procs.ts';
 import type { Row } from './lib/report.ts';
-import { distribution, int, ms } from './lib/stats.ts';
+import { closedLoops, distribution, int, ms } from './lib/stats.ts';
 
 const CONVERSATIONS = 1_000_000;
 /** Every 100th conversation is the searching user's: 10,000, spread over the whole table as a year of use leaves them. */
@@ -157,22 +157,12 @@ async function seed(pool: pg.Pool, databaseUrl: string): Promise<void> {
 
 async function sqlBaseline(h: Harness, durationMs: number): Promise<ReturnType<typeof distribution>> {
   const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: h.stores.databaseUrl, max: CLIENTS }) }) });
-  const samples: number[] = [];
   try {
-    const loop = async (until: number, record: boolean): Promise<void> => {
-      while (performance.now() < until) {
-        const terms = searchTerms(query());
-        const t = performance.now();
-        if (terms !== undefined) await conversationPageQuery(HEAVY, PAGE, undefined, terms).execute(db);
-        if (record) samples.push(performance.now() - t);
-      }
-    };
-    const warm = performance.now() + 1000;
-    await Promise.all(Array.from({ length: CLIENTS }, () => loop(warm, false)));
-    const until = performance.now() + durationMs;
-    await Promise.all(Array.from({ length: CLIENTS }, () => loop(until, true)));
+    return await closedLoops(CLIENTS, durationMs, async () => {
+      const terms = searchTerms(query());
+      if (terms !== undefined) await conversationPageQuery(HEAVY, PAGE, undefined, terms).execute(db);
+    });
   } finally {
     await db.destroy();
   }
-  return distribution(samples);
 }

@@ -5,10 +5,9 @@ import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { deflateSync } from 'node:zlib';
-import type { Page } from 'playwright-core';
 import { mintToken } from '../../src/http/auth.ts';
 import { makeStripeEvent, signStripePayload } from '../fakes/index.ts';
-import { ARTEFACTS, WEBHOOK_SECRET, startBed, screenshot, axeViolations, withOpenAiKey, type Bed } from './harness.ts';
+import { ARTEFACTS, WEBHOOK_SECRET, ask, assistant, axeViolations, replyDone, screenshot, startBed, withOpenAiKey, type Bed } from './harness.ts';
 
 let bed: Bed;
 before(async () => {
@@ -46,14 +45,6 @@ function png(w = 4, h = 4): Buffer {
   return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk('IHDR', ihdr), chunk('IDAT', deflateSync(rows)), chunk('IEND', Buffer.alloc(0))]);
 }
 
-const composer = (page: Page) => page.getByLabel('Message', { exact: true });
-const assistant = (page: Page) => page.locator('.message.assistant').last();
-async function ask(page: Page, text: string): Promise<void> {
-  await composer(page).fill(text);
-  await page.keyboard.press('Enter');
-}
-/** The reply is stored and drawn from the conversation (its footer shows the tokens). */
-const replyDone = (page: Page) => assistant(page).locator('.reply-footer', { hasText: 'tokens' }).waitFor();
 
 describe('serving and sign-in', () => {
   test('issue 18: local sign-in on the embedded default (loopback) → the chat page as that user; axe finds no serious violation', async () => {

@@ -4,7 +4,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Page } from 'playwright-core';
 import { makeStripeEvent, signStripePayload } from '../fakes/index.ts';
-import { WEBHOOK_SECRET, screenshot, sidewaysOverflow, startBed, waitUntil, withOpenAiKey, type Bed } from './harness.ts';
+import { WEBHOOK_SECRET, ask, assistant, composer, replyDone, screenshot, sidewaysOverflow, startBed, waitUntil, withOpenAiKey, type Bed } from './harness.ts';
 
 let bed: Bed;
 before(async () => {
@@ -14,13 +14,6 @@ after(async () => {
   await bed.close();
 });
 
-const composer = (page: Page) => page.getByLabel('Message', { exact: true });
-const assistant = (page: Page) => page.locator('.message.assistant').last();
-async function ask(page: Page, text: string): Promise<void> {
-  await composer(page).fill(text);
-  await composer(page).press('Enter');
-}
-const replyDone = (page: Page) => assistant(page).locator('.reply-footer', { hasText: 'tokens' }).waitFor();
 /** A reply of `n` short lines, one chunk every `delayMs`: long enough to scroll, slow enough to act during it. */
 const slowReply = (n: number, delayMs: number) => ({ chunks: Array.from({ length: n }, (_, i) => `Line ${i} of the answer.\n\n`), delayMs });
 const box = async (page: Page, selector: string) => {

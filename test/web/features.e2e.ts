@@ -5,7 +5,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import type { Page } from 'playwright-core';
-import { axeViolations, screenshot, sidewaysOverflow, startBed, waitUntil, withOpenAiKey, type Bed } from './harness.ts';
+import { ask, assistant, axeViolations, composer, replyDone, screenshot, sidewaysOverflow, startBed, waitUntil, withOpenAiKey, type Bed } from './harness.ts';
 
 let bed: Bed;
 before(async () => {
@@ -15,13 +15,6 @@ after(async () => {
   await bed.close();
 });
 
-const composer = (page: Page) => page.getByLabel('Message', { exact: true });
-const assistant = (page: Page) => page.locator('.message.assistant').last();
-async function ask(page: Page, text: string): Promise<void> {
-  await composer(page).fill(text);
-  await composer(page).press('Enter');
-}
-const replyDone = (page: Page) => assistant(page).locator('.reply-footer', { hasText: 'tokens' }).waitFor();
 const conversationId = (page: Page) => new URL(page.url()).pathname.split('/').at(-1) ?? '';
 type Stored = { title: string; messages: { role: string; text: string }[] };
 

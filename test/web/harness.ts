@@ -135,6 +135,15 @@ export async function startBed(): Promise<Bed> {
   return bed;
 }
 
+/** The message box, the last reply, sending a message with Enter, and a reply stored and drawn (its footer shows the tokens). */
+export const composer = (page: Page) => page.getByLabel('Message', { exact: true });
+export const assistant = (page: Page) => page.locator('.message.assistant').last();
+export async function ask(page: Page, text: string): Promise<void> {
+  await composer(page).fill(text);
+  await composer(page).press('Enter');
+}
+export const replyDone = (page: Page) => assistant(page).locator('.reply-footer', { hasText: 'tokens' }).waitFor();
+
 /** A full-page screenshot kept as a test artefact. */
 export async function screenshot(page: Page, name: string): Promise<void> {
   await page.screenshot({ path: path.join(ARTEFACTS, `${name}.png`), fullPage: true });
