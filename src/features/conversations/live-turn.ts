@@ -298,11 +298,12 @@ export class LiveTurn implements TurnIds, Ticking {
     clearTimeout(this.#deadline);
     clearTimeout(this.#grace);
     // The lease goes back after the statement, so the user's next turn reads this reply in its history.
+    let indexed = Promise.resolve();
     try {
       await persist(() => deps.billing.settle(this.charge, produced, (db, settlement) => repo.finishTurn(db, end, settlement)));
-      // Before the terminal frame, so a client that has seen it finds the turn by its words; derived
-      // data, so a failure is logged and the turn ends all the same.
-      await repo.indexTurn(deps.db, this.assistantMessageId).catch((err: unknown) => this.log.warn({ err }, 'the turn could not be indexed for search'));
+      // Done before the terminal frame (so a client that has seen it finds the turn by its words), while
+      // the lease goes back; derived data, so a failure is logged and the turn ends all the same.
+      indexed = repo.indexTurn(deps.db, this.assistantMessageId).catch((err: unknown) => this.log.warn({ err }, 'the turn could not be indexed for search'));
     } catch (err) {
       this.log.error({ err, assistantMessageId: this.assistantMessageId, turnId: this.charge.turnId }, 'storing and settling the turn failed');
     }
@@ -316,6 +317,7 @@ export class LiveTurn implements TurnIds, Ticking {
     } catch (err) {
       this.log.error({ err }, 'releasing the stream lease failed');
     }
+    await indexed;
   }
 }
 
