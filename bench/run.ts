@@ -1,5 +1,5 @@
 // The benchmark suite: `npm run bench` (all rows, writes docs/PERFORMANCE.md).
-//   npm run bench -- --only relay,ttfd   some rows (ids: relay, ttfd, turns, memory, list, json, keysave, tools, usage, resume, stop, detached, journal)
+//   npm run bench -- --only relay,ttfd   some rows (ids: relay, ttfd, turns, memory, list, search, json, keysave, tools, usage, resume, stop, detached, journal)
 //   npm run bench -- --quick             smaller sizes, for development
 //   --no-write / --write                 skip / force the docs update (partial and quick runs skip it)
 //   --profile                            service and floor processes run with --cpu-prof (.bench/<run>/profiles/<n>-<process>.cpuprofile)
@@ -26,6 +26,7 @@ import { ttfd } from './scenarios/ttfd.ts';
 import { turns } from './scenarios/turns.ts';
 import { memory } from './scenarios/memory.ts';
 import { list } from './scenarios/list.ts';
+import { conversationSearch } from './conversation-search.ts';
 import { json } from './scenarios/json.ts';
 import { keySave } from './scenarios/key-save-row.ts';
 import { tools } from './scenarios/tools.ts';
@@ -39,6 +40,7 @@ const SCENARIOS: Record<string, { title: string; run: (h: Harness) => Promise<Ro
   turns: { title: 'Relay of realistic replies', run: turns },
   memory: { title: 'Memory per open stream', run: memory },
   list: { title: 'Conversation list', run: list },
+  search: { title: 'Conversation search', run: conversationSearch },
   json: { title: 'JSON endpoint throughput', run: json },
   keysave: { title: 'Key-save overhead', run: keySave },
   tools: { title: 'Turn with one tool round', run: tools },

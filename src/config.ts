@@ -94,8 +94,15 @@ export interface Config {
    * web client may sign in as any user id (DESIGN §2). Off everywhere else.
    */
   readonly localSignIn: boolean;
+  /** Where the hosted checkout returns when the page's own origin is not one of `allowedOrigins`. */
   readonly checkoutSuccessUrl: string;
   readonly checkoutCancelUrl: string;
+  /**
+   * Origins the web client may be opened on (no path, no trailing slash): a checkout started from one
+   * of them returns to it (the configured return URL's path on that origin); any other origin gets the
+   * configured URL. Never a redirect to an origin the operator did not name.
+   */
+  readonly allowedOrigins: readonly string[];
   readonly catalogue: Catalogue;
   readonly logLevel: string;
   /** Bearer token /metrics requires when set; unset = /metrics answers loopback clients only. */
@@ -246,6 +253,13 @@ export function loadConfig(env: Env = process.env): Config {
   if (r.str('DATABASE_URL') !== undefined) sharedSecretProblems(r);
   const auth = authSettings(r);
   const loopback = LOOPBACK_HOSTS.test(host) || host === '::1';
+  const checkout = checkoutUrls(r, host, loopback, port);
+  const allowedOrigins = originList(r.str('ALLOWED_ORIGINS'), r.problems, [
+    originOf(checkout.checkoutSuccessUrl),
+    originOf(checkout.checkoutCancelUrl),
+    // The names a browser on this machine may use for a loopback listener, all one server.
+    ...(loopback ? ['localhost', '127.0.0.1', '[::1]'].map((h) => `http://${h}:${port}`) : []),
+  ]);
   const config: Config = {
     ...numbers,
     port,
@@ -262,7 +276,8 @@ export function loadConfig(env: Env = process.env): Config {
     marketData: marketDataSettings(r),
     stripe: stripeSettings(r),
     localSignIn: loopback && databaseUrl === undefined && auth.jwtSecret === undefined && auth.jwksUrl === undefined,
-    ...checkoutUrls(r, host, loopback, port),
+    ...checkout,
+    allowedOrigins,
     catalogue: loadCatalogue(r.str('CONFIG_FILE'), r.str('CREDIT_PACKS'), r.problems),
     logLevel: r.oneOf('LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], 'info'),
     metricsToken: metricsToken(r),
@@ -387,6 +402,34 @@ function isAddressOrRange(entry: string): boolean {
 }
 
 const LOOPBACK_HOSTS = /^(localhost|127(\.\d{1,3}){3}|\[::1\])$/i;
+
+/** `scheme://host[:port]` of an http(s) URL, as a browser sends it in `Origin`; with `exact`, of a URL that is nothing more. */
+function originOf(raw: string, exact = false): string | undefined {
+  let u: URL;
+  try {
+    u = new URL(raw);
+  } catch {
+    return undefined;
+  }
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') return undefined;
+  if (exact && (u.pathname !== '/' || u.search !== '' || u.hash !== '' || u.username !== '' || u.password !== '')) return undefined;
+  return u.origin;
+}
+
+/**
+ * ALLOWED_ORIGINS (comma-separated origins, each `scheme://host[:port]`) beside the origins the service
+ * allows by itself: its checkout URLs' and, on a loopback listener, its own port's.
+ */
+function originList(raw: string | undefined, problems: string[], implied: (string | undefined)[]): string[] {
+  const named: string[] = [];
+  for (const item of raw?.split(',').map((s) => s.trim()).filter(Boolean) ?? []) {
+    const origin = originOf(item, true);
+    if (origin === undefined) problems.push(`ALLOWED_ORIGINS must list origins such as https://app.example.com (scheme, host and port only) (got "${item}")`);
+    else named.push(origin);
+  }
+  return [...new Set([...implied.filter((o): o is string => o !== undefined), ...named])];
+}
+
 const NO_TIER_CLAIM = 'none';
 
 /**

@@ -10,7 +10,7 @@ import Fastify from 'fastify';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import { CLIENT_PATHS, CONTENT_SECURITY_POLICY, WEB_DIST, webClientRoutes } from '../src/http/web-client.ts';
-import { loadConfig } from '../src/config.ts';
+import { ConfigError, loadConfig } from '../src/config.ts';
 
 const ASSETS = path.join(WEB_DIST, 'assets');
 const built = (() => {
@@ -149,6 +149,16 @@ describe('web client: local sign-in (DESIGN §2)', () => {
     const named = loadConfig({ DATA_DIR: '/tmp/advisor-config-only', CHECKOUT_SUCCESS_URL: 'https://journal.example/ok', CHECKOUT_CANCEL_URL: 'https://journal.example/no' });
     assert.equal(named.checkoutSuccessUrl, 'https://journal.example/ok');
   });
+
+  test('issue 29: the origins a checkout may return to — the checkout URLs’ own, a loopback listener’s three names, and ALLOWED_ORIGINS; anything but a bare origin stops the start', () => {
+    const local = loadConfig({ DATA_DIR: '/tmp/advisor-config-only', PORT: '4100' });
+    assert.deepEqual(local.allowedOrigins, ['http://localhost:4100', 'http://127.0.0.1:4100', 'http://[::1]:4100']);
+    const hosted = loadConfig({ DATA_DIR: '/tmp/advisor-config-only', HOST: '0.0.0.0', CHECKOUT_SUCCESS_URL: 'https://advisor.example/billing/success', ALLOWED_ORIGINS: 'https://Journal.example:443, http://10.0.0.5:3000/' });
+    assert.deepEqual(hosted.allowedOrigins, ['https://advisor.example', 'http://localhost:3000', 'https://journal.example', 'http://10.0.0.5:3000']);
+    for (const bad of ['https://journal.example/app', 'journal.example', 'ftp://journal.example', 'https://journal.example?x=1']) {
+      assert.throws(() => loadConfig({ DATA_DIR: '/tmp/advisor-config-only', ALLOWED_ORIGINS: bad }), (err: unknown) => err instanceof ConfigError && err.problems.some((p) => p.startsWith('ALLOWED_ORIGINS')), bad);
+    }
+  });
 });
 
 describe('web client: what the pickers read', () => {
@@ -204,6 +214,7 @@ describe('web client: what the pickers read', () => {
     assert.deepEqual(c.providers.find((p) => p.provider === 'openai')?.suggestedModels, t.deps.config.catalogue.providerDefaults.openai);
     assert.equal(c.models.length, t.deps.config.catalogue.models.length);
     assert.ok(c.models.some((m) => m.allowance) && c.models.some((m) => !m.allowance));
+    assert.equal(res.json<{ marketDataProvider: string }>().marketDataProvider, 'polygon', 'issue 29: the market-data provider a key is for, named before any key is saved');
     const anonymous = await t.call('GET', '/api/advisor/catalogue');
     assert.deepEqual([anonymous.statusCode, codeOf(anonymous)], [401, 'UNAUTHENTICATED']);
   });

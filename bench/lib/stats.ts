@@ -37,3 +37,23 @@ export const ms = (x: number, digits = 2): string => (Number.isFinite(x) ? x.toF
 
 /** 12345.6 → "12,346". */
 export const int = (x: number): string => (Number.isFinite(x) ? Math.round(x).toLocaleString('en-US') : 'n/a');
+
+/**
+ * `clients` loops running `op` back to back, a second's warm-up and then `durationMs` timed: the times
+ * of the timed calls. How a SQL baseline puts its statement under the load the service was put under.
+ */
+export async function closedLoops(clients: number, durationMs: number, op: () => Promise<unknown>): Promise<Distribution> {
+  const samples: number[] = [];
+  const loop = async (until: number, record: boolean): Promise<void> => {
+    while (performance.now() < until) {
+      const t = performance.now();
+      await op();
+      if (record) samples.push(performance.now() - t);
+    }
+  };
+  const warm = performance.now() + 1000;
+  await Promise.all(Array.from({ length: clients }, () => loop(warm, false)));
+  const until = performance.now() + durationMs;
+  await Promise.all(Array.from({ length: clients }, () => loop(until, true)));
+  return distribution(samples);
+}

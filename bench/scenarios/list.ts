@@ -11,7 +11,7 @@ import { stealMs } from '../lib/machine.ts';
 import { cpuMs } from '../lib/procs.ts';
 import type { Row } from '../lib/report.ts';
 import { seedConversations } from '../lib/seed.ts';
-import { distribution, int, median, ms } from '../lib/stats.ts';
+import { closedLoops, distribution, int, median, ms } from '../lib/stats.ts';
 import { mintToken } from '../../src/http/auth.ts';
 import { TEST_JWT_SECRET } from '../../test/helpers/app.ts';
 
@@ -152,25 +152,15 @@ async function sqlBaseline(h: Harness, users: number, durationMs: number): Promi
   const marker = 'list-user-marker';
   const compiled = conversationPageQuery(marker, PAGE, undefined).compile(compiler);
   const at = compiled.parameters.indexOf(marker);
-  const samples: number[] = [];
   try {
-    const loop = async (until: number, record: boolean): Promise<void> => {
-      while (performance.now() < until) {
-        const t = performance.now();
-        const values = [...compiled.parameters];
-        values[at] = `list-${Math.floor(Math.random() * users)}`;
-        await pool.query({ name: 'list-page', text: compiled.sql, values });
-        if (record) samples.push(performance.now() - t);
-      }
-    };
-    const warmUntil = performance.now() + 1000;
-    await Promise.all(Array.from({ length: CLIENTS }, () => loop(warmUntil, false)));
-    const until = performance.now() + durationMs;
-    await Promise.all(Array.from({ length: CLIENTS }, () => loop(until, true)));
+    return await closedLoops(CLIENTS, durationMs, () => {
+      const values = [...compiled.parameters];
+      values[at] = `list-${Math.floor(Math.random() * users)}`;
+      return pool.query({ name: 'list-page', text: compiled.sql, values });
+    });
   } finally {
     await pool.end();
   }
-  return distribution(samples);
 }
 
 /**

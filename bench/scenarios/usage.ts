@@ -11,7 +11,7 @@ import type { Harness } from '../lib/harness.ts';
 import { HttpLoad } from '../lib/http-load.ts';
 import { cpuMs } from '../lib/procs.ts';
 import type { Row } from '../lib/report.ts';
-import { distribution, int, ms } from '../lib/stats.ts';
+import { closedLoops, distribution, int, ms } from '../lib/stats.ts';
 
 const CLIENTS = 10;
 const TURNS_PER_USER = 100_000;
@@ -133,21 +133,9 @@ export async function usage(h: Harness): Promise<Row> {
 
 async function sqlBaseline(h: Harness, users: number, from: string, to: string, durationMs: number): Promise<ReturnType<typeof distribution>> {
   const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: h.stores.databaseUrl, max: CLIENTS }) }) });
-  const samples: number[] = [];
   try {
-    const loop = async (until: number, record: boolean): Promise<void> => {
-      while (performance.now() < until) {
-        const t = performance.now();
-        await summary(db, `usage-${Math.floor(Math.random() * users)}`, from, to, Math.random() < 0.5 ? 'day' : 'model');
-        if (record) samples.push(performance.now() - t);
-      }
-    };
-    const warm = performance.now() + 1000;
-    await Promise.all(Array.from({ length: CLIENTS }, () => loop(warm, false)));
-    const until = performance.now() + durationMs;
-    await Promise.all(Array.from({ length: CLIENTS }, () => loop(until, true)));
+    return await closedLoops(CLIENTS, durationMs, () => summary(db, `usage-${Math.floor(Math.random() * users)}`, from, to, Math.random() < 0.5 ? 'day' : 'model'));
   } finally {
     await db.destroy();
   }
-  return distribution(samples);
 }

@@ -162,6 +162,15 @@ export interface ConversationsTable {
   updated_at: Date;
 }
 
+/**
+ * A conversation's words for `GET /api/advisor/conversations?q=` (migration 0019): a tsvector of its
+ * title and messages (positions stripped) with its owner's mark; derived data, rebuilt from them at will.
+ */
+export interface ConversationSearchTable {
+  conversation_id: string;
+  document: string;
+}
+
 /** A user message (seq n) and its assistant reply (seq n + 1); the reply is 'streaming' until its turn ends. */
 export interface MessagesTable {
   id: string;
@@ -301,6 +310,7 @@ export interface DB {
   stream_logs: StreamLogsTable;
   stream_frames: StreamFramesTable;
   conversations: ConversationsTable;
+  conversation_search: ConversationSearchTable;
   messages: MessagesTable;
   attachments: AttachmentsTable;
   provider_keys: ProviderKeysTable;

@@ -23,6 +23,8 @@ export interface MarketDataFake extends FakeServer, KeyRing {
   setMarket(b: MarketBehaviour): void;
   /** Delay before every market answer (concurrency and deadline tests). */
   setLatency(ms: number): void;
+  /** The US market's session the fake reports (default `open`; FMP reports regular hours only). */
+  setSession(s: 'open' | 'pre-market' | 'after-hours' | 'closed'): void;
 }
 
 /** The fixed universe both fakes know. */
@@ -117,6 +119,7 @@ interface Script {
   probe: ProbeBehaviour;
   market: MarketBehaviour;
   latency: number;
+  session: 'open' | 'pre-market' | 'after-hours' | 'closed';
 }
 
 type Refusal = Exclude<MarketBehaviour, 'ok' | 'stall'>;
@@ -144,11 +147,12 @@ async function scriptedAnswer(
   return true;
 }
 
-function scriptControls(script: Script): Pick<MarketDataFake, 'setProbe' | 'setMarket' | 'setLatency'> {
+function scriptControls(script: Script): Pick<MarketDataFake, 'setProbe' | 'setMarket' | 'setLatency' | 'setSession'> {
   return {
     setProbe: (b) => void (script.probe = b),
     setMarket: (b) => void (script.market = b),
     setLatency: (ms) => void (script.latency = ms),
+    setSession: (s) => void (script.session = s),
   };
 }
 
@@ -159,7 +163,7 @@ const POLYGON_SPANS: Readonly<Record<string, number | 'day'>> = { minute: 1, hou
 /** `url` is the origin; the key travels as `?apiKey=` or a bearer token. */
 export async function startPolygonFake(): Promise<MarketDataFake> {
   const keys = keyRing('pk-valid-polygon');
-  const script: Script = { probe: 'ok', market: 'ok', latency: 0 };
+  const script: Script = { probe: 'ok', market: 'ok', latency: 0, session: 'open' };
   const fail = (res: ServerResponse, status: number, text?: string): void => {
     const request_id = randomId('', 16);
     // Polygon puts the reason in `error` for auth/limit failures and in `message` for entitlement.
@@ -188,7 +192,7 @@ export async function startPolygonFake(): Promise<MarketDataFake> {
     const key = req.query['apiKey'] ?? bearer(req);
     if (key === undefined) return fail(res, 401, 'API Key was not provided');
     if (!keys.isValid(key)) return fail(res, 401);
-    if (isProbe) return sendJson(res, 200, marketStatus());
+    if (isProbe) return sendJson(res, 200, marketStatus(script.session));
 
     let m = /^\/v2\/snapshot\/locale\/us\/markets\/stocks\/tickers\/([^/]+)$/.exec(req.path);
     if (m) {
@@ -258,14 +262,17 @@ function snapshot(symbol: string, f: Fixture): Record<string, unknown> {
   };
 }
 
-function marketStatus(): unknown {
+/** Polygon's `/v1/marketstatus/now`: `market` is `extended-hours` before and after the session, told apart by `earlyHours` / `afterHours`. */
+function marketStatus(session: Script['session']): unknown {
+  const market = session === 'open' ? 'open' : session === 'closed' ? 'closed' : 'extended-hours';
+  const exchange = session === 'open' ? 'open' : session === 'closed' ? 'closed' : 'extended-hours';
   return {
-    afterHours: false,
+    afterHours: session === 'after-hours',
     currencies: { crypto: 'open', fx: 'open' },
-    earlyHours: false,
-    exchanges: { nasdaq: 'open', nyse: 'open', otc: 'open' },
+    earlyHours: session === 'pre-market',
+    exchanges: { nasdaq: exchange, nyse: exchange, otc: exchange },
     indicesGroups: { s_and_p: 'open', societe_generale: 'open', msci: 'open', ftse_russell: 'open', mstar: 'open', mstarc: 'open', cccy: 'open', cgi: 'open', nasdaq: 'open', dow_jones: 'open' },
-    market: 'open',
+    market,
     serverTime: new Date().toISOString().replace(/\.\d{3}Z$/, '-00:00'),
   };
 }
@@ -285,7 +292,7 @@ const FMP_INTRADAY: Readonly<Record<string, number>> = { '1min': 1, '5min': 5, '
 /** `url` is the origin plus `/stable`; the key travels as `?apikey=`. */
 export async function startFmpFake(): Promise<MarketDataFake> {
   const keys = keyRing('fmp-valid');
-  const script: Script = { probe: 'ok', market: 'ok', latency: 0 };
+  const script: Script = { probe: 'ok', market: 'ok', latency: 0, session: 'open' };
   const fail = (res: ServerResponse, status: number): void => {
     const message =
       status === 401 || status === 400
@@ -317,6 +324,7 @@ export async function startFmpFake(): Promise<MarketDataFake> {
     const f = fixture(symbol);
 
     if (path === '/quote') return sendJson(res, 200, f && symbol !== undefined ? [fmpQuote(symbol, f)] : []);
+    if (path === '/profile') return sendJson(res, 200, f && symbol !== undefined ? [fmpProfile(symbol, f)] : []);
     if (path === '/historical-price-eod/full' || path.startsWith('/historical-chart/')) {
       const daily = path === '/historical-price-eod/full';
       const step = daily ? 'day' : FMP_INTRADAY[path.slice('/historical-chart/'.length)];
@@ -338,7 +346,7 @@ export async function startFmpFake(): Promise<MarketDataFake> {
         openingHour: '09:30 AM -05:00',
         closingHour: '04:00 PM -05:00',
         timezone: 'America/New_York',
-        isMarketOpen: true,
+        isMarketOpen: script.session === 'open',
       });
       return sendJson(res, 200, [
         hours('NYSE', 'New York Stock Exchange'),
@@ -388,5 +396,35 @@ function fmpQuote(symbol: string, f: Fixture): unknown {
     open: round2(f.prevClose * 1.001),
     previousClose: f.prevClose,
     timestamp: Math.floor(Date.now() / 1000),
+  };
+}
+
+/** FMP's `stable/profile`, the fields a quote reads from it and those around them. */
+function fmpProfile(symbol: string, f: Fixture): unknown {
+  return {
+    symbol,
+    price: f.price,
+    marketCap: 3500823120000,
+    beta: 1.24,
+    lastDividend: 1.01,
+    range: `${round2(f.price * 0.7)}-${round2(f.price * 1.12)}`,
+    change: round2(f.price - f.prevClose),
+    changePercentage: Math.round(((f.price - f.prevClose) / f.prevClose) * 1e6) / 1e4,
+    volume: 44489128,
+    averageVolume: 61_234_000,
+    companyName: f.name,
+    currency: 'USD',
+    cik: '0000320193',
+    isin: 'US0378331005',
+    cusip: '037833100',
+    exchangeFullName: f.fmpExchange === 'NASDAQ' ? 'NASDAQ Global Select' : f.fmpExchange,
+    exchange: f.fmpExchange,
+    industry: 'Consumer Electronics',
+    website: 'https://www.example.com',
+    country: 'US',
+    isEtf: f.type === 'ETF',
+    isActivelyTrading: true,
+    isAdr: false,
+    isFund: false,
   };
 }

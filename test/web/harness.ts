@@ -19,6 +19,8 @@ export const WEB_CATALOGUE = {
   creditPacks: [
     { packId: 'starter', name: 'Starter', credits: 100, amount: 500, currency: 'usd' },
     { packId: 'trader', name: 'Trader', credits: 1000, amount: 4000, currency: 'usd' },
+    // Named by its size, as packs often are: its card must not say it twice.
+    { packId: 'p500', name: '500 credits', credits: 500, amount: 1500, currency: 'usd' },
   ],
   tiers: { free: { monthlyAllowanceTurns: 200, monthlyImages: 20 } },
   defaultTier: 'free',
@@ -33,6 +35,17 @@ export const WEB_CATALOGUE = {
   ],
 };
 
+/** The window a trader uses: a laptop (1280×800, the default) or a phone (390×844); light or dark; a time zone. */
+export interface ContextOptions {
+  readonly size?: 'desktop' | 'phone';
+  readonly colorScheme?: 'light' | 'dark';
+  readonly timezoneId?: string;
+  /** Where the page is opened (default the bed's own 127.0.0.1 origin). */
+  readonly origin?: string;
+}
+
+export const SIZES = { desktop: { width: 1280, height: 800 }, phone: { width: 390, height: 844 } } as const;
+
 export interface Bed {
   readonly origin: string;
   readonly t: TestApp;
@@ -41,7 +54,7 @@ export interface Bed {
   readonly stripe: StripeFake;
   readonly browser: Browser;
   /** A new browser context (its own storage), signed in as a new user through the local sign-in page. */
-  signedIn(tag: string): Promise<{ page: Page; context: BrowserContext; userId: string; token: string }>;
+  signedIn(tag: string, opts?: ContextOptions): Promise<{ page: Page; context: BrowserContext; userId: string; token: string }>;
   /** The API as that user would call it (arrange a state without clicking through it). */
   api(token: string, method: string, url: string, body?: unknown): Promise<{ status: number; json: () => Promise<unknown> }>;
   close(): Promise<void>;
@@ -68,8 +81,7 @@ export async function startBed(): Promise<Bed> {
       STRIPE_SECRET_KEY: stripe.validKey,
       STRIPE_API_BASE: stripe.url,
       STRIPE_WEBHOOK_SECRET: WEBHOOK_SECRET,
-      CHECKOUT_SUCCESS_URL: `${origin}/billing/success?session_id={CHECKOUT_SESSION_ID}`,
-      CHECKOUT_CANCEL_URL: `${origin}/billing/cancel`,
+      // The checkout URLs are left to their default, as `npm start` leaves them.
       STREAM_HEARTBEAT_MS: '1000',
     },
   });
@@ -89,8 +101,13 @@ export async function startBed(): Promise<Bed> {
     polygon,
     stripe,
     browser,
-    async signedIn(tag) {
-      const context = await browser.newContext({ baseURL: origin, viewport: { width: 1280, height: 860 } });
+    async signedIn(tag, opts = {}) {
+      const context = await browser.newContext({
+        baseURL: opts.origin ?? origin,
+        viewport: SIZES[opts.size ?? 'desktop'],
+        colorScheme: opts.colorScheme ?? 'light',
+        ...(opts.timezoneId ? { timezoneId: opts.timezoneId } : {}),
+      });
       const page = await context.newPage();
       const userId = `${tag}-${++n}-${Date.now().toString(36)}`;
       await page.goto('/');
@@ -118,17 +135,41 @@ export async function startBed(): Promise<Bed> {
   return bed;
 }
 
+/** The message box, the last reply, sending a message with Enter, and a reply stored and drawn (its footer shows the tokens). */
+export const composer = (page: Page) => page.getByLabel('Message', { exact: true });
+export const assistant = (page: Page) => page.locator('.message.assistant').last();
+export async function ask(page: Page, text: string): Promise<void> {
+  await composer(page).fill(text);
+  await composer(page).press('Enter');
+}
+export const replyDone = (page: Page) => assistant(page).locator('.reply-footer', { hasText: 'tokens' }).waitFor();
+
 /** A full-page screenshot kept as a test artefact. */
 export async function screenshot(page: Page, name: string): Promise<void> {
   await page.screenshot({ path: path.join(ARTEFACTS, `${name}.png`), fullPage: true });
 }
 
-/** axe-core's WCAG 2.1 A/AA rules on the page as it is; the serious and critical violations. */
-export async function seriousViolations(page: Page): Promise<string[]> {
+/** axe-core's WCAG 2.1 A/AA and best-practice rules on the page as it is: every violation, whatever its impact. */
+export async function axeViolations(page: Page): Promise<string[]> {
   const result = await new AxeBuilder({ page }).withTags(['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa', 'best-practice']).analyze();
-  return result.violations
-    .filter((v) => v.impact === 'serious' || v.impact === 'critical')
-    .map((v) => `${v.id} (${v.impact}): ${v.help} — ${v.nodes.map((n) => n.target.join(' ')).slice(0, 3).join(', ')}`);
+  return result.violations.map((v) => `${v.id} (${v.impact}): ${v.help} — ${v.nodes.map((n) => n.target.join(' ')).slice(0, 3).join(', ')}`);
+}
+
+/**
+ * Waits until `expression` (evaluated in the page) is true. page.waitForFunction compiles a string with
+ * `new Function`, which the page's CSP refuses (no 'unsafe-eval'); page.evaluate does not.
+ */
+export async function waitUntil(page: Page, expression: string, timeoutMs = 10_000): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (!(await page.evaluate<boolean>(expression))) {
+    if (Date.now() > until) throw new Error(`still false after ${timeoutMs} ms: ${expression}`);
+    await page.waitForTimeout(50);
+  }
+}
+
+/** How far the page scrolls sideways (0: it fits its window). */
+export function sidewaysOverflow(page: Page): Promise<number> {
+  return page.evaluate<number>('document.documentElement.scrollWidth - document.documentElement.clientWidth');
 }
 
 /** Saves a verified OpenAI key for the signed-in user through the API (the Keys journey clicks it). */

@@ -9,7 +9,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Page } from 'playwright-core';
-import { ARTEFACTS, startBed, screenshot, seriousViolations, withOpenAiKey, type Bed } from './harness.ts';
+import { ARTEFACTS, startBed, screenshot, axeViolations, withOpenAiKey, type Bed } from './harness.ts';
 
 let bed: Bed;
 before(async () => {
@@ -180,7 +180,7 @@ describe('journal page', () => {
         await page.waitForTimeout(150);
         assert.ok(await fitsWidth(page), `no sideways scroll at ${w} px (${scheme}): ${await overflowing(page)}`);
         await screenshot(page, `journal-${size}-${scheme}`);
-        assert.deepEqual(await seriousViolations(page), [], `${size} ${scheme}`);
+        assert.deepEqual(await axeViolations(page), [], `${size} ${scheme}`);
       }
     }
     await page.emulateMedia({ colorScheme: 'light' });
@@ -236,7 +236,7 @@ describe('journal page', () => {
 
     await page.goto('/accounts/0190c7e2-0000-7000-8000-000000000000/journal');
     await page.getByRole('alert').first().waitFor();
-    assert.deepEqual(await seriousViolations(page), []);
+    assert.deepEqual(await axeViolations(page), []);
     await context.close();
   });
 });
@@ -287,7 +287,7 @@ describe('advisor cards', () => {
         await screenshot(page, `journal-chat-${name}-${scheme}`);
         // The chat scrolls inside its message list: the cards themselves, whole.
         await journal.locator('xpath=ancestor::*[contains(@class, "message")][1]').screenshot({ path: path.join(ARTEFACTS, `journal-chat-cards-${name}-${scheme}.png`) });
-        assert.deepEqual(await seriousViolations(page), [], `${name} ${scheme}`);
+        assert.deepEqual(await axeViolations(page), [], `${name} ${scheme}`);
       }
     }
     // The card's account links to its Journal page.

@@ -58,6 +58,8 @@ function App() {
   );
   return (
     <Shell
+      fill={chat !== null}
+      skipTo={chat ? { id: 'message', label: 'Skip to the message box' } : undefined}
       nav={
         <>
           <nav aria-label="Main">
@@ -72,7 +74,9 @@ function App() {
             </ul>
           </nav>
           <div class="who">
-            <span title="Signed in as">{user.userId}</span>
+            <span class="user-id" title={`Signed in as ${user.userId}`}>
+              {user.userId}
+            </span>
             <button type="button" class="secondary small" onClick={signOut}>
               Sign out
             </button>
@@ -85,11 +89,27 @@ function App() {
   );
 }
 
-function Shell({ nav, children }: { nav?: preact.ComponentChildren; children: preact.ComponentChildren }) {
+/**
+ * The frame of every page. `fill`: the page takes the window's height and scrolls inside itself (the
+ * chat, whose box stays on screen); `skipTo`: where "Skip to…" leads (the content, else).
+ */
+function Shell({ nav, children, fill, skipTo }: { nav?: preact.ComponentChildren; children: preact.ComponentChildren; fill?: boolean; skipTo?: { id: string; label: string } | undefined }) {
+  const target = skipTo ?? { id: 'content', label: 'Skip to content' };
   return (
-    <div class="shell" onClick={onLinkClick}>
-      <a class="skip" href="#content">
-        Skip to content
+    <div class={`shell${fill ? ' fill' : ''}`} onClick={onLinkClick}>
+      <a
+        class="skip"
+        href={`#${target.id}`}
+        onClick={(e) => {
+          // Focus, not a fragment in the address bar (the router owns it).
+          const el = document.getElementById(target.id) ?? document.getElementById('content');
+          if (el) {
+            e.preventDefault();
+            el.focus();
+          }
+        }}
+      >
+        {target.label}
       </a>
       <header class="top">
         <a class="brand" href="/chat">

@@ -14,7 +14,8 @@ export interface Reply {
   readonly finishReason: string | null;
   readonly usage: Usage | null;
   readonly error: { code: string; message: string; retryable: boolean } | null;
-  readonly billing: Schemas['StreamStartFrame']['billing'] | null;
+  /** How the turn is paid: from its start frame while it runs, as stored (charged or returned) once it has ended. */
+  readonly billing: (Schemas['StreamStartFrame']['billing'] & { readonly status?: NonNullable<Schemas['Message']['billing']>['status'] }) | null;
   /** Id of the last frame taken in: where a resume starts. */
   readonly lastEventId: number;
 }
@@ -143,5 +144,6 @@ export function replyOf(m: Schemas['Message']): Reply {
     finishReason: m.finishReason,
     usage: m.usage,
     error: m.error ? { ...m.error, message: '' } : null,
+    billing: m.billing,
   };
 }

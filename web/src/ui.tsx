@@ -10,6 +10,23 @@ export interface Loaded<T> {
   reload(): void;
 }
 
+const NARROW = '(max-width: 760px)';
+
+/**
+ * A phone-sized window (the stylesheet's breakpoint): what a table folds into its first column there is
+ * drawn only then, so a wide window's page holds each figure once.
+ */
+export function useNarrow(): boolean {
+  const [narrow, setNarrow] = useState(() => matchMedia(NARROW).matches);
+  useEffect(() => {
+    const query = matchMedia(NARROW);
+    const changed = () => setNarrow(query.matches);
+    query.addEventListener('change', changed);
+    return () => query.removeEventListener('change', changed);
+  }, []);
+  return narrow;
+}
+
 /** Loads once (and again on reload() or when a dependency changes). */
 export function useLoad<T>(load: () => Promise<T>, deps: unknown[] = []): Loaded<T> {
   const [state, setState] = useState<{ data: T | undefined; error: unknown; loading: boolean }>({ data: undefined, error: undefined, loading: true });
@@ -99,20 +116,23 @@ export const fmtUsd = (n: number | null | undefined): string =>
     : n > 0 && n < 0.0001
       ? '< $0.0001'
       : n.toLocaleString(undefined, { style: 'currency', currency: 'USD', minimumFractionDigits: 2, maximumFractionDigits: n < 1 ? 4 : 2 });
+/** A price in its currency's minor unit, as money: 500 usd → "$5.00". */
 export const fmtMoney = (minor: number, currency: string): string =>
   (minor / 100).toLocaleString(undefined, { style: 'currency', currency: currency.toUpperCase() });
 
-type Column = string | { label: string; num?: boolean; srOnly?: boolean };
+/** A column: its label, numbers aligned right, named for screen readers only, or shown on wide windows only (its cells `wide-only` too). */
+type Column = string | { label: string; num?: boolean; srOnly?: boolean; wide?: boolean };
 
-/** A table's header row: plain labels, numeric columns aligned right, an actions column named for screen readers only. */
+/** A table's header row. */
 export function TableHead({ columns }: { columns: Column[] }) {
   return (
     <thead>
       <tr>
         {columns.map((c) => {
           const col = typeof c === 'string' ? { label: c } : c;
+          const cls = [col.num ? 'num' : '', col.wide ? 'wide-only' : ''].filter(Boolean).join(' ');
           return (
-            <th key={col.label} scope="col" class={col.num ? 'num' : undefined}>
+            <th key={col.label} scope="col" class={cls || undefined}>
               {col.srOnly ? <span class="sr-only">{col.label}</span> : col.label}
             </th>
           );

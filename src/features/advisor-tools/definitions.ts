@@ -82,7 +82,8 @@ export const TOOL_DEFINITIONS: Readonly<Record<ToolName, ToolDefinition>> = {
     name: 'get_quote',
     description:
       "The latest price of one symbol: last price, change and change % since the previous close, the day's open, high, low " +
-      'and volume, the previous close, and when the price was last updated (asOf, UTC).',
+      'and volume, the previous close, when the price was last updated (asOf, UTC), the currency of the prices, the market\'s ' +
+      'session when it was read (marketState: open, pre-market, after-hours or closed) and the exchange\'s time zone.',
     parameters: QuoteArgs,
   },
   get_price_history: {

@@ -4,10 +4,28 @@ import type { RateLimitRule } from '../../platform/rate-limiter.ts';
 import type { PaymentsClient } from '../../providers/payments/stripe.ts';
 import * as repo from './repo.ts';
 
+/**
+ * How long a Checkout Session stays open: Stripe's default (24 hours; the service does not set
+ * `expires_at`). A session still unpaid after it can no longer be paid.
+ */
+export const CHECKOUT_SESSION_LIFETIME_MS = 24 * 3_600_000;
+
 /** DESIGN §4: 10 checkouts per rolling 60 s per user. */
 export const CHECKOUT_RULE: RateLimitRule = { name: 'checkouts', limit: 10, windowMs: 60_000 };
 
 type CheckoutDeps = Pick<Deps, 'db' | 'clock' | 'config' | 'ids' | 'logger'>;
+
+/**
+ * Where the hosted checkout returns: the configured URL, moved onto the origin the page was opened on
+ * (the request's `Origin`) when that origin is one of the allowed ones, so the trader comes back to the
+ * tab's own origin and session; any other origin (or none) gets the configured URL as it is.
+ */
+export function returnUrls(config: CheckoutDeps['config'], pageOrigin: string | undefined): { successUrl: string; cancelUrl: string } {
+  const allowed = pageOrigin !== undefined && config.allowedOrigins.includes(pageOrigin);
+  // The rest of the URL is kept as written: a URL parser would escape the {CHECKOUT_SESSION_ID} placeholder.
+  const onPage = (configured: string) => (allowed ? `${pageOrigin}${configured.replace(/^[a-z][a-z0-9+.-]*:\/\/[^/?#]*/i, '')}` : configured);
+  return { successUrl: onPage(config.checkoutSuccessUrl), cancelUrl: onPage(config.checkoutCancelUrl) };
+}
 
 /**
  * Spec 4.6: opens a hosted checkout for a configured pack and records the pending purchase with the
@@ -18,6 +36,7 @@ export async function startCheckout(
   payments: PaymentsClient | undefined,
   userId: string,
   packId: string,
+  pageOrigin: string | undefined,
 ): Promise<{ url: string; sessionId: string }> {
   if (!payments) throw new AppError('BILLING_NOT_AVAILABLE', 'payments are not configured on this service');
   const pack = deps.config.catalogue.creditPacks.find((p) => p.packId === packId);
@@ -38,8 +57,7 @@ export async function startCheckout(
       credits: pack.credits,
       amount: pack.amount,
       currency: pack.currency,
-      successUrl: deps.config.checkoutSuccessUrl,
-      cancelUrl: deps.config.checkoutCancelUrl,
+      ...returnUrls(deps.config, pageOrigin),
     });
   } catch (err) {
     deps.logger.error({ err: err instanceof Error ? err.message : String(err), purchaseId }, 'checkout session could not be created');
@@ -60,4 +78,29 @@ export async function startCheckout(
     paid_at: null,
   });
   return { url: session.url, sessionId: session.sessionId };
+}
+
+export type CheckoutStateName = 'pending' | 'credited' | 'expired';
+
+/**
+ * The state of the caller's own checkout session, as the return page shows it: `credited` once the
+ * webhook has granted its credits (whatever the time), `expired` when its lifetime has passed without
+ * that, else `pending`. Another user's session, or one this service did not open, is 404 CHECKOUT_NOT_FOUND.
+ */
+export async function checkoutState(deps: Pick<Deps, 'db' | 'clock'>, userId: string, sessionId: string) {
+  const p = await repo.findOwnPurchase(deps.db, userId, sessionId);
+  if (!p) throw new AppError('CHECKOUT_NOT_FOUND', 'checkout session not found');
+  const expiresAt = new Date(p.created_at.getTime() + CHECKOUT_SESSION_LIFETIME_MS);
+  const state: CheckoutStateName = p.status === 'paid' ? 'credited' : deps.clock.now() >= expiresAt ? 'expired' : 'pending';
+  return {
+    sessionId,
+    state,
+    packId: p.pack_id,
+    credits: p.credits,
+    amount: p.amount,
+    currency: p.currency,
+    createdAt: p.created_at.toISOString(),
+    expiresAt: expiresAt.toISOString(),
+    creditedAt: p.paid_at?.toISOString() ?? null,
+  };
 }

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { buildTestApp, codeOf, type TestApp } from '../../../test/helpers/app.ts';
 import { ManualClock } from '../../../test/helpers/manual-clock.ts';
-import { startStripeFake, type StripeFake } from '../../../test/fakes/index.ts';
+import { makeStripeEvent, signStripePayload, startStripeFake, type StripeFake } from '../../../test/fakes/index.ts';
 import { assertLedgerInvariant, giveCredits, ledgerCount, TEST_CATALOGUE, writeTestCatalogue } from '../../../test/kits/billing.ts';
 
 type Ledger = { items: { id: string; amount: number; kind: string; reference: string; createdAt: string }[]; nextCursor: string | null };
@@ -17,7 +17,7 @@ describe('billing: checkout, packs, wallet, ledger', () => {
     fake = await startStripeFake();
     t = await buildTestApp({
       clock,
-      env: { CONFIG_FILE: catalogue, STRIPE_SECRET_KEY: fake.validKey, STRIPE_WEBHOOK_SECRET: 'whsec_checkout_test', STRIPE_API_BASE: fake.url, CHECKOUT_SUCCESS_URL: 'https://app.example/ok', CHECKOUT_CANCEL_URL: 'https://app.example/no' },
+      env: { CONFIG_FILE: catalogue, STRIPE_SECRET_KEY: fake.validKey, STRIPE_WEBHOOK_SECRET: 'whsec_checkout_test', STRIPE_API_BASE: fake.url, CHECKOUT_SUCCESS_URL: 'https://app.example/ok?session_id={CHECKOUT_SESSION_ID}', CHECKOUT_CANCEL_URL: 'https://app.example/no', ALLOWED_ORIGINS: 'https://journal.example' },
     });
   });
   after(async () => {
@@ -47,7 +47,7 @@ describe('billing: checkout, packs, wallet, ledger', () => {
       assert.equal(p['client_reference_id'], u);
       assert.deepEqual(p['metadata'], metadata);
       assert.deepEqual(p['payment_intent_data'], { metadata });
-      assert.deepEqual([p['success_url'], p['cancel_url']], ['https://app.example/ok', 'https://app.example/no']);
+      assert.deepEqual([p['success_url'], p['cancel_url']], ['https://app.example/ok?session_id={CHECKOUT_SESSION_ID}', 'https://app.example/no']);
       assert.equal(record.idempotencyKey, `checkout-${purchase.id}`);
       assert.deepEqual(
         [purchase.pack_id, purchase.credits, purchase.amount, purchase.currency, purchase.session_id, purchase.status],
@@ -103,6 +103,105 @@ describe('billing: checkout, packs, wallet, ledger', () => {
       assert.equal(all.items.length, 7);
       assert.equal(all.nextCursor, null);
       assert.equal(await assertLedgerInvariant(t, u), 28);
+    });
+  });
+
+  describe('the return and the state of a checkout (issue 29)', () => {
+    const checkout = async (u: string, origin?: string) => {
+      const res = await t.call('POST', '/api/billing/checkout', { user: u, body: { packId: 'p100' }, headers: origin === undefined ? {} : { origin } });
+      assert.equal(res.statusCode, 200, res.body);
+      const params = fake.checkouts.at(-1)?.params as Record<string, unknown>;
+      return { sessionId: res.json<{ sessionId: string }>().sessionId, successUrl: params['success_url'], cancelUrl: params['cancel_url'] };
+    };
+    const pay = async (sessionId: string) => {
+      const payload = JSON.stringify(makeStripeEvent('checkout.session.completed', fake.completeSession(sessionId)));
+      const signature = signStripePayload(payload, 'whsec_checkout_test', Math.floor(clock.now().getTime() / 1000));
+      const res = await t.call('POST', '/api/billing/webhooks/stripe', { user: null, body: payload, headers: { 'content-type': 'application/json', 'stripe-signature': signature } });
+      assert.equal(res.statusCode, 200, res.body);
+    };
+    const stateOf = (u: string, sessionId: string) => t.call('GET', `/api/billing/checkout/${sessionId}`, { user: u });
+
+    test('ALLOWED_ORIGINS: a checkout started on an allowed origin returns to that origin (the configured path and query kept, the session placeholder intact)', async () => {
+      const r = await checkout(newUser(), 'https://journal.example');
+      assert.deepEqual([r.successUrl, r.cancelUrl], ['https://journal.example/ok?session_id={CHECKOUT_SESSION_ID}', 'https://journal.example/no']);
+      const own = await checkout(newUser(), 'https://app.example');
+      assert.equal(own.successUrl, 'https://app.example/ok?session_id={CHECKOUT_SESSION_ID}');
+    });
+
+    test('ALLOWED_ORIGINS: any other origin (or none, or "null") returns to the configured URLs: never an open redirect', async () => {
+      for (const origin of ['https://evil.example', 'https://journal.example.evil.example', 'http://journal.example', 'null', undefined]) {
+        const r = await checkout(newUser(), origin);
+        assert.deepEqual([r.successUrl, r.cancelUrl], ['https://app.example/ok?session_id={CHECKOUT_SESSION_ID}', 'https://app.example/no'], String(origin));
+      }
+    });
+
+    test('GET /api/billing/checkout/{sessionId}: 200 pending until the webhook credits it, then credited (with when), the pack, credits and price fixed at checkout', async () => {
+      const u = newUser();
+      const { sessionId } = await checkout(u);
+      const pending = await stateOf(u, sessionId);
+      assert.equal(pending.statusCode, 200, pending.body);
+      assert.deepEqual(pending.json(), {
+        sessionId,
+        state: 'pending',
+        packId: 'p100',
+        credits: 100,
+        amount: 500,
+        currency: 'usd',
+        createdAt: clock.now().toISOString(),
+        expiresAt: new Date(clock.now().getTime() + 24 * 3_600_000).toISOString(),
+        creditedAt: null,
+      });
+      await pay(sessionId);
+      const credited = (await stateOf(u, sessionId)).json<{ state: string; creditedAt: string }>();
+      assert.deepEqual([credited.state, credited.creditedAt], ['credited', clock.now().toISOString()]);
+      assert.equal(await assertLedgerInvariant(t, u), 100);
+      await giveCredits(t, u, 5);
+      const ledger = (await t.call('GET', '/api/billing/ledger', { user: u })).json<{ items: { kind: string; amount: number; purchase: unknown }[] }>();
+      assert.deepEqual(
+        ledger.items.map((e) => [e.kind, e.amount, e.purchase]),
+        [
+          ['grant', 5, null],
+          ['purchase', 100, { packId: 'p100', amount: 500, currency: 'usd' }],
+        ],
+        'issue 29: a purchase entry names its pack and what was paid',
+      );
+    });
+
+    test('GET /api/billing/checkout/{sessionId}: expired once 24 h (Stripe’s session lifetime) have passed unpaid; a credit arriving later still shows credited', async () => {
+      const u = newUser();
+      const { sessionId } = await checkout(u);
+      const start = clock.now();
+      try {
+        clock.advance(24 * 3_600_000 - 1);
+        assert.equal((await stateOf(u, sessionId)).json<{ state: string }>().state, 'pending');
+        clock.advance(1);
+        const expired = await stateOf(u, sessionId);
+        assert.equal(expired.statusCode, 200);
+        assert.equal(expired.json<{ state: string }>().state, 'expired');
+        await pay(sessionId);
+        assert.equal((await stateOf(u, sessionId)).json<{ state: string }>().state, 'credited');
+      } finally {
+        clock.set(start);
+      }
+    });
+
+    test('GET /api/billing/checkout/{sessionId}: another user’s session → 404 CHECKOUT_NOT_FOUND, as is one this service never opened', async () => {
+      const { sessionId } = await checkout(newUser());
+      const foreign = await stateOf(newUser(), sessionId);
+      assert.equal(foreign.statusCode, 404);
+      assert.equal(codeOf(foreign), 'CHECKOUT_NOT_FOUND');
+      const unknown = await stateOf(newUser(), 'cs_test_never_opened');
+      assert.equal(unknown.statusCode, 404);
+      assert.equal(codeOf(unknown), 'CHECKOUT_NOT_FOUND');
+    });
+
+    test('GET /api/billing/checkout/{sessionId}: a malformed session id → 400 VALIDATION_ERROR; no token → 401 UNAUTHENTICATED', async () => {
+      const bad = await t.call('GET', `/api/billing/checkout/${encodeURIComponent('cs_x;drop')}`, { user: newUser() });
+      assert.equal(bad.statusCode, 400);
+      assert.equal(codeOf(bad), 'VALIDATION_ERROR');
+      const anonymous = await t.call('GET', '/api/billing/checkout/cs_test_x', { user: null });
+      assert.equal(anonymous.statusCode, 401);
+      assert.equal(codeOf(anonymous), 'UNAUTHENTICATED');
     });
   });
 

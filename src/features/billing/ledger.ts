@@ -32,6 +32,9 @@ export async function appendEntry(trx: Trx, w: LedgerWrite): Promise<boolean> {
   });
 }
 
+/** The reference of a purchase's entry is this and its checkout session's id: one purchase per session. */
+export const CHECKOUT_REFERENCE = 'checkout:';
+
 /** Calendar month (UTC) of an instant, as stored: 'YYYY-MM'. */
 export function monthKey(at: Date): string {
   return at.toISOString().slice(0, 7);

@@ -126,6 +126,12 @@ export function listLedger(db: Db, userId: string, beforeSeq: number | undefined
   return q.orderBy('seq', 'desc').limit(limit).execute();
 }
 
+/** How these turns stand with billing: their reservations' source, credits and status. */
+export function chargesOf(db: Db, turnIds: readonly string[]): Promise<Pick<TurnChargeRow, 'turn_id' | 'source' | 'credits' | 'status'>[]> {
+  if (turnIds.length === 0) return Promise.resolve([]);
+  return db.selectFrom('turn_charges').select(['turn_id', 'source', 'credits', 'status']).where('turn_id', 'in', turnIds).execute();
+}
+
 export function findTurnCharge(db: Db | Trx, turnId: string): Promise<TurnChargeRow | undefined> {
   return db.selectFrom('turn_charges').selectAll().where('turn_id', '=', turnId).executeTakeFirst();
 }
@@ -181,6 +187,17 @@ export async function insertPurchase(db: Db, row: PurchaseRow): Promise<void> {
 
 export function findPurchaseBySession(db: Db | Trx, sessionId: string): Promise<PurchaseRow | undefined> {
   return db.selectFrom('purchases').selectAll().where('session_id', '=', sessionId).executeTakeFirst();
+}
+
+/** The purchases of these checkout sessions. */
+export function purchasesOfSessions(db: Db, sessionIds: readonly string[]): Promise<Pick<PurchaseRow, 'session_id' | 'pack_id' | 'amount' | 'currency'>[]> {
+  if (sessionIds.length === 0) return Promise.resolve([]);
+  return db.selectFrom('purchases').select(['session_id', 'pack_id', 'amount', 'currency']).where('session_id', 'in', sessionIds).execute();
+}
+
+/** The user's own purchase of a checkout session; another user's is not found. */
+export function findOwnPurchase(db: Db, userId: string, sessionId: string): Promise<PurchaseRow | undefined> {
+  return db.selectFrom('purchases').selectAll().where('session_id', '=', sessionId).where('user_id', '=', userId).executeTakeFirst();
 }
 
 export function findPurchaseById(db: Db | Trx, id: string): Promise<PurchaseRow | undefined> {

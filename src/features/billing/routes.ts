@@ -5,8 +5,8 @@ import { AppError } from '../../http/errors.ts';
 import { enforceRateLimit } from '../../http/rate-limit.ts';
 import { responses } from '../../http/schemas.ts';
 import { verifyStripeEvent, WebhookSignatureError, type VerifiedWebhook } from '../../providers/payments/stripe.ts';
-import { CHECKOUT_RULE, startCheckout } from './checkout-service.ts';
-import { CheckoutBody, CheckoutResult, documentStripeWebhook, LedgerPage, LedgerQuery, PackList, Wallet, WebhookAck } from './schemas.ts';
+import { CHECKOUT_RULE, checkoutState, startCheckout } from './checkout-service.ts';
+import { CheckoutBody, CheckoutResult, CheckoutSessionParams, CheckoutState, documentStripeWebhook, LedgerPage, LedgerQuery, PackList, Wallet, WebhookAck } from './schemas.ts';
 import { ledgerPage, listPacks, wallet } from './wallet-service.ts';
 import { applyStripeEvent } from './webhook-service.ts';
 
@@ -60,12 +60,31 @@ export async function billingRoutes(parent: FastifyInstance, { deps }: { deps: D
         description:
           'Missing or empty packId → 400 VALIDATION_ERROR; a packId that is not configured → 400 UNKNOWN_PACK; ' +
           'payments unconfigured → 402 BILLING_NOT_AVAILABLE; 10 per rolling 60 s → 429 RATE_LIMITED. ' +
-          'Credits are granted by the payment webhook, never by this call.',
+          'Credits are granted by the payment webhook, never by this call. The checkout returns to CHECKOUT_SUCCESS_URL / ' +
+          'CHECKOUT_CANCEL_URL, moved onto the request\'s `Origin` when that origin is one of ALLOWED_ORIGINS (any other origin ' +
+          'gets the configured URLs as they are).',
         body: CheckoutBody,
         response: responses({ 200: CheckoutResult }),
       },
     },
-    async (req) => startCheckout(deps, deps.payments, req.user.id, req.body.packId),
+    async (req) => startCheckout(deps, deps.payments, req.user.id, req.body.packId, req.headers.origin),
+  );
+
+  app.get(
+    '/billing/checkout/:sessionId',
+    {
+      schema: {
+        operationId: 'getCheckoutState',
+        tags,
+        summary: 'The state of one of the caller’s checkouts: pending, credited or expired',
+        description:
+          'What a return page shows instead of assuming the payment went through: `credited` only once the payment webhook has granted ' +
+          'the credits. Owner only: another user\'s session, or one this service did not open, is 404 CHECKOUT_NOT_FOUND.',
+        params: CheckoutSessionParams,
+        response: responses({ 200: CheckoutState }),
+      },
+    },
+    async (req) => checkoutState(deps, req.user.id, req.params.sessionId),
   );
 
   await app.register(stripeWebhookRoutes, { deps });

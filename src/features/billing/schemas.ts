@@ -16,6 +16,30 @@ const CheckoutResultSchema = named(
 );
 export const CheckoutResult = ref(CheckoutResultSchema);
 
+const CheckoutStateSchema = named(
+  'CheckoutState',
+  Type.Object({
+    sessionId: Type.String(),
+    state: Type.Union([Type.Literal('pending'), Type.Literal('credited'), Type.Literal('expired')], {
+      description:
+        '`credited` once the payment webhook has granted the credits; `expired` when the session\'s lifetime (24 h, Stripe\'s default) ' +
+        'has passed without that; else `pending` (the payment may be done and its webhook not yet received)',
+    }),
+    packId: Type.String(),
+    credits: Type.Integer({ description: 'Credits the session grants, fixed when it was opened' }),
+    amount: Type.Integer({ description: 'Price in the minor unit of `currency`' }),
+    currency: Type.String({ description: 'ISO 4217, lower case' }),
+    createdAt: IsoDateTime,
+    expiresAt: IsoDateTime,
+    creditedAt: Type.Union([IsoDateTime, Type.Null()]),
+  }),
+);
+export const CheckoutState = ref(CheckoutStateSchema);
+
+export const CheckoutSessionParams = Type.Object({
+  sessionId: Type.String({ pattern: '^[A-Za-z0-9_]{1,255}$', description: 'The `sessionId` a checkout answered (`cs_…`)' }),
+});
+
 const PackSchema = named(
   'Pack',
   Type.Object({
@@ -65,6 +89,17 @@ const LedgerEntrySchema = named(
     amount: Type.Integer({ description: 'Credits; negative when taken' }),
     kind: LedgerKind,
     reference: Type.String({ description: 'Unique idempotency reference, e.g. checkout:<sessionId>, turn:<turnId>' }),
+    purchase: Type.Union(
+      [
+        Type.Object({
+          packId: Type.String(),
+          amount: Type.Integer({ description: 'Price paid, in the minor unit of `currency`' }),
+          currency: Type.String({ description: 'ISO 4217, lower case' }),
+        }),
+        Type.Null(),
+      ],
+      { description: 'For a purchase: the pack and what was paid for it, as fixed at checkout; else null' },
+    ),
     createdAt: IsoDateTime,
   }),
 );
@@ -127,6 +162,7 @@ export const documentStripeWebhook: SwaggerTransform = ({ schema, url }) => ({
 /** Registered as shared schemas (app.ts): `components.schemas` of the OpenAPI document. */
 export const components: NamedSchema[] = [
   CheckoutResultSchema,
+  CheckoutStateSchema,
   PackSchema,
   PackListSchema,
   QuotaSchema,

@@ -230,6 +230,19 @@ async function returnTurn(deps: BillingDeps, turnId: string): Promise<boolean> {
  */
 const liveWithinMs = (deps: Pick<Deps, 'config'>): number => LIVENESS_BEATS * deps.config.streamHeartbeatMs;
 
+/** How a turn was paid, as a stored reply shows it: its source, the credits kept (0 once returned) and the reservation's status. */
+export interface TurnPayment {
+  readonly source: TurnCharge['source'];
+  readonly credits: number;
+  readonly status: 'reserved' | 'charged' | 'returned';
+}
+
+/** The payments of these turns (a reply's id is its turn's id), by turn id; a turn billing never reserved is absent. */
+export async function turnPayments(deps: Pick<Deps, 'db'>, turnIds: readonly string[]): Promise<Map<string, TurnPayment>> {
+  const rows = await repo.chargesOf(deps.db, turnIds);
+  return new Map(rows.map((c) => [c.turn_id, { source: chargeSource(c.source), credits: c.status === 'returned' ? 0 : c.credits, status: c.status }]));
+}
+
 /** Whether a turn's reservation is settled already, live (a sign of life within liveWithinMs), or silent. */
 export async function reservationState(deps: BillingDeps, turnId: string): Promise<'settled' | 'live' | 'silent'> {
   const row = await repo.findTurnCharge(deps.db, turnId);

@@ -2,7 +2,7 @@ import type { Deps } from '../../deps.ts';
 import { invalidCursor, makeCursor, readCursor } from '../../http/cursor.ts';
 import type { Vault } from '../../platform/vault.ts';
 import { ensureUser, userTier } from '../users/service.ts';
-import { appendEntry, monthKey, nextMonthStart } from './ledger.ts';
+import { appendEntry, CHECKOUT_REFERENCE, monthKey, nextMonthStart } from './ledger.ts';
 import * as repo from './repo.ts';
 
 type WalletDeps = Pick<Deps, 'db' | 'clock' | 'config' | 'ids' | 'seenUsers'>;
@@ -47,8 +47,14 @@ export async function ledgerPage(deps: Pick<Deps, 'db' | 'vault'>, userId: strin
   const rows = await repo.listLedger(deps.db, userId, before, limit + 1);
   const page = rows.slice(0, limit);
   const last = page[page.length - 1];
+  const sessions = page.flatMap((r) => (r.kind === 'purchase' && r.reference.startsWith(CHECKOUT_REFERENCE) ? [r.reference.slice(CHECKOUT_REFERENCE.length)] : []));
+  const purchases = new Map((await repo.purchasesOfSessions(deps.db, sessions)).map((p) => [`${CHECKOUT_REFERENCE}${p.session_id}`, p]));
   return {
-    items: page.map((r) => ({ id: r.id, amount: r.amount, kind: r.kind, reference: r.reference, createdAt: r.created_at.toISOString() })),
+    items: page.map((r) => {
+      const p = purchases.get(r.reference);
+      const purchase = p ? { packId: p.pack_id, amount: p.amount, currency: p.currency } : null;
+      return { id: r.id, amount: r.amount, kind: r.kind, reference: r.reference, purchase, createdAt: r.created_at.toISOString() };
+    }),
     nextCursor: rows.length > limit && last ? makeCursor(deps.vault, userId, 'ledger', [last.seq]) : null,
   };
 }

@@ -1,7 +1,7 @@
 import type { Deps } from '../../deps.ts';
 import type { PaymentEvent } from '../../providers/payments/stripe.ts';
 import { ensureUser } from '../users/service.ts';
-import { appendEntry } from './ledger.ts';
+import { appendEntry, CHECKOUT_REFERENCE } from './ledger.ts';
 import * as repo from './repo.ts';
 
 type WebhookDeps = Pick<Deps, 'db' | 'clock' | 'config' | 'ids' | 'logger' | 'metrics' | 'seenUsers'>;
@@ -73,7 +73,7 @@ async function creditSession(deps: WebhookDeps, event: PaymentEvent): Promise<We
       userId,
       amount: credits,
       kind: 'purchase',
-      reference: `checkout:${sessionId}`,
+      reference: `${CHECKOUT_REFERENCE}${sessionId}`,
       note: purchase?.pack_id ?? str(metadata['packId']),
       now,
     });

@@ -7,6 +7,9 @@ import { responses } from '../../http/schemas.ts';
 import { MAX_ATTACHMENTS, MAX_TEXT_CHARS } from './schemas.ts';
 
 const AdvisorCatalogue = Type.Object({
+  marketDataProvider: Type.Union([Type.Literal('polygon'), Type.Literal('fmp')], {
+    description: 'The market-data provider a key saved with PUT /api/advisor/market-data-key is for (MARKET_DATA_PROVIDER)',
+  }),
   limits: Type.Object(
     { maxTextChars: Type.Integer(), maxImagesPerMessage: Type.Integer(), maxImageBytes: Type.Integer({ description: 'decoded bytes of one image (MAX_IMAGE_BYTES)' }) },
     { description: 'what a message may carry: a client checks before it uploads' },
@@ -37,6 +40,7 @@ export async function catalogueRoutes(parent: FastifyInstance, { deps }: { deps:
   const app = parent.withTypeProvider<TypeBoxTypeProvider>();
   const { catalogue } = deps.config;
   const body = {
+    marketDataProvider: deps.config.marketData.provider,
     limits: { maxTextChars: MAX_TEXT_CHARS, maxImagesPerMessage: MAX_ATTACHMENTS, maxImageBytes: deps.config.maxImageBytes },
     personas: catalogue.personas.map(({ personaId, name }) => ({ personaId, name })),
     providers: Object.entries(catalogue.providerDefaults).map(([provider, models]) => ({ provider: provider as (typeof catalogue.models)[number]['provider'], suggestedModels: models ?? [] })),

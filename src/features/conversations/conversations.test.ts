@@ -152,6 +152,30 @@ describe('advisor conversations', () => {
       assert.deepEqual(left, []);
       assert.deepEqual((await list(user)).items, []);
     });
+
+    test('issue 29: GET …/{id} shows how each reply was paid — its start frame’s billing, charged; a turn that produced nothing returned (0 credits); none on a user message', async () => {
+      const user = await userWithKey('paid');
+      fake.enqueueStream({ chunks: ['Paid answer.'] });
+      const first = await send(t, user, null, message('First'));
+      const id = String(startOf(first)['conversationId']);
+      const billing = startOf(first)['billing'] as { source: string; credits: number };
+      fake.scriptStream({ status: 503 });
+      try {
+        assert.equal((await send(t, user, id, message('Second'))).statusCode, 200);
+      } finally {
+        fake.scriptStream({});
+      }
+      const got = (await t.call('GET', `/api/advisor/conversations/${id}`, { user })).json<ConversationWithMessagesDto>();
+      assert.deepEqual(
+        got.messages.map((m) => [m.role, m.status, m.billing]),
+        [
+          ['user', 'complete', null],
+          ['assistant', 'complete', { ...billing, status: 'charged' }],
+          ['user', 'complete', null],
+          ['assistant', 'failed', { source: billing.source, credits: 0, status: 'returned' }],
+        ],
+      );
+    });
   });
 
   describe('errors', () => {

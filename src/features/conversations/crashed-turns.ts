@@ -43,7 +43,7 @@ export async function settleCrashed(deps: SweepDeps, turnId: string): Promise<bo
   const produced = closed?.produced === true;
   // The provider's usage comes with the end the turn never reached: its credits count, no token figures.
   const usage = closed && countTurnPart({ userId: closed.userId, provider: closed.provider, model: closed.model, receipt: NO_RECEIPT, endedAt: now });
-  const charged: WithBillingPart | undefined = usage && ((db, settlement) => repo.chargeCrashedTurn(db, { settlement, usage }));
+  const charged: WithBillingPart | undefined = usage && ((db, settlement) => repo.chargeCrashedTurn(db, turnId, { settlement, usage }));
   if (!(await settleAbandonedTurn(deps, turnId, produced, charged))) return false;
   deps.logger.warn({ turnId, charged: produced }, 'settled a turn whose instance is gone');
   return true;

@@ -33,8 +33,9 @@ export async function listConversationsPage(
   userId: string,
   limit: number,
   after: { updatedAt: string; id: string } | undefined,
+  terms?: string,
 ): Promise<ConversationPage> {
-  const result = await conversationPageQuery(userId, limit, after).execute(db);
+  const result = await conversationPageQuery(userId, limit, after, terms).execute(db);
   const row = result.rows[0];
   if (!row) throw new Error('the list query returned no row');
   const next = row.more && row.last_exact !== null && row.last_id !== null ? { updatedAt: row.last_exact, id: row.last_id } : undefined;
@@ -44,14 +45,27 @@ export async function listConversationsPage(
 /**
  * The statement behind listConversationsPage. Exported for bench/scenarios/list.ts: its baseline is this
  * very statement sent straight to PostgreSQL, and a copy there would stop measuring the service's.
+ * With `terms` (a tsquery, search.ts) only the conversations whose search document matches are listed.
  */
 export function conversationPageQuery(
   userId: string,
   limit: number,
   after: { updatedAt: string; id: string } | undefined,
+  terms?: string,
 ): RawBuilder<{ items: string; last_exact: string | null; last_id: string | null; more: boolean }> {
   const afterRow = after ? sql`and (updated_at, id) < (${after.updatedAt}::timestamptz, ${after.id}::uuid)` : sql``;
+  const page =
+    terms === undefined
+      ? sql`select *, row_number() over (order by updated_at desc, id desc) as n
+      from conversations
+      where user_id = ${userId} ${afterRow}
+      order by updated_at desc, id desc
+      limit ${limit + 1}`
+      : sql`select c.*, row_number() over (order by c.updated_at desc, c.id desc) as n
+      from conversations c join hits h on h.id = c.id
+      order by c.updated_at desc, c.id desc`;
   return sql<{ items: string; last_exact: string | null; last_id: string | null; more: boolean }>`
+    ${terms === undefined ? sql`` : searchHits(userId, limit, afterRow, terms)}
     select
       coalesce(json_agg(json_build_object(
         'id', id, 'title', title, 'provider', provider, 'model', model, 'personaId', persona_id,
@@ -61,14 +75,100 @@ export function conversationPageQuery(
       max(${EXACT_UPDATED_AT}) filter (where n = ${limit}) as last_exact,
       max(id::text) filter (where n = ${limit}) as last_id,
       count(*) > ${limit} as more
-    from (
-      select *, row_number() over (order by updated_at desc, id desc) as n
-      from conversations
-      where user_id = ${userId} ${afterRow}
-      order by updated_at desc, id desc
-      limit ${limit + 1}
-    ) page`;
+    from (${page}) page`;
 }
+
+/** The user's conversations probed one by one, newest first, before the search index is asked (searchHits). */
+const SEARCH_PROBED = 200;
+
+/**
+ * `hits`: the ids (and updatedAt) of the user's matching conversations, at least `limit + 1` of the
+ * newest when there are that many. Two ways, chosen by the data rather than by the planner (a prepared
+ * statement's generic plan cannot tell a word in every conversation from a word in none):
+ * - `near`: the user's SEARCH_PROBED newest conversations, each document checked — enough on its own
+ *   when the words are common (it then holds limit + 1 matches);
+ * - `far`, only when `near` falls short and the user has older conversations: the search index, asked
+ *   for documents holding the words and the owner's mark (GIN intersects the two, so a word common
+ *   among other users costs nothing here), then their conversations older than the probed ones.
+ */
+function searchHits(userId: string, limit: number, afterRow: RawBuilder<unknown>, terms: string): RawBuilder<unknown> {
+  return sql`with recent as materialized (
+      select id, updated_at from conversations where user_id = ${userId} ${afterRow}
+      order by updated_at desc, id desc limit ${SEARCH_PROBED}),
+    near as materialized (
+      select r.id, r.updated_at from recent r join conversation_search s on s.conversation_id = r.id
+      where s.document @@ to_tsquery('simple', ${terms})),
+    far as materialized (
+      select conversation_id from conversation_search
+      where (select count(*) from near) <= ${limit} and (select count(*) from recent) = ${SEARCH_PROBED}
+        and document @@ (to_tsquery('simple', ${terms}) && ${ownerTerm(userId)})),
+    hits as (
+      select id from (
+        select id, updated_at from near
+        union all
+        select c.id, c.updated_at from far join conversations c on c.id = far.conversation_id
+        where c.user_id = ${userId} and (c.updated_at, c.id) < (select updated_at, id from recent order by updated_at, id limit 1)
+      ) matched
+      order by updated_at desc, id desc limit ${limit + 1})`;
+}
+
+/**
+ * Characters of text made into words at once (a turn's, or a conversation's when migration 0019 made
+ * its first document): to_tsvector of this many stays far below a tsvector's 1 MB.
+ */
+const SEARCH_INDEXED_CHARS = 100_000;
+/** Words a search document holds at most (a tsvector holds at most 1 MB); a turn's new words past them are not added. */
+const SEARCH_MAX_WORDS = 50_000;
+/** Bytes two documents may hold together before a merge (a tsvector's text part holds at most 1 MB). */
+const SEARCH_MAX_BYTES = 900_000;
+
+/** The owner's mark, as a document lexeme and as a query term: `u` and the md5 of the user id (letters and digits only). */
+export const ownerMark = (userId: RawBuilder<unknown> | string) => sql<string>`('u' || md5(${userId}))::tsvector`;
+const ownerTerm = (userId: string) => sql<string>`('u' || md5(${userId}))::tsquery`;
+
+/**
+ * A text's words as a search document holds them: as the 'simple' configuration splits them (lower
+ * case, no stemming, no stop words — tickers and any language are words), positions dropped.
+ */
+export const searchWords = (text: RawBuilder<unknown>) => sql<string>`strip(to_tsvector('simple', left(${text}, ${SEARCH_INDEXED_CHARS})))`;
+
+/** A search document: the text's words and the owner's mark. Migration 0019 builds the first documents with it. */
+export function searchDocument(userId: RawBuilder<unknown>, text: RawBuilder<unknown>): RawBuilder<string> {
+  return sql<string>`(${searchWords(text)} || ${ownerMark(userId)})`;
+}
+
+/**
+ * Words are only ever added to a document (a merge): nothing is written when they add none, or would
+ * take it past SEARCH_MAX_WORDS — or near a tsvector's 1 MB, checked first (CASE keeps the order), so
+ * the merge never raises: it is a part of the statement that stores a turn's end.
+ */
+const MERGE_WORDS = sql`on conflict (conversation_id) do update set document = conversation_search.document || excluded.document
+    where case when pg_column_size(conversation_search.document) + pg_column_size(excluded.document) < ${SEARCH_MAX_BYTES}
+      then conversation_search.document || excluded.document <> conversation_search.document
+        and length(conversation_search.document || excluded.document) <= ${SEARCH_MAX_WORDS}
+      else false end`;
+
+/**
+ * Adds an ending turn's words (its user message, its reply `content`, the title) to its conversation's
+ * search document, as a part of the statement that ends the reply: it reads that statement's `ended`
+ * CTE, so a retried statement adds nothing twice, and the words are there once the client has the end.
+ */
+function turnWords(content: RawBuilder<unknown>, replyId: string): RawBuilder<never> {
+  return sql<never>`insert into conversation_search (conversation_id, document)
+    select c.id, ${searchDocument(sql`c.user_id`, sql`c.title || ' ' || coalesce(u.content, '') || ' ' || ${content}`)}
+    from ended, messages r join conversations c on c.id = r.conversation_id
+    left join messages u on u.conversation_id = r.conversation_id and u.seq = r.seq - 1
+    where r.id = ${replyId}
+    ${MERGE_WORDS}`;
+}
+
+/** Adds a new title's words to its conversation's search document (the old title's stay: see the decisions). */
+export async function indexTitle(db: Db, conversationId: string): Promise<void> {
+  await sql`insert into conversation_search (conversation_id, document)
+    select c.id, ${searchDocument(sql`c.user_id`, sql`c.title`)} from conversations c where c.id = ${conversationId}
+    ${MERGE_WORDS}`.execute(db);
+}
+
 
 export function findConversation(db: Db | Trx, userId: string, id: string): Promise<ConversationRow | undefined> {
   return db.selectFrom('conversations').selectAll().where('id', '=', id).where('user_id', '=', userId).executeTakeFirst();
@@ -172,18 +272,39 @@ export interface HistoryRow {
  * calls counts its parts' JSON (a call and its result are one message: kept or dropped together).
  * Empty replies carry nothing and are skipped.
  */
-export async function historyWithin(db: Db, conversationId: string, budget: number): Promise<HistoryRow[]> {
+export async function historyWithin(db: Db, conversationId: string, budget: number, beforeSeq?: number): Promise<HistoryRow[]> {
+  const before = beforeSeq === undefined ? sql`` : sql`and m.seq < ${beforeSeq}`;
   const result = await sql<HistoryRow>`
     select role, content, images, parts from (
       select m.role, m.content, m.seq, m.parts,
              (select count(*)::int from attachments a where a.message_id = m.id) as images,
              sum(coalesce(char_length(m.parts::text), char_length(m.content))) over (order by m.seq desc) as running
       from messages m
-      where m.conversation_id = ${conversationId} and (m.role = 'user' or m.content <> '' or m.parts is not null)
+      where m.conversation_id = ${conversationId} and (m.role = 'user' or m.content <> '' or m.parts is not null) ${before}
     ) h
     where running <= ${budget}
     order by seq`.execute(db);
   return result.rows;
+}
+
+/** A conversation's last turn: its user message and its reply (absent only if its row was never written). */
+export async function lastTurn(db: Db, conversationId: string): Promise<{ user: MessageRow; reply: MessageRow | undefined } | undefined> {
+  const rows = await db.selectFrom('messages').selectAll().where('conversation_id', '=', conversationId).orderBy('seq', 'desc').limit(2).execute();
+  const user = rows.find((m) => m.role === 'user');
+  if (!user) return undefined;
+  return { user, reply: rows.find((m) => m.role === 'assistant' && m.seq === user.seq + 1) };
+}
+
+/**
+ * Removes a conversation's last turn (`user`, and its reply and images with it) and gives its numbers
+ * back, in the caller's transaction, so the turn stored next takes its place; a title that was the
+ * replaced first message's becomes the new one's.
+ */
+export async function dropLastTurn(trx: Trx, conversationId: string, user: MessageRow, titles: { replaced: string; next: string }): Promise<void> {
+  await sql`with gone as (delete from messages where conversation_id = ${conversationId} and seq >= ${user.seq} returning 1)
+    update conversations set message_count = message_count - (select count(*)::int from gone),
+      title = case when ${user.seq}::int = 1 and title = ${titles.replaced} then ${titles.next} else title end
+    where id = ${conversationId}`.execute(trx);
 }
 
 export interface TurnRows {
@@ -286,6 +407,7 @@ export async function finishTurn(db: Db, e: TurnEnd, parts: ClosingParts): Promi
       returning conversation_id),
     conversation as (
       update conversations set updated_at = ${e.now}, last_message_at = ${e.now} where id in (select conversation_id from reply)),
+    search as (${turnWords(sql`${e.content}`, e.replyId)}),
     usage as (${parts.usage})
     select source, credits from settlement`.execute(db);
   return rows[0];
@@ -336,12 +458,13 @@ export async function closeCrashedReply(db: Db, replyId: string, now: Date, from
 }
 
 /**
- * A crashed turn's charge with the turn counted in the user's daily usage, in one statement; `ended`
- * is the settlement's row, so the usage is counted only by the statement that charged the turn.
+ * A crashed turn's charge with the turn counted in the user's daily usage and its words indexed, in
+ * one statement; `ended` is the settlement's row, so both happen only in the statement that charged it.
  */
-export async function chargeCrashedTurn(db: Db, parts: ClosingParts): Promise<ChargeRow | undefined> {
+export async function chargeCrashedTurn(db: Db, replyId: string, parts: ClosingParts): Promise<ChargeRow | undefined> {
   const { rows } = await sql<ChargeRow>`with settlement as (${parts.settlement}),
     ended as (select 1 from settlement),
+    search as (${turnWords(sql`r.content`, replyId)}),
     usage as (${parts.usage})
     select source, credits from settlement`.execute(db);
   return rows[0];

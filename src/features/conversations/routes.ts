@@ -10,6 +10,7 @@ import {
   ConversationWithMessages,
   EVENT_STREAM_DOC,
   EventStream,
+  ListQuery,
   PageQuery,
   RenameBody,
   StopResult,
@@ -106,15 +107,17 @@ export async function conversationsRoutes(parent: FastifyInstance, { deps }: { d
       schema: {
         tags,
         operationId: 'listConversations', summary: "List the caller's conversations (spec 4.5)",
-        description: 'Newest first by updatedAt; a malformed or foreign cursor, or a limit outside 1–100, is 400 VALIDATION_ERROR.',
-        querystring: PageQuery,
+        description:
+          'Newest first by updatedAt; a malformed or foreign cursor, or a limit outside 1–100, is 400 VALIDATION_ERROR. ' +
+          'With `q`, only the conversations whose title or messages hold its words (a finished turn is found from its end on).',
+        querystring: ListQuery,
         response: responses({ 200: ConversationList }),
       },
     },
     // The page comes serialized (service.listConversations); a string with a JSON type is sent as it is
     // (the typed reply knows only the object form of the schema).
     async (req, reply) => {
-      const page = await service.listConversations(deps, req.user.id, req.query.cursor, req.query.limit);
+      const page = await service.listConversations(deps, req.user.id, req.query.cursor, req.query.limit, req.query.q);
       return (reply as FastifyReply).type('application/json; charset=utf-8').send(page);
     },
   );

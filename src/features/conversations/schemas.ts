@@ -29,6 +29,15 @@ export const StreamMessageBody = Type.Object(
       Type.String({ minLength: 1, maxLength: 64, description: 'A catalogue persona; on an existing conversation it switches the persona from this turn on' }),
     ),
     attachments: Type.Optional(Type.Array(AttachmentInput, { maxItems: MAX_ATTACHMENTS })),
+    replaces: Type.Optional(
+      Type.String({
+        format: 'uuid',
+        description:
+          'Regenerate or edit the last turn: the id of the conversation\'s last user message. This turn takes its place — that message, its ' +
+          'images and its reply are removed in the statement that stores this turn (a refused turn changes nothing), and are not sent ' +
+          'to the model. Its images are not carried over: send them again. Only on an existing conversation.',
+      }),
+    ),
   },
   { additionalProperties: false },
 );
@@ -38,6 +47,22 @@ export const PageQuery = Type.Object(
   {
     cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 512, description: 'A nextCursor from a previous page' })),
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 25 })),
+  },
+  { additionalProperties: false },
+);
+
+export const ListQuery = Type.Object(
+  {
+    ...PageQuery.properties,
+    q: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 200,
+        description:
+          'Search: only the conversations whose title or messages hold every word of `q` (whole words — "earnings", not "earn" —, ' +
+          'any case, any script; at most 8 words); same order and cursors. A `q` without a letter or digit finds nothing.',
+      }),
+    ),
   },
   { additionalProperties: false },
 );
@@ -138,6 +163,19 @@ const MessageSchema = named(
     usage: Type.Union([Usage, Type.Null()], { description: 'A reply’s usage (DESIGN §13); null for a user message' }),
     error: Type.Union([Type.Object({ code: Type.String(), retryable: Type.Boolean() }), Type.Null()]),
     attachments: Type.Array(ref(AttachmentSchema)),
+    billing: Type.Union(
+      [
+        Type.Object({
+          source: Type.Union([Type.Literal('allowance'), Type.Literal('credits'), Type.Literal('free')]),
+          credits: Type.Integer({ description: 'Credits the turn took (reserved while it streams; 0 once returned)' }),
+          status: Type.Union([Type.Literal('reserved'), Type.Literal('charged'), Type.Literal('returned')], {
+            description: '`reserved` while the reply streams; `charged`, or `returned` when it produced nothing (DESIGN §7)',
+          }),
+        }),
+        Type.Null(),
+      ],
+      { description: 'How a reply’s turn was paid (DESIGN §8); null for a user message' },
+    ),
     createdAt: IsoDateTime,
     completedAt: Type.Union([IsoDateTime, Type.Null()]),
   }),

@@ -5,8 +5,10 @@ import { invalidCursor, openCursor, sealCursor } from './cursor.ts';
 import { CONTENT_TYPE } from './images.ts';
 import { storedReceipt } from './frames.ts';
 import { usageDto } from '../usage/receipt.ts';
+import { turnPayments, type TurnPayment } from '../billing/turn-billing.ts';
 import * as repo from './repo.ts';
 import { apiParts } from './parts.ts';
+import { searchTerms } from './search.ts';
 import type { ConversationListItemDto, ConversationWithMessagesDto, MessageDto } from './schemas.ts';
 import { asProvider } from './turn.ts';
 
@@ -35,7 +37,8 @@ function toListItem(row: repo.ConversationRow): ConversationListItemDto {
   };
 }
 
-function toMessage(row: repo.MessageRow, attachments: repo.AttachmentMeta[]): MessageDto {
+
+function toMessage(row: repo.MessageRow, attachments: repo.AttachmentMeta[], payment: TurnPayment | undefined): MessageDto {
   return {
     id: row.id,
     role: row.role,
@@ -47,17 +50,24 @@ function toMessage(row: repo.MessageRow, attachments: repo.AttachmentMeta[]): Me
     usage: row.role === 'assistant' ? usageDto(storedReceipt(row)) : null,
     error: row.error_code === null ? null : { code: row.error_code, retryable: row.error_retryable ?? true },
     attachments: attachments.map((a) => ({ id: a.id, format: a.format, byteSize: a.byte_size, url: `/api/advisor/attachments/${a.id}` })),
+    billing: row.role === 'assistant' ? (payment ?? null) : null,
     createdAt: row.created_at.toISOString(),
     completedAt: row.completed_at?.toISOString() ?? null,
   };
 }
 
-/** Spec 4.5: newest first by (updatedAt, id), so rows sharing an instant are each listed once. */
+const NOTHING_FOUND = '{"items":[],"nextCursor":null}';
+
+/**
+ * Spec 4.5: newest first by (updatedAt, id), so rows sharing an instant are each listed once; with
+ * `q`, the conversations whose search document holds its words (search.ts), in the same order.
+ */
 export async function listConversations(
   deps: ReadDeps,
   userId: string,
   cursor: string | undefined,
   limit = DEFAULT_PAGE,
+  q?: string,
 ): Promise<string> {
   let after: { updatedAt: string; id: string } | undefined;
   if (cursor !== undefined) {
@@ -65,7 +75,9 @@ export async function listConversations(
     if (typeof updatedAt !== 'string' || !EXACT_INSTANT.test(updatedAt) || typeof id !== 'string' || !UUID.test(id)) throw invalidCursor();
     after = { updatedAt, id };
   }
-  const page = await repo.listConversationsPage(deps.db, userId, limit, after);
+  const terms = q === undefined ? undefined : searchTerms(q);
+  if (q !== undefined && terms === undefined) return NOTHING_FOUND;
+  const page = await repo.listConversationsPage(deps.db, userId, limit, after, terms);
   const nextCursor = page.next ? sealCursor(deps.vault, userId, 'conversations', [page.next.updatedAt, page.next.id]) : null;
   // A ConversationList, already serialized: the items are the database's JSON; a cursor is base64url and a dot.
   return `{"items":${page.itemsJson},"nextCursor":${nextCursor === null ? 'null' : `"${nextCursor}"`}}`;
@@ -91,20 +103,26 @@ export async function getConversation(
   const rows = await repo.listMessages(deps.db, id, limit + 1, beforeSeq);
   const page = rows.slice(0, limit).reverse();
   const first = page[0];
-  const attachments = await repo.attachmentsOf(
-    deps.db,
-    page.filter((m) => m.role === 'user').map((m) => m.id),
-  );
+  const [attachments, payments] = await Promise.all([
+    repo.attachmentsOf(
+      deps.db,
+      page.filter((m) => m.role === 'user').map((m) => m.id),
+    ),
+    turnPayments(
+      deps,
+      page.filter((m) => m.role === 'assistant').map((m) => m.id),
+    ),
+  ]);
   const byMessage = new Map<string, repo.AttachmentMeta[]>();
   for (const a of attachments) byMessage.set(a.message_id, [...(byMessage.get(a.message_id) ?? []), a]);
   return {
     ...toListItem(conversation),
-    messages: page.map((m) => toMessage(m, byMessage.get(m.id) ?? [])),
+    messages: page.map((m) => toMessage(m, byMessage.get(m.id) ?? [], payments.get(m.id))),
     nextCursor: rows.length > limit && first ? sealCursor(deps.vault, userId, 'messages', [id, first.seq]) : null,
   };
 }
 
-export async function renameConversation(deps: Pick<Deps, 'db' | 'clock'>, userId: string, id: string, title: string): Promise<ConversationListItemDto> {
+export async function renameConversation(deps: Pick<Deps, 'db' | 'clock' | 'logger'>, userId: string, id: string, title: string): Promise<ConversationListItemDto> {
   const normalised = normaliseTitle(title);
   if (normalised.length < 1 || [...normalised].length > TITLE_MAX) {
     throw new AppError('VALIDATION_ERROR', `/title: must be 1 to ${TITLE_MAX} characters after collapsing whitespace`, {
@@ -113,6 +131,8 @@ export async function renameConversation(deps: Pick<Deps, 'db' | 'clock'>, userI
   }
   const row = await repo.renameConversation(deps.db, userId, id, normalised, deps.clock.now());
   if (!row) throw notFound();
+  // Derived data: a failure is logged, the rename stands.
+  await repo.indexTitle(deps.db, id).catch((err: unknown) => deps.logger.warn({ err, conversationId: id }, 'the new title could not be indexed for search'));
   return toListItem(row);
 }
 
@@ -127,3 +147,4 @@ export async function attachment(deps: Pick<Deps, 'db'>, userId: string, id: str
   const data = Buffer.isBuffer(row.data) ? row.data : Buffer.from(row.data.buffer, row.data.byteOffset, row.data.byteLength);
   return { contentType: CONTENT_TYPE[row.format], data };
 }
+

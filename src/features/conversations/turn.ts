@@ -48,6 +48,7 @@ const TURN_CHECKS = {
   decision: [
     '404 CONVERSATION_NOT_FOUND',
     'clientMessageId: 409 CLIENT_MESSAGE_ID_REUSED, 409 STREAM_IN_PROGRESS while its reply streams, or a replay of the stored reply',
+    'replaces: 400 VALIDATION_ERROR unless it names the conversation’s last user message (never on a new conversation), 409 STREAM_IN_PROGRESS while its reply streams',
     '409 PROVIDER_KEY_NOT_CONFIGURED / PROVIDER_KEY_DECRYPTION_FAILED',
     '400 IMAGES_NOT_SUPPORTED',
     '409 STREAM_IN_PROGRESS (one live stream per user)',
@@ -141,8 +142,10 @@ interface TurnReads {
   readonly key: UsableProviderKey | AppError;
   /** The market-data key the advisor's market tools use, if one is stored. */
   readonly marketKey: UsableMarketDataKey | undefined;
-  /** The conversation's earlier turns that fit the context budget (none for a new conversation). */
+  /** The conversation's earlier turns that fit the context budget (none for a new conversation), a replaced turn left out. */
   readonly history: repo.HistoryRow[];
+  /** The conversation's last turn, read when the request `replaces` it. */
+  readonly last: Awaited<ReturnType<typeof repo.lastTurn>>;
   /** The request's claim on the user's stream lease, asked for with these reads. */
   readonly claim: LeaseClaim;
 }
@@ -166,13 +169,16 @@ async function readTurn(deps: Deps, userId: string, target: string | null, input
   // A missing conversation is refused before the key is looked at; an existing one keeps its provider.
   let keys: TurnKeys = valueOf(activeKeys) ?? { key: new AppError('CONVERSATION_NOT_FOUND', 'conversation not found'), marketKey: undefined };
   let history: repo.HistoryRow[] = [];
+  let last: TurnReads['last'];
   if (found) {
+    // A turn replaced (regenerate, edit) is not part of the history its replacement is sent.
+    if (input.body.replaces !== undefined) last = await repo.lastTurn(deps.db, found.id);
     [keys, history] = await Promise.all([
       keysForTurn(deps, userId, asProvider(found.provider)),
-      valueOf(held) ? repo.historyWithin(deps.db, found.id, deps.config.contextBudgetChars) : [],
+      valueOf(held) ? repo.historyWithin(deps.db, found.id, deps.config.contextBudgetChars, last?.user.seq) : [],
     ]);
   }
-  return { conversation: found, prior: valueOf(prior), key: keys.key, marketKey: keys.marketKey, history, claim };
+  return { conversation: found, prior: valueOf(prior), key: keys.key, marketKey: keys.marketKey, history, last, claim };
 }
 
 /** Stage 4, decision: a replay of the stored reply, or the turn to reserve (its provider, model and context). */
@@ -195,6 +201,8 @@ interface NewTurn {
   readonly toolsEnabled: boolean;
   /** The model's catalogue prices (DESIGN §13), when it has them. */
   readonly pricing: PricingConfig | undefined;
+  /** The user message (with its reply) this turn takes the place of. */
+  readonly replaced: repo.MessageRow | undefined;
 }
 
 type Plan = Replay | NewTurn;
@@ -205,6 +213,7 @@ async function decide(deps: Deps, userId: string, target: string | null, input: 
   if (target !== null && conversation === undefined) throw new AppError('CONVERSATION_NOT_FOUND', 'conversation not found');
   const replay = await idempotentReplay(deps, target, input.body, reads.prior, claim);
   if (replay) return replay;
+  const replaced = replacedTurn(input.body.replaces, reads.last);
   if (reads.key instanceof AppError) throw reads.key;
   const key = reads.key;
   // An existing conversation keeps the provider and model it started with.
@@ -218,7 +227,15 @@ async function decide(deps: Deps, userId: string, target: string | null, input: 
   if (deps.lifecycle.draining) throw new AppError('SERVICE_UNAVAILABLE', 'the service is shutting down; retry shortly');
   await claim.token();
   const toolsEnabled = entry?.tools !== false && deps.config.advisorMaxToolCalls > 0;
-  return { kind: 'new', conversation, key, provider, model, claim, history: reads.history, marketKey: reads.marketKey, toolsEnabled, pricing: entry?.pricing };
+  return { kind: 'new', conversation, key, provider, model, claim, history: reads.history, marketKey: reads.marketKey, toolsEnabled, pricing: entry?.pricing, replaced };
+}
+
+/** The turn a request `replaces`: the conversation's last user message, whose reply is not streaming (there is none on a new conversation). */
+function replacedTurn(replaces: string | undefined, last: TurnReads['last']): repo.MessageRow | undefined {
+  if (replaces === undefined) return undefined;
+  if (last?.user.id !== replaces) throw invalid('/replaces', 'must be the id of the conversation’s last user message');
+  if (last.reply?.status === 'streaming') throw new AppError('STREAM_IN_PROGRESS', 'the reply to the message being replaced is still streaming');
+  return last.user;
 }
 
 /**
@@ -296,8 +313,15 @@ async function reserveAndStore(deps: Deps, userId: string, target: string | null
     const toolbox = new Toolbox(deps, userId, plan.marketKey, plan.toolsEnabled);
     const system = systemPrompt(deps.config.catalogue, personaId, toolbox.offered, rows.now);
     const request: RoundRequest = { system, messages: buildMessages(plan.history, body.text, images), tools: toolbox.offered };
+    const { replaced } = plan;
     const charge = await deps.billing.reserve({ turnId: assistantMessageId, userId, provider, model, images: images.length }, (db, reservation) =>
-      repo.startReservedTurn(db, rows, reservation),
+      replaced === undefined
+        ? repo.startReservedTurn(db, rows, reservation)
+        : // The one turn that is not one statement: the replaced turn goes in the same transaction.
+          db.transaction().execute(async (trx) => {
+            await repo.dropLastTurn(trx, conversationId, replaced, { replaced: defaultTitle(replaced.content), next: defaultTitle(body.text) });
+            return repo.startReservedTurn(trx, rows, reservation);
+          }),
     );
     const billing = { source: charge.source, credits: charge.credits };
     const leaseToken = await claim.handOver();

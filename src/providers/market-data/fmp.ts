@@ -32,12 +32,22 @@ export class FmpReads {
     return body;
   }
 
+  /**
+   * FMP's quote names the exchange but not the currency or the session: the company profile
+   * (`currency`) and the exchanges' hours (`isMarketOpen`, `timezone`; regular hours only) are asked at
+   * the same time. A quote whose profile or hours could not be read is still a quote (those fields null).
+   */
   async quote(apiKey: string, symbol: string, call: ReadCall): Promise<Quote> {
-    const body = await this.#get('/quote', { symbol }, apiKey, call);
+    const extra = (path: string, query: Record<string, string>) => this.#get(path, query, apiKey, call).catch(() => undefined);
+    const [body, profile, hours] = await Promise.all([this.#get('/quote', { symbol }, apiKey, call), extra('/profile', { symbol }), extra('/all-exchange-market-hours', {})]);
     const row: unknown = Array.isArray(body) ? body[0] : undefined;
     const price = isRecord(row) ? num(row['price']) : null;
     if (!isRecord(row) || price === null) throw unknownSymbol(symbol);
     const ts = num(row['timestamp']);
+    const company: unknown = Array.isArray(profile) ? profile[0] : undefined;
+    const exchange = str(row['exchange']);
+    const venue: unknown = Array.isArray(hours) ? hours.find((h) => isRecord(h) && exchange !== null && h['exchange'] === exchange) : undefined;
+    const open = isRecord(venue) && typeof venue['isMarketOpen'] === 'boolean' ? venue['isMarketOpen'] : undefined;
     return {
       symbol: str(row['symbol']) ?? symbol,
       price,
@@ -49,6 +59,9 @@ export class FmpReads {
       volume: num(row['volume']),
       previousClose: num(row['previousClose']),
       asOf: new Date(ts === null ? Date.now() : ts * 1000).toISOString(),
+      currency: isRecord(company) ? (str(company['currency'])?.toUpperCase() ?? null) : null,
+      marketState: open === undefined ? null : open ? 'open' : 'closed',
+      exchangeTimezone: isRecord(venue) ? str(venue['timezone']) : null,
     };
   }
 

@@ -2,7 +2,18 @@
 // user's key, sent as a bearer token (a header stays out of proxy and access logs).
 import { isRecord } from '../llm/probe-http.ts';
 import { commonRefusal, keyRefused, newYorkDate, notEntitled, num, positive, readJson, str, unexpected, unknownSymbol, type ReadCall } from './http.ts';
-import { MAX_BARS, MAX_SYMBOL_MATCHES, type Bar, type BarInterval, type MarketStatus, type PriceHistory, type Quote, type SymbolMatch } from './types.ts';
+import { MAX_BARS, MAX_SYMBOL_MATCHES, type Bar, type BarInterval, type MarketState, type MarketStatus, type PriceHistory, type Quote, type SymbolMatch } from './types.ts';
+
+/**
+ * The session `/v1/marketstatus/now` describes: `market` (`open`, `extended-hours`, `closed`) with its
+ * `earlyHours` / `afterHours` flags telling pre-market from after-hours.
+ */
+function sessionOf(body: Record<string, unknown>): MarketState | null {
+  if (body['market'] === 'open') return 'open';
+  if (body['earlyHours'] === true) return 'pre-market';
+  if (body['afterHours'] === true) return 'after-hours';
+  return body['market'] === 'closed' ? 'closed' : null;
+}
 
 const SPANS: Readonly<Record<BarInterval, readonly [number, string]>> = {
   '1min': [1, 'minute'],
@@ -32,7 +43,13 @@ export class PolygonReads {
     return body;
   }
 
+  /**
+   * The US stocks snapshot: its prices are US dollars and its exchanges keep New York time. The
+   * snapshot does not carry the session, so the market status is asked at the same time; a quote
+   * whose status could not be read is still a quote (marketState null).
+   */
   async quote(apiKey: string, symbol: string, call: ReadCall): Promise<Quote> {
+    const session = this.#get('/v1/marketstatus/now', {}, apiKey, call).then(sessionOf, () => null);
     const body = await this.#get(`/v2/snapshot/locale/us/markets/stocks/tickers/${encodeURIComponent(symbol)}`, {}, apiKey, call, symbol);
     const t = body['ticker'];
     if (!isRecord(t)) throw unknownSymbol(symbol);
@@ -55,6 +72,9 @@ export class PolygonReads {
       volume: num(day['v']),
       previousClose: positive(prev['c']),
       asOf: new Date(updated === null ? Date.now() : Math.floor(updated / 1e6)).toISOString(),
+      currency: 'USD',
+      marketState: await session,
+      exchangeTimezone: 'America/New_York',
     };
   }
 

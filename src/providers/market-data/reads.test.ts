@@ -60,6 +60,28 @@ describe('market reads (DESIGN §11)', () => {
       assert.ok(q.open !== null && q.high !== null && q.low !== null && q.volume !== null);
       assert.ok(Math.abs(Date.parse(q.asOf) - Date.now()) < 60_000, q.asOf);
       assert.match(q.asOf, /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
+      assert.deepEqual([q.currency, q.marketState, q.exchangeTimezone], ['USD', 'open', 'America/New_York']);
+    });
+
+    test(`${name}: get_quote carries the market's session (issue 29), and a quote stays a quote when the session cannot be read`, async () => {
+      const f = c().fake();
+      try {
+        // FMP reports regular hours only: outside them its exchanges are closed.
+        for (const [session, expected] of [['closed', 'closed'], ['pre-market', name === 'polygon' ? 'pre-market' : 'closed'], ['after-hours', name === 'polygon' ? 'after-hours' : 'closed']] as const) {
+          f.setSession(session);
+          assert.equal((await c().data.quote(key(), 'MSFT', deadline())).marketState, expected, session);
+        }
+        f.setSession('open');
+        if (name === 'polygon') {
+          // Polygon's key probe is the market status: refused, it leaves the quote without a session.
+          f.setProbe('unauthorized');
+          const q = await c().data.quote(key(), 'MSFT', deadline());
+          assert.deepEqual([q.price, q.marketState, q.currency], [415.1, null, 'USD']);
+        }
+      } finally {
+        f.setSession('open');
+        f.setProbe('ok');
+      }
     });
 
     test(`${name}: a symbol the provider does not list → UNKNOWN_SYMBOL`, async () => {
@@ -162,18 +184,23 @@ describe('market reads (DESIGN §11)', () => {
   test('polygon: the key travels as a bearer token, never in the URL', async () => {
     const before = polygon.requests.length;
     await clients.polygon.data.quote(polygon.validKey, 'NVDA', deadline());
-    const [req] = polygon.requests.slice(before);
-    assert.equal(req?.path, '/v2/snapshot/locale/us/markets/stocks/tickers/NVDA');
-    assert.equal(req?.headers['authorization'], `Bearer ${polygon.validKey}`);
-    assert.deepEqual(Object.keys(req?.query ?? {}), []);
+    const made = polygon.requests.slice(before);
+    assert.deepEqual(made.map((r) => r.path).sort(), ['/v1/marketstatus/now', '/v2/snapshot/locale/us/markets/stocks/tickers/NVDA']);
+    for (const req of made) {
+      assert.equal(req.headers['authorization'], `Bearer ${polygon.validKey}`);
+      assert.deepEqual(Object.keys(req.query), []);
+    }
   });
 
   test('fmp: the key travels as the apikey query parameter, as FMP documents', async () => {
     const before = fmp.requests.length;
     await clients.fmp.data.quote(fmp.validKey, 'NVDA', deadline());
-    const [req] = fmp.requests.slice(before);
-    assert.deepEqual([req?.path, req?.query['symbol'], req?.query['apikey']], ['/stable/quote', 'NVDA', fmp.validKey]);
-    assert.equal(req?.headers['authorization'], undefined);
+    const made = fmp.requests.slice(before);
+    assert.deepEqual(made.map((r) => [r.path, r.query['symbol']]).sort(), [['/stable/all-exchange-market-hours', undefined], ['/stable/profile', 'NVDA'], ['/stable/quote', 'NVDA']]);
+    for (const req of made) {
+      assert.equal(req.query['apikey'], fmp.validKey);
+      assert.equal(req.headers['authorization'], undefined);
+    }
   });
 
   test('polygon and fmp give the same normalised bars for the same data', async () => {

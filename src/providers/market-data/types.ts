@@ -13,7 +13,16 @@ export interface Quote {
   readonly previousClose: number | null;
   /** When the price was last updated (ISO 8601, UTC). */
   readonly asOf: string;
+  /** ISO 4217 code of the prices (`USD`); null when the provider did not say. */
+  readonly currency: string | null;
+  /** The trading session of the symbol's market when the quote was read; null when the provider did not say. */
+  readonly marketState: MarketState | null;
+  /** IANA time zone of the exchange (`America/New_York`), for showing `asOf` on its clock; null when unknown. */
+  readonly exchangeTimezone: string | null;
 }
+
+export const MARKET_STATES = ['open', 'pre-market', 'after-hours', 'closed'] as const;
+export type MarketState = (typeof MARKET_STATES)[number];
 
 export const BAR_INTERVALS = ['1min', '5min', '15min', '1hour', '1day'] as const;
 export type BarInterval = (typeof BAR_INTERVALS)[number];

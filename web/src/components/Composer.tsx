@@ -1,4 +1,5 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
+import type { ComponentChildren } from 'preact';
 import type { Catalogue } from '../catalogue.ts';
 
 export interface Picked {
@@ -19,7 +20,9 @@ const mib = (n: number) => `${(n / 1024 / 1024).toFixed(n % (1024 * 1024) === 0 
 
 /**
  * The message box: text (Enter sends, Shift+Enter a new line), persona, images by picker, paste or drop,
- * with previews and the service's limits checked before anything is uploaded.
+ * with previews and the service's limits checked before anything is uploaded; `model` is the model
+ * picker and what the next turn costs, shown beside the box. The box is emptied as a message is sent,
+ * so the next one can be written while the reply streams; a refused message comes back to it.
  */
 export function Composer(props: {
   catalogue: Catalogue | undefined;
@@ -27,6 +30,7 @@ export function Composer(props: {
   streaming: boolean;
   onSend: (m: Outgoing) => Promise<boolean>;
   onStop: () => void;
+  model?: ComponentChildren;
 }) {
   const [text, setText] = useState('');
   const [personaId, setPersonaId] = useState(props.personaId);
@@ -43,6 +47,10 @@ export function Composer(props: {
   const limits = props.catalogue?.limits ?? { maxTextChars: 50_000, maxImagesPerMessage: 4, maxImageBytes: 3 * 1024 * 1024 };
 
   useEffect(() => setPersonaId(props.personaId), [props.personaId]);
+  // A window with a pointer is written in at once; a phone's keyboard opens when the trader taps the box.
+  useEffect(() => {
+    if (matchMedia('(pointer: fine)').matches) box.current?.focus();
+  }, []);
 
   const add = (files: Iterable<File>) => {
     const next = [...current.current];
@@ -68,12 +76,13 @@ export function Composer(props: {
     if (!text.trim()) return setProblem('Write a message first.');
     if (text.length > limits.maxTextChars) return setProblem(`A message may be at most ${limits.maxTextChars.toLocaleString()} characters.`);
     setProblem(undefined);
-    const sent = await props.onSend({ text, personaId, images });
-    if (sent) {
-      setText('');
-      setImages([]);
-    }
-    box.current?.focus();
+    const draft = { text, images };
+    setText('');
+    setImages([]);
+    const sent = await props.onSend({ text: draft.text, personaId, images: draft.images });
+    // Refused before any reply: the message is the trader's again, unless they have started another.
+    if (!sent && current.current.length === 0) setImages(draft.images);
+    if (!sent) setText((now) => (now === '' ? draft.text : now));
   };
 
   return (
@@ -138,7 +147,7 @@ export function Composer(props: {
           <span>Add images</span>
           <input type="file" accept="image/png,image/jpeg,image/webp" multiple onChange={(e) => (add(e.currentTarget.files ?? []), (e.currentTarget.value = ''))} />
         </label>
-        <label>
+        <label class="persona">
           <span class="sr-only">Persona</span>
           <select value={personaId ?? ''} onChange={(e) => setPersonaId(e.currentTarget.value || undefined)} aria-label="Persona">
             <option value="">No persona</option>
@@ -149,6 +158,7 @@ export function Composer(props: {
             ))}
           </select>
         </label>
+        {props.model}
         <span class="grow" />
         {props.streaming ? (
           <button type="button" class="danger" onClick={props.onStop}>

@@ -17,6 +17,26 @@ const TITLES: Record<string, string> = {
 };
 
 const str = (v: unknown): string => (typeof v === 'string' || typeof v === 'number' ? String(v) : '');
+
+const SESSIONS: Record<string, string> = { open: 'Market open', 'pre-market': 'Pre-market', 'after-hours': 'After hours', closed: 'Market closed' };
+
+/**
+ * An instant on the exchange's clock, named ("Nov 26, 10:31 AM New York time"): a trader reads a quote
+ * against the session's hours, not against where they happen to be. Without the exchange's zone, the
+ * browser's.
+ */
+function exchangeTime(iso: string, zone: string): string {
+  if (!iso) return '—';
+  const at = new Date(iso);
+  if (!zone) return fmtDateTime(iso);
+  try {
+    const date = new Intl.DateTimeFormat(undefined, { timeZone: zone, month: 'short', day: 'numeric' }).format(at);
+    const time = new Intl.DateTimeFormat(undefined, { timeZone: zone, hour: 'numeric', minute: '2-digit' }).format(at);
+    return `${date}, ${time} ${zone.split('/').at(-1)?.replace(/_/g, ' ') ?? zone} time`;
+  } catch {
+    return fmtDateTime(iso);
+  }
+}
 const num = (v: unknown): number | null => (typeof v === 'number' ? v : null);
 
 /** A tool call of the advisor, with its result once it has run (DESIGN §11). */
@@ -46,30 +66,38 @@ function ToolResult({ name, result }: { name: string; result: Record<string, unk
       const change = num(result.change);
       const pct = num(result.changePercent);
       const dir = change === null ? '' : change >= 0 ? 'up' : 'down';
+      const currency = str(result.currency);
+      const state = str(result.marketState);
       return (
         <div class="quote">
           <div class="price">
             <span class="last">{fmtNumber(num(result.price), 2)}</span>
+            {currency && <span class="currency">{currency}</span>}
             {change !== null && (
               <span class={`change ${dir}`}>
                 {change >= 0 ? '▲ +' : '▼ '}
                 {fmtNumber(change, 2)} ({pct === null ? '—' : `${pct >= 0 ? '+' : ''}${fmtNumber(pct, 2)}%`})
               </span>
             )}
+            {state && <span class={`badge session ${state}`}>{SESSIONS[state] ?? state}</span>}
           </div>
           <dl>
-            <dt>Open</dt>
-            <dd>{fmtNumber(num(result.open), 2)}</dd>
-            <dt>High</dt>
-            <dd>{fmtNumber(num(result.high), 2)}</dd>
-            <dt>Low</dt>
-            <dd>{fmtNumber(num(result.low), 2)}</dd>
-            <dt>Prev. close</dt>
-            <dd>{fmtNumber(num(result.previousClose), 2)}</dd>
-            <dt>Volume</dt>
-            <dd>{fmtNumber(num(result.volume))}</dd>
+            {(
+              [
+                ['Open', fmtNumber(num(result.open), 2)],
+                ['High', fmtNumber(num(result.high), 2)],
+                ['Low', fmtNumber(num(result.low), 2)],
+                ['Prev. close', fmtNumber(num(result.previousClose), 2)],
+                ['Volume', fmtNumber(num(result.volume))],
+              ] as const
+            ).map(([term, value]) => (
+              <div key={term}>
+                <dt>{term}</dt>
+                <dd>{value}</dd>
+              </div>
+            ))}
           </dl>
-          <p class="hint">As of {fmtDateTime(str(result.asOf))}</p>
+          <p class="hint">As of {exchangeTime(str(result.asOf), str(result.exchangeTimezone))}</p>
         </div>
       );
     }

@@ -1,6 +1,6 @@
 import { useMemo, useState } from 'preact/hooks';
 import { api, must, type Schemas } from '../api/client.ts';
-import { Page, Problem, fmtDate, useAction, useLoad, TableHead } from '../ui.tsx';
+import { Page, Problem, fmtDate, useAction, useLoad, useNarrow, TableHead } from '../ui.tsx';
 
 type Account = Schemas['Account'];
 type Brokerage = Schemas['Brokerage'];
@@ -14,7 +14,8 @@ export function AccountsPage() {
   const zones = useMemo(() => zoneNames(timezones.data), [timezones.data]);
   const [editing, setEditing] = useState<string | undefined>();
   const row = useAction();
-  const names = new Map((brokerages.data?.items ?? []).map((b) => [b.id, b.name]));
+  const narrow = useNarrow();
+  const names = brokerageNames(brokerages.data?.items ?? []);
 
   const remove = (a: Account) =>
     confirm(`Delete the account “${a.name}”?`) &&
@@ -28,9 +29,20 @@ export function AccountsPage() {
       <Problem error={accounts.error ?? row.error} />
       {accounts.data && accounts.data.items.length === 0 && <p>No trading accounts yet.</p>}
       {accounts.data && accounts.data.items.length > 0 && (
-        <table class="table">
+        <div class="table-wrap">
+        <table class="table accounts">
           <caption class="sr-only">Your trading accounts</caption>
-          <TableHead columns={['Name', 'Currency', 'Time zone', 'Brokerage', 'Starting balance', 'Created', { label: 'Actions', srOnly: true }]} />
+          <TableHead
+            columns={[
+              'Name',
+              { label: 'Currency', wide: true },
+              { label: 'Time zone', wide: true },
+              { label: 'Brokerage', wide: true },
+              { label: 'Starting balance', num: true },
+              { label: 'Created', wide: true },
+              { label: 'Actions', srOnly: true },
+            ]}
+          />
           <tbody>
             {accounts.data.items.map((a) =>
               editing === a.id ? (
@@ -49,33 +61,49 @@ export function AccountsPage() {
                 </tr>
               ) : (
                 <tr key={a.id}>
-                  <th scope="row">{a.name}</th>
-                  <td>{a.currency}</td>
-                  <td>{a.timezone}</td>
-                  <td>{a.brokerageId ? (names.get(a.brokerageId) ?? '—') : '—'}</td>
+                  <th scope="row">
+                    {a.name}
+                    {narrow && <span class="narrow-only hint">{[a.currency, a.timezone, a.brokerageId ? names.get(a.brokerageId) : undefined].filter(Boolean).join(' · ')}</span>}
+                  </th>
+                  <td class="wide-only">{a.currency}</td>
+                  <td class="wide-only">{a.timezone}</td>
+                  <td class="wide-only">{a.brokerageId ? (names.get(a.brokerageId) ?? '—') : '—'}</td>
                   <td class="num">{a.startingBalance}</td>
-                  <td>{fmtDate(a.createdAt)}</td>
-                  <td class="actions">
-                    <a class="button secondary" href={`/accounts/${a.id}/journal`}>
-                      Journal<span class="sr-only"> of {a.name}</span>
-                    </a>
-                    <button type="button" class="secondary" onClick={() => setEditing(a.id)}>
-                      Edit<span class="sr-only"> {a.name}</span>
-                    </button>
-                    <button type="button" class="danger" onClick={() => remove(a)} disabled={row.busy}>
-                      Delete<span class="sr-only"> {a.name}</span>
-                    </button>
+                  <td class="wide-only">{fmtDate(a.createdAt)}</td>
+                  <td>
+                    <div class="actions">
+                      <a class="button secondary small" href={`/accounts/${a.id}/journal`}>
+                        Journal<span class="sr-only"> of {a.name}</span>
+                      </a>
+                      <button type="button" class="secondary small" onClick={() => setEditing(a.id)}>
+                        Edit<span class="sr-only"> {a.name}</span>
+                      </button>
+                      <button type="button" class="danger small" onClick={() => remove(a)} disabled={row.busy}>
+                        Delete<span class="sr-only"> {a.name}</span>
+                      </button>
+                    </div>
                   </td>
                 </tr>
               ),
             )}
           </tbody>
         </table>
+        </div>
       )}
       <AccountForm zones={zones} brokerages={brokerages.data?.items ?? []} onDone={accounts.reload} />
       <Brokerages list={brokerages.data?.items ?? []} error={brokerages.error} onChange={() => (brokerages.reload(), accounts.reload())} />
     </Page>
   );
+}
+
+/**
+ * Each brokerage's name as the pages show it: brokerages saved with the same name (before names had to
+ * differ) are told apart by the day they were added.
+ */
+function brokerageNames(list: readonly Brokerage[]): Map<string, string> {
+  const count = new Map<string, number>();
+  for (const b of list) count.set(b.name.toLowerCase(), (count.get(b.name.toLowerCase()) ?? 0) + 1);
+  return new Map(list.map((b) => [b.id, (count.get(b.name.toLowerCase()) ?? 0) > 1 ? `${b.name} (added ${fmtDate(b.createdAt)})` : b.name]));
 }
 
 /** The zones an account may use, and every name the service accepts (case-insensitive) with the zone it stores. */
@@ -124,8 +152,12 @@ function AccountForm({ account, zones, brokerages, onDone }: { account?: Account
         if (Object.keys(body).length > 0) await must(api.PUT('/api/accounts/{id}', { params: { path: { id: account.id } }, body }));
       } else {
         await must(api.POST('/api/accounts', { body: { name, currency, timezone: zone, startingBalance: balance || '0', ...(brokerageId ? { brokerageId } : {}) } }));
+        // The next account starts from the defaults, not from this one.
         setName('');
+        setCurrency('USD');
+        setTimezone('');
         setBalance('');
+        setBrokerageId('');
       }
       return true;
     });
@@ -169,20 +201,22 @@ function AccountForm({ account, zones, brokerages, onDone }: { account?: Account
             <option value="">None</option>
             {brokerages.map((b) => (
               <option key={b.id} value={b.id}>
-                {b.name}
+                {brokerageNames(brokerages).get(b.id)}
               </option>
             ))}
           </select>
         </label>
       </div>
-      <button type="submit" disabled={action.busy || !zoneKnown}>
-        {account ? 'Save changes' : 'Create account'}
-      </button>
-      {account && (
-        <button type="button" class="secondary" onClick={onDone}>
-          Cancel
+      <div class="buttons">
+        <button type="submit" disabled={action.busy || !zoneKnown}>
+          {account ? 'Save changes' : 'Create account'}
         </button>
-      )}
+        {account && (
+          <button type="button" class="secondary" onClick={onDone}>
+            Cancel
+          </button>
+        )}
+      </div>
       <Problem error={action.error} />
     </form>
   );
@@ -190,7 +224,9 @@ function AccountForm({ account, zones, brokerages, onDone }: { account?: Account
 
 function Brokerages({ list, error, onChange }: { list: Brokerage[]; error: unknown; onChange: () => void }) {
   const [name, setName] = useState('');
+  const [taken, setTaken] = useState<string | undefined>();
   const action = useAction();
+  const shown = brokerageNames(list);
   return (
     <section class="card" aria-labelledby="brokerages">
       <h2 id="brokerages">Brokerages</h2>
@@ -198,7 +234,7 @@ function Brokerages({ list, error, onChange }: { list: Brokerage[]; error: unkno
       <ul class="plain">
         {list.map((b) => (
           <li key={b.id}>
-            {b.name}{' '}
+            {shown.get(b.id)}{' '}
             <button
               type="button"
               class="danger small"
@@ -219,7 +255,10 @@ function Brokerages({ list, error, onChange }: { list: Brokerage[]; error: unkno
         class="inline"
         onSubmit={async (e) => {
           e.preventDefault();
-          const ok = await action.run(() => must(api.POST('/api/brokerages', { body: { name } })));
+          // Two brokerages of one name cannot be told apart in the account form.
+          const same = list.find((b) => b.name.trim().toLowerCase() === name.trim().toLowerCase());
+          if (same) return setTaken(same.name);
+          const ok = await action.run(() => must(api.POST('/api/brokerages', { body: { name: name.trim() } })));
           if (ok) {
             setName('');
             onChange();
@@ -228,12 +267,17 @@ function Brokerages({ list, error, onChange }: { list: Brokerage[]; error: unkno
       >
         <label>
           New brokerage
-          <input required maxLength={100} value={name} onInput={(e) => setName(e.currentTarget.value)} />
+          <input required maxLength={100} value={name} onInput={(e) => (setName(e.currentTarget.value), setTaken(undefined))} />
         </label>
         <button type="submit" disabled={action.busy}>
-          Add
+          Add brokerage
         </button>
       </form>
+      {taken && (
+        <div class="problem" role="alert">
+          <p>You already have a brokerage named {taken}.</p>
+        </div>
+      )}
     </section>
   );
 }

@@ -1,8 +1,11 @@
 import { useEffect, useState } from 'preact/hooks';
-import { api, must, type Schemas } from '../api/client.ts';
+import { ApiError, api, must, type Schemas } from '../api/client.ts';
+import { perCredit } from '../money.ts';
+import { useLocation } from '../router.ts';
 import { Page, Problem, fmtDate, fmtDateTime, fmtMoney, fmtNumber, useAction, useCursorPages, useLoad, TableHead } from '../ui.tsx';
+import { refreshWallet, useWallet, type Wallet } from '../wallet.ts';
 
-type Wallet = Schemas['Wallet'];
+type Pack = Schemas['Pack'];
 
 function Quota({ label, q }: { label: string; q: Schemas['Quota'] }) {
   return (
@@ -34,22 +37,20 @@ export function WalletSummary({ wallet }: { wallet: Wallet }) {
 }
 
 export function BillingPage() {
-  const wallet = useLoad(() => must(api.GET('/api/billing/wallet')));
+  const wallet = useWallet();
   const packs = useLoad(() => must(api.GET('/api/billing/packs')));
   const checkout = useAction();
+  useEffect(() => void refreshWallet().catch(() => undefined), []);
   const buy = (packId: string) =>
     checkout.run(async () => {
       const { url } = await must(api.POST('/api/billing/checkout', { body: { packId } }));
-      // The return page waits for the credits to rise above this.
-      sessionStorage.setItem('advisor.creditsBeforeCheckout', String(wallet.data?.credits ?? 0));
       location.assign(url);
     });
   return (
     <Page title="Credits">
-      <Problem error={wallet.error} />
-      {wallet.data && <WalletSummary wallet={wallet.data} />}
+      {wallet && <WalletSummary wallet={wallet} />}
       <p class="hint">
-        Cheap models are paid with free monthly turns; the others take credits per turn (see the Keys page for your model). A turn that produced nothing is not charged.
+        Cheap models are paid with free monthly turns; the others take credits per turn (the model picker beside the message box shows what a turn costs). A turn that produced nothing is not charged.
       </p>
       <h2>Buy credits</h2>
       <Problem error={packs.error ?? checkout.error} />
@@ -57,44 +58,57 @@ export function BillingPage() {
         {packs.data?.items.map((p) => (
           <li key={p.packId} class="card">
             <h3>{p.name}</h3>
-            <p class="value">{fmtNumber(p.credits)} credits</p>
-            <p>{fmtMoney(p.amount, p.currency)}</p>
+            {/* A pack named by its size ("500 credits") is not told twice. */}
+            {!sameAsCredits(p) && <p class="value">{fmtNumber(p.credits)} credits</p>}
+            <p class="price">{fmtMoney(p.amount, p.currency)}</p>
+            <p class="hint">{perCredit(p.amount, p.credits, p.currency)}</p>
             <button type="button" onClick={() => void buy(p.packId)} disabled={checkout.busy}>
               Buy<span class="sr-only"> {p.name}</span>
             </button>
           </li>
         ))}
       </ul>
-      <Ledger />
+      <Ledger packs={packs.data?.items ?? []} />
     </Page>
   );
 }
 
-function Ledger() {
+const sameAsCredits = (p: Pack): boolean => p.name.replace(/[\s,.]/g, '').toLowerCase() === `${p.credits}credits`;
+
+const KINDS: Record<string, string> = { purchase: 'Purchase', turn: 'Advisor turn', 'turn-return': 'Turn returned', refund: 'Refund', grant: 'Grant' };
+
+function Ledger({ packs }: { packs: readonly Pack[] }) {
   const ledger = useCursorPages((cursor) => must(api.GET('/api/billing/ledger', { params: { query: { limit: 25, ...(cursor ? { cursor } : {}) } } })));
   useEffect(() => void ledger.reload(), []);
-  const kinds: Record<string, string> = { purchase: 'Purchase', turn: 'Advisor turn', 'turn-return': 'Turn returned', refund: 'Refund', grant: 'Grant' };
+  const what = (e: Schemas['LedgerEntry']): string => {
+    const kind = KINDS[e.kind] ?? e.kind;
+    if (!e.purchase) return kind;
+    const pack = packs.find((p) => p.packId === e.purchase?.packId)?.name ?? e.purchase.packId;
+    return `${kind} · ${pack} · ${fmtMoney(e.purchase.amount, e.purchase.currency)}`;
+  };
   return (
     <section aria-labelledby="ledger">
       <h2 id="ledger">Ledger</h2>
       <Problem error={ledger.error} />
       {ledger.items.length === 0 && !ledger.busy && <p>No entries yet.</p>}
       {ledger.items.length > 0 && (
-        <table class="table">
-          <TableHead columns={['When', 'What', { label: 'Credits', num: true }]} />
-          <tbody>
-            {ledger.items.map((e) => (
-              <tr key={e.id}>
-                <td>{fmtDateTime(e.createdAt)}</td>
-                <td>{kinds[e.kind] ?? e.kind}</td>
-                <td class={`num ${e.amount < 0 ? 'down' : 'up'}`}>
-                  {e.amount > 0 ? '+' : ''}
-                  {fmtNumber(e.amount)}
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
+        <div class="table-wrap">
+          <table class="table">
+            <TableHead columns={['When', 'What', { label: 'Credits', num: true }]} />
+            <tbody>
+              {ledger.items.map((e) => (
+                <tr key={e.id}>
+                  <td>{fmtDateTime(e.createdAt)}</td>
+                  <td>{what(e)}</td>
+                  <td class={`num ${e.amount < 0 ? 'down' : 'up'}`}>
+                    {e.amount > 0 ? '+' : ''}
+                    {fmtNumber(e.amount)}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
       )}
       {ledger.more && (
         <button type="button" class="secondary" onClick={ledger.more} disabled={ledger.busy}>
@@ -105,34 +119,49 @@ function Ledger() {
   );
 }
 
+type CheckoutState = Schemas['CheckoutState'];
+/** How long the return page asks again while the payment is not confirmed: the webhook may come after the trader. */
+const POLL_MS = 2000;
+const POLL_FOR_MS = 10 * 60_000;
+
 /**
- * Where the hosted checkout returns. Credits come with the payment provider's webhook, which may arrive
- * after the trader does: the wallet is read again for up to a minute until the credits show.
+ * Where the hosted checkout returns. It shows what the service knows of this checkout (GET
+ * /api/billing/checkout/{id}), never what the address claims: pending until the payment webhook has
+ * credited it (asked again every 2 s), credited, or expired.
  */
 export function CheckoutReturnPage({ outcome }: { outcome: 'success' | 'cancel' }) {
-  const [wallet, setWallet] = useState<Wallet | undefined>();
-  const [settled, setSettled] = useState(false);
+  const { query } = useLocation();
+  const sessionId = query.get('session_id') ?? '';
+  const wallet = useWallet();
+  const [state, setState] = useState<CheckoutState | undefined>();
+  const [problem, setProblem] = useState<unknown>();
   useEffect(() => {
     if (outcome !== 'success') return;
+    if (!sessionId) return setProblem(new ApiError(404, undefined, null));
     let live = true;
+    const until = Date.now() + POLL_FOR_MS;
     void (async () => {
-      for (let i = 0; i < 30 && live; i++) {
-        const w = await must(api.GET('/api/billing/wallet')).catch(() => undefined);
-        if (w && live) {
-          setWallet(w);
-          const pending = sessionStorage.getItem('advisor.creditsBeforeCheckout');
-          if (pending !== null && w.credits > Number(pending)) {
-            sessionStorage.removeItem('advisor.creditsBeforeCheckout');
-            setSettled(true);
+      while (live) {
+        try {
+          const s = await must(api.GET('/api/billing/checkout/{sessionId}', { params: { path: { sessionId } } }));
+          if (!live) return;
+          setState(s);
+          setProblem(undefined);
+          if (s.state !== 'pending') {
+            if (s.state === 'credited') await refreshWallet().catch(() => undefined);
             return;
           }
-          if (pending === null) return setSettled(true);
+        } catch (err) {
+          if (!live) return;
+          setProblem(err);
+          if (err instanceof ApiError && err.status < 500) return;
         }
-        await new Promise((r) => setTimeout(r, 2000));
+        if (Date.now() > until) return;
+        await new Promise((r) => setTimeout(r, POLL_MS));
       }
     })();
     return () => void (live = false);
-  }, [outcome]);
+  }, [outcome, sessionId]);
   if (outcome === 'cancel') {
     return (
       <Page title="Checkout cancelled">
@@ -143,16 +172,35 @@ export function CheckoutReturnPage({ outcome }: { outcome: 'success' | 'cancel' 
       </Page>
     );
   }
+  const notFound = problem instanceof ApiError && problem.status === 404;
   return (
-    <Page title="Thank you">
-      <p role="status">{settled ? 'Your payment went through and the credits are in your wallet.' : 'Payment received. Your credits appear as soon as the payment provider confirms it…'}</p>
+    <Page title={state?.state === 'credited' ? 'Thank you' : state?.state === 'expired' ? 'Checkout expired' : 'Your checkout'}>
+      <div role="status" class={`checkout-state ${state?.state ?? ''}`}>
+        {notFound ? (
+          <p>This checkout is not one of yours, or it was never opened. Nothing was charged by it.</p>
+        ) : !state ? (
+          <p>Looking up your checkout…</p>
+        ) : state.state === 'credited' ? (
+          <p>Your payment went through: {fmtNumber(state.credits)} credits are in your wallet.</p>
+        ) : state.state === 'expired' ? (
+          <p>This checkout expired before it was paid. Nothing was charged; you can buy credits again.</p>
+        ) : (
+          <p>
+            Waiting for the payment to be confirmed by the payment provider. Your {fmtNumber(state.credits)} credits ({fmtMoney(state.amount, state.currency)}) appear here as soon as
+            it is; you can leave this page meanwhile.
+          </p>
+        )}
+      </div>
+      {problem !== undefined && !notFound && <Problem error={problem} />}
       {wallet && <WalletSummary wallet={wallet} />}
-      <a class="button" href="/chat">
-        Talk to the advisor
-      </a>{' '}
-      <a class="button secondary" href="/billing">
-        Credits and ledger
-      </a>
+      <p class="buttons">
+        <a class="button" href="/chat">
+          Talk to the advisor
+        </a>
+        <a class="button secondary" href="/billing">
+          Credits and ledger
+        </a>
+      </p>
     </Page>
   );
 }

@@ -1,20 +1,29 @@
 import { useCallback, useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
-import { api, explainStreamError, must, type Schemas } from '../api/client.ts';
-import { loadCatalogue, providerName } from '../catalogue.ts';
+import { api, authorizedFetch, must, type Schemas } from '../api/client.ts';
+import { loadCatalogue } from '../catalogue.ts';
 import { AuthedImage } from '../components/AuthedImage.tsx';
-import { Composer, base64Of, type Outgoing } from '../components/Composer.tsx';
-import { ToolCard } from '../components/ToolCard.tsx';
-import { renderMarkdown } from '../markdown.ts';
+import { Composer, base64Of, type Outgoing, type Picked } from '../components/Composer.tsx';
+import { ConversationHead } from '../components/ConversationHead.tsx';
+import { ConversationList } from '../components/ConversationList.tsx';
+import { AssistantMessage, EditMessage, UserMessage } from '../components/Messages.tsx';
+import { ModelChooser } from '../components/ModelPicker.tsx';
 import { navigate } from '../router.ts';
 import { EMPTY_REPLY, applyFrame, attach, ended, replyOf, sendMessage, type Frame, type Reply } from '../stream.ts';
-import { Problem, fmtDateTime, fmtNumber, fmtUsd, useAction, useCursorPages, useLoad } from '../ui.tsx';
+import { Problem, useLoad } from '../ui.tsx';
+import { refreshWallet, useWallet } from '../wallet.ts';
 
 type Message = Schemas['Message'];
 type Conversation = Schemas['ConversationWithMessages'];
+type Keys = Schemas['ProviderKeyList'];
+
+/** The title the service gives a conversation from its first message (DESIGN §7): whitespace collapsed, 80 characters. */
+const titleOf = (text: string): string => [...text.replace(/\s+/g, ' ').trim()].slice(0, 80).join('');
 
 export function ChatPage({ conversationId }: { conversationId: string | undefined }) {
   const [listRound, setListRound] = useState(0);
+  const [listOpen, setListOpen] = useState(false);
   const refreshList = useCallback(() => setListRound((n) => n + 1), []);
+  const keys = useLoad(() => must(api.GET('/api/advisor/provider-keys')));
   // A new conversation gets its id from the stream's first frame; the view that started it stays (its
   // reply is still streaming) while the address becomes /chat/{id}. "New conversation" starts a new view.
   const fresh = useRef(0);
@@ -32,111 +41,48 @@ export function ChatPage({ conversationId }: { conversationId: string | undefine
   }, []);
   return (
     <div class="chat">
-      <ConversationList selected={conversationId} round={listRound} />
-      <ConversationView key={key} conversationId={conversationId} onChanged={refreshList} onAdopt={adopt} />
+      <ConversationList selected={conversationId} round={listRound} open={listOpen} onClose={() => setListOpen(false)} />
+      <ConversationView
+        key={key}
+        conversationId={conversationId}
+        keys={keys.data}
+        onKeysChanged={keys.reload}
+        onChanged={refreshList}
+        onAdopt={adopt}
+        listOpen={listOpen}
+        onToggleList={() => setListOpen((o) => !o)}
+      />
     </div>
   );
 }
 
-function ConversationList({ selected, round }: { selected: string | undefined; round: number }) {
-  const pages = useCursorPages((cursor) => must(api.GET('/api/advisor/conversations', { params: { query: { limit: 20, ...(cursor ? { cursor } : {}) } } })));
-  const [renaming, setRenaming] = useState<string | undefined>();
-  const action = useAction();
-  useEffect(() => void pages.reload(), [round]);
-  const rename = (id: string, title: string) =>
-    action.run(async () => {
-      await must(api.PATCH('/api/advisor/conversations/{id}', { params: { path: { id } }, body: { title } }));
-      setRenaming(undefined);
-      await pages.reload();
-    });
-  const remove = (c: Schemas['ConversationListItem']) =>
-    confirm(`Delete “${c.title}” and its messages?`) &&
-    action.run(async () => {
-      await must(api.DELETE('/api/advisor/conversations/{id}', { params: { path: { id: c.id } } }));
-      if (c.id === selected) navigate('/chat');
-      await pages.reload();
-    });
-  return (
-    <nav class="conversations" aria-label="Conversations">
-      <a class="button new-chat" href="/chat">
-        New conversation
-      </a>
-      <Problem error={action.error ?? pages.error} />
-      <ul>
-        {pages.items.map((c) => (
-          <li key={c.id} class={c.id === selected ? 'selected' : ''}>
-            {renaming === c.id ? (
-              <RenameForm title={c.title} onSave={(t) => rename(c.id, t)} onCancel={() => setRenaming(undefined)} />
-            ) : (
-              <>
-                <a href={`/chat/${c.id}`} aria-current={c.id === selected ? 'page' : undefined}>
-                  <span class="title">{c.title}</span>
-                  <span class="hint">
-                    {providerName(c.provider)} · {fmtDateTime(c.lastMessageAt)}
-                  </span>
-                </a>
-                <div class="row-actions">
-                  <button type="button" class="icon" onClick={() => setRenaming(c.id)} aria-label={`Rename “${c.title}”`} title="Rename">
-                    <Icon d="M4 20h4L19 9l-4-4L4 16v4zM14 6l4 4" />
-                  </button>
-                  <button type="button" class="icon" onClick={() => remove(c)} aria-label={`Delete “${c.title}”`} title="Delete">
-                    <Icon d="M5 7h14M10 7V4h4v3M7 7l1 13h8l1-13" />
-                  </button>
-                </div>
-              </>
-            )}
-          </li>
-        ))}
-      </ul>
-      {pages.more && (
-        <button type="button" class="secondary" onClick={pages.more} disabled={pages.busy}>
-          Older conversations
-        </button>
-      )}
-    </nav>
-  );
-}
-
-function Icon({ d }: { d: string }) {
-  return (
-    <svg width="16" height="16" viewBox="0 0 24 24" fill="none" stroke="currentColor" stroke-width="2" stroke-linecap="round" stroke-linejoin="round" aria-hidden="true">
-      <path d={d} />
-    </svg>
-  );
-}
-
-function RenameForm({ title, onSave, onCancel }: { title: string; onSave: (t: string) => void; onCancel: () => void }) {
-  const [value, setValue] = useState(title);
-  const input = useRef<HTMLInputElement>(null);
-  useEffect(() => input.current?.select(), []);
-  return (
-    <form
-      class="inline"
-      onSubmit={(e) => {
-        e.preventDefault();
-        if (value.trim()) onSave(value.trim());
-      }}
-    >
-      <input ref={input} aria-label="New title" value={value} maxLength={200} onInput={(e) => setValue(e.currentTarget.value)} onKeyDown={(e) => e.key === 'Escape' && onCancel()} />
-      <button type="submit" class="secondary">
-        Save
-      </button>
-    </form>
-  );
-}
-
 interface Live {
-  /** Messages of this turn not yet in `conversation` (the user's, shown as sent). */
+  /** The user message of this turn, as sent (not yet in `conversation`). */
   readonly user: { text: string; previews: string[] } | undefined;
   readonly reply: Reply;
 }
 
-function ConversationView({ conversationId, onChanged, onAdopt }: { conversationId: string | undefined; onChanged: () => void; onAdopt: (id: string) => void }) {
+interface ViewProps {
+  conversationId: string | undefined;
+  keys: Keys | undefined;
+  onKeysChanged: () => void;
+  onChanged: () => void;
+  onAdopt: (id: string) => void;
+  listOpen: boolean;
+  onToggleList: () => void;
+}
+
+function ConversationView({ conversationId, keys, onKeysChanged, onChanged, onAdopt, listOpen, onToggleList }: ViewProps) {
   const catalogue = useLoad(loadCatalogue);
+  const wallet = useWallet();
   const [conversation, setConversation] = useState<Conversation | undefined>();
   const [older, setOlder] = useState<Message[]>([]);
   const [live, setLive] = useState<Live | undefined>();
   const [problem, setProblem] = useState<unknown>();
+  const [pendingTitle, setPendingTitle] = useState<string | undefined>();
+  /** Messages a replacing turn takes the place of, hidden while it runs. */
+  const [replacing, setReplacing] = useState<readonly string[]>([]);
+  const [editing, setEditing] = useState(false);
   const idRef = useRef(conversationId);
   const replyRef = useRef<Reply>(EMPTY_REPLY);
   const pending = useRef<number | undefined>(undefined);
@@ -144,7 +90,9 @@ function ConversationView({ conversationId, onChanged, onAdopt }: { conversation
   const abort = useRef<AbortController | undefined>(undefined);
   const firstFrameSeen = useRef(false);
   const previews = useRef<string[]>([]);
-  const bottom = useRef<HTMLDivElement>(null);
+  const log = useRef<HTMLDivElement>(null);
+  /** The reader is at the bottom of the thread: new text scrolls into view only then. */
+  const following = useRef(true);
 
   const load = useCallback(async (id: string) => {
     const c = await must(api.GET('/api/advisor/conversations/{id}', { params: { path: { id }, query: { limit: 50 } } }));
@@ -153,27 +101,36 @@ function ConversationView({ conversationId, onChanged, onAdopt }: { conversation
   }, []);
 
   // Frames arrive faster than a screen refreshes: they are applied at once and drawn once per frame.
-  const take = useCallback((frame: Frame) => {
-    replyRef.current = applyFrame(replyRef.current, frame);
-    if (frame.event === 'delta' && !firstFrameSeen.current) {
-      firstFrameSeen.current = true;
-      performance.mark('reply-first-frame');
-    }
-    if (frame.event === 'start') {
-      const start = frame.data as Schemas['StreamStartFrame'];
-      if (!idRef.current) {
-        idRef.current = start.conversationId;
-        onAdopt(start.conversationId);
-        onChanged();
+  const take = useCallback(
+    (frame: Frame) => {
+      replyRef.current = applyFrame(replyRef.current, frame);
+      if (frame.event === 'delta' && !firstFrameSeen.current) {
+        firstFrameSeen.current = true;
+        performance.mark('reply-first-frame');
       }
-    }
-    if (pending.current === undefined) {
-      pending.current = requestAnimationFrame(() => {
-        pending.current = undefined;
-        setLive((l) => ({ user: l?.user, reply: replyRef.current }));
-      });
-    }
-  }, [onChanged, onAdopt]);
+      if (frame.event === 'start') {
+        const start = frame.data as Schemas['StreamStartFrame'];
+        if (!idRef.current) {
+          idRef.current = start.conversationId;
+          onAdopt(start.conversationId);
+          onChanged();
+        }
+      }
+      if (pending.current === undefined) {
+        pending.current = requestAnimationFrame(() => {
+          pending.current = undefined;
+          setLive((l) => ({ user: l?.user, reply: replyRef.current }));
+        });
+      }
+    },
+    [onChanged, onAdopt],
+  );
+
+  /** A frame drawn after the turn has ended would bring the ended turn back: one still waiting is dropped. */
+  const dropPendingDraw = () => {
+    if (pending.current !== undefined) cancelAnimationFrame(pending.current);
+    pending.current = undefined;
+  };
 
   const finish = useCallback(async () => {
     const id = idRef.current;
@@ -181,9 +138,12 @@ function ConversationView({ conversationId, onChanged, onAdopt }: { conversation
       await load(id).catch(setProblem);
       onChanged();
     }
+    dropPendingDraw();
+    refreshWallet().catch(() => undefined);
     // The stored message now shows the sent images (fetched from the service): the previews can go.
     for (const url of previews.current) URL.revokeObjectURL(url);
     previews.current = [];
+    setReplacing([]);
     setLive(undefined);
   }, [load, onChanged]);
 
@@ -229,26 +189,59 @@ function ConversationView({ conversationId, onChanged, onAdopt }: { conversation
     setTimeout(() => performance.getEntriesByName('reply-first-text').length === 0 && performance.measure('reply-first-text', 'reply-first-frame'), 0);
   }, [live]);
 
-  useEffect(() => bottom.current?.scrollIntoView({ block: 'end' }), [live, conversation]);
+  // New text is followed only while the reader is at the bottom; one who scrolled up stays where they are.
+  useLayoutEffect(() => {
+    const el = log.current;
+    if (el && following.current) el.scrollTop = el.scrollHeight;
+  }, [live, conversation, editing]);
 
-  const send = async (m: Outgoing): Promise<boolean> => {
+  const streaming = live !== undefined && !ended(live.reply);
+  const stop = useCallback(async () => {
+    const id = idRef.current;
+    if (id) await must(api.POST('/api/advisor/conversations/{id}/stop', { params: { path: { id } } })).catch(setProblem);
+  }, []);
+  // Escape stops a reply, wherever the focus is (an open editor or list takes its own Escape first).
+  useEffect(() => {
+    if (!streaming) return;
+    const onKey = (e: KeyboardEvent) => {
+      if (e.key === 'Escape' && !e.defaultPrevented) void stop();
+    };
+    window.addEventListener('keydown', onKey);
+    return () => window.removeEventListener('keydown', onKey);
+  }, [streaming, stop]);
+
+  const send = async (m: Outgoing & { replaces?: readonly string[] }): Promise<boolean> => {
     setProblem(undefined);
     const attachments = await Promise.all(m.images.map(async (i) => ({ type: 'image' as const, format: i.format, dataBase64: await base64Of(i.file) })));
-    const body = { text: m.text, clientMessageId: crypto.randomUUID(), ...(m.personaId ? { personaId: m.personaId } : {}), ...(attachments.length ? { attachments } : {}) };
+    const [replaces] = m.replaces ?? [];
+    const body = {
+      text: m.text,
+      clientMessageId: crypto.randomUUID(),
+      ...(m.personaId ? { personaId: m.personaId } : {}),
+      ...(attachments.length ? { attachments } : {}),
+      ...(replaces ? { replaces } : {}),
+    };
     const id = idRef.current;
     const url = id ? `/api/advisor/conversations/${encodeURIComponent(id)}/messages/stream` : '/api/advisor/conversations/new/messages/stream';
     replyRef.current = EMPTY_REPLY;
     firstFrameSeen.current = false;
+    following.current = true;
     performance.clearMarks('reply-first-frame');
     performance.clearMeasures('reply-first-text');
     previews.current = m.images.map((i) => i.preview);
+    if (!id) setPendingTitle(titleOf(m.text));
+    setReplacing(m.replaces ?? []);
+    setEditing(false);
     setLive({ user: { text: m.text, previews: previews.current }, reply: EMPTY_REPLY });
     const controller = new AbortController();
     abort.current = controller;
     try {
       await sendMessage(url, body, take, controller.signal);
     } catch (err) {
+      dropPendingDraw();
       setLive(undefined);
+      setReplacing([]);
+      setPendingTitle(undefined);
       setProblem(err);
       return false;
     }
@@ -258,33 +251,55 @@ function ConversationView({ conversationId, onChanged, onAdopt }: { conversation
     return true;
   };
 
-  /** A reply that failed for a passing reason (the provider busy, a restart): the same question again, as a new turn. */
-  const retry = () => {
-    const question = [...messages].reverse().find((m) => m.role === 'user');
-    if (question) void send({ text: question.text, personaId: conversation?.personaId ?? undefined, images: [] });
-  };
-
-  const stop = async () => {
-    const id = idRef.current;
-    if (id) await must(api.POST('/api/advisor/conversations/{id}/stop', { params: { path: { id } } })).catch(setProblem);
-  };
-
-  const streaming = live !== undefined && !ended(live.reply);
   const messages = [...older, ...(conversation?.messages ?? [])];
-  // While a reply streams, its stored row (status streaming) is drawn from the frames instead.
-  const shown = live && live.reply.assistantMessageId ? messages.filter((x) => x.id !== live.reply.assistantMessageId) : messages;
+  const lastUser = [...messages].reverse().find((m) => m.role === 'user');
+  const lastReply = messages.at(-1)?.role === 'assistant' ? messages.at(-1) : undefined;
+
+  /** The last turn again (regenerate, a retry, an edit): it takes the place of the stored one, with its images. */
+  const again = async (text: string): Promise<boolean> => {
+    if (!lastUser) return false;
+    const images = await Promise.all(lastUser.attachments.map(imageOf)).catch((err: unknown) => (setProblem(err), undefined));
+    if (!images) return false;
+    const replaced = [lastUser.id, ...(lastReply ? [lastReply.id] : [])];
+    return send({ text, personaId: conversation?.personaId ?? undefined, images, replaces: replaced });
+  };
+
+  // While a reply streams, its stored row (status streaming) is drawn from the frames instead; a replaced turn is hidden.
+  const hidden = new Set([...replacing, ...(live?.reply.assistantMessageId ? [live.reply.assistantMessageId] : [])]);
+  const shown = messages.filter((x) => !hidden.has(x.id));
+  const idle = !live;
+  const title = conversation?.title ?? pendingTitle ?? 'New conversation';
 
   return (
     <section class="conversation" aria-labelledby="page-title">
-      <header class="conversation-head">
-        <h1 id="page-title">{conversation?.title ?? 'New conversation'}</h1>
-        {conversation && (
-          <span class="hint">
-            {providerName(conversation.provider)} · {conversation.model}
-          </span>
-        )}
-      </header>
-      <div class="messages" role="log" aria-label="Messages" tabIndex={0} aria-busy={streaming}>
+      <ConversationHead
+        conversation={conversation}
+        title={title}
+        messages={messages}
+        listOpen={listOpen}
+        onToggleList={onToggleList}
+        onRenamed={(c) => {
+          setConversation((prev) => prev && { ...prev, title: c.title });
+          onChanged();
+        }}
+        onDeleted={() => {
+          navigate('/chat');
+          onChanged();
+        }}
+        onProblem={setProblem}
+      />
+      <div
+        class="messages"
+        ref={log}
+        role="log"
+        aria-label="Messages"
+        tabIndex={0}
+        aria-busy={streaming}
+        onScroll={(e) => {
+          const el = e.currentTarget;
+          following.current = el.scrollHeight - el.scrollTop - el.clientHeight < 40;
+        }}
+      >
         {conversation?.nextCursor && (
           <button
             type="button"
@@ -301,29 +316,66 @@ function ConversationView({ conversationId, onChanged, onAdopt }: { conversation
             Earlier messages
           </button>
         )}
-        {!idRef.current && !live && <Welcome />}
-        {shown.map((m, i) =>
+        {!idRef.current && !live && <Welcome needsKey={keys !== undefined && keys.items.length === 0} />}
+        {shown.map((m) =>
           m.role === 'user' ? (
-            <UserMessage key={m.id} message={m} />
+            editing && idle && m.id === lastUser?.id ? (
+              <EditMessage key={m.id} text={m.text} onCancel={() => setEditing(false)} onSend={(text) => void again(text)} />
+            ) : (
+              <UserMessage
+                key={m.id}
+                text={m.text}
+                actions={
+                  idle && m.id === lastUser?.id ? (
+                    <button type="button" class="ghost small" onClick={() => setEditing(true)}>
+                      Edit
+                    </button>
+                  ) : undefined
+                }
+              >
+                {m.attachments.map((a) => (
+                  <AuthedImage key={a.id} url={a.url} alt={`attached ${a.format} image`} />
+                ))}
+              </UserMessage>
+            )
           ) : (
-            <AssistantMessage key={m.id} reply={replyOf(m)} onRetry={!live && i === shown.length - 1 && m.error?.retryable ? retry : undefined} />
+            <AssistantMessage
+              key={m.id}
+              reply={replyOf(m)}
+              onRetry={idle && m.id === lastReply?.id && m.error?.retryable ? () => void again(lastUser?.text ?? '') : undefined}
+              onRegenerate={idle && m.id === lastReply?.id ? () => void again(lastUser?.text ?? '') : undefined}
+            />
           ),
         )}
         {live?.user && (
-          <article class="message user" aria-label="You">
-            <p class="text">{live.user.text}</p>
+          <UserMessage text={live.user.text}>
             {live.user.previews.map((p) => (
               <img key={p} class="thumb" src={p} alt="attached image" />
             ))}
-          </article>
+          </UserMessage>
         )}
         {live && <AssistantMessage reply={live.reply} />}
-        <div ref={bottom} />
       </div>
       <Problem error={problem}>{problemHelp(problem)}</Problem>
-      <Composer catalogue={catalogue.data} personaId={conversation?.personaId ?? undefined} streaming={streaming} onSend={send} onStop={() => void stop()} />
+      <Composer
+        catalogue={catalogue.data}
+        personaId={conversation?.personaId ?? undefined}
+        streaming={streaming}
+        onSend={send}
+        onStop={() => void stop()}
+        model={<ModelChooser conversation={conversation} keys={keys} catalogue={catalogue.data} wallet={wallet} onKeysChanged={onKeysChanged} onProblem={setProblem} />}
+      />
     </section>
   );
+}
+
+/** An attachment's bytes again, to send with a turn that replaces the one it came with. */
+async function imageOf(a: Message['attachments'][number]): Promise<Picked> {
+  const res = await authorizedFetch(a.url);
+  if (!res.ok) throw new Error('an image of the message could not be read again');
+  const blob = await res.blob();
+  const file = new File([blob], `image.${a.format}`, { type: blob.type });
+  return { id: a.id, file, format: a.format, preview: URL.createObjectURL(blob) };
 }
 
 function problemHelp(err: unknown) {
@@ -334,67 +386,22 @@ function problemHelp(err: unknown) {
   return null;
 }
 
-function Welcome() {
+function Welcome({ needsKey }: { needsKey: boolean }) {
   return (
-    <div class="welcome">
-      <h2>Ask your advisor</h2>
-      <p>It can look up quotes and price history with your market-data key, read your trading accounts, and look at the charts you attach.</p>
-    </div>
-  );
-}
-
-function UserMessage({ message }: { message: Message }) {
-  return (
-    <article class="message user" aria-label="You">
-      <p class="text">{message.text}</p>
-      {message.attachments.map((a) => (
-        <AuthedImage key={a.id} url={a.url} alt={`attached ${a.format} image`} />
-      ))}
-    </article>
-  );
-}
-
-function AssistantMessage({ reply, onRetry }: { reply: Reply; onRetry?: (() => void) | undefined }) {
-  const results = new Map(reply.parts.flatMap((p) => (p.type === 'tool_result' ? [[p.id, p] as const] : [])));
-  const running = reply.status === 'streaming';
-  return (
-    <article class={`message assistant ${reply.status}`} aria-label="Advisor">
-      {reply.parts.map((p, i) =>
-        p.type === 'text' ? (
-          <div key={i} class="md" dangerouslySetInnerHTML={{ __html: renderMarkdown(p.text) }} />
-        ) : p.type === 'tool_call' ? (
-          <ToolCard key={p.id} call={p} result={results.get(p.id)} running={running} />
-        ) : null,
+    <section class="welcome" aria-labelledby="welcome-title">
+      <h2 id="welcome-title">Ask your advisor</h2>
+      {needsKey ? (
+        <>
+          <p>The advisor runs on your own language-model key: add a language-model key first (OpenAI, Anthropic, Gemini and others).</p>
+          <p>
+            <a class="button" href="/keys">
+              Add a key
+            </a>
+          </p>
+        </>
+      ) : (
+        <p>It can look up quotes and price history with your market-data key, read your trading accounts, and look at the charts you attach.</p>
       )}
-      {running && reply.parts.length === 0 && <p class="hint typing">Thinking…</p>}
-      <ReplyFooter reply={reply} onRetry={onRetry} />
-    </article>
-  );
-}
-
-function ReplyFooter({ reply, onRetry }: { reply: Reply; onRetry?: (() => void) | undefined }) {
-  if (reply.status === 'streaming') return null;
-  const u = reply.usage;
-  const bits: string[] = [];
-  if (reply.finishReason === 'stopped') bits.push('Stopped');
-  if (reply.finishReason === 'aborted') bits.push('Interrupted');
-  if (reply.finishReason === 'length') bits.push('Cut at the length limit');
-  if (u && (u.inputTokens !== null || u.outputTokens !== null)) bits.push(`${fmtNumber(u.inputTokens)} in · ${fmtNumber(u.outputTokens)} out tokens`);
-  if (u?.estimatedCostUsd !== null && u?.estimatedCostUsd !== undefined) bits.push(`≈ ${fmtUsd(u.estimatedCostUsd)} on your key`);
-  if (reply.billing) bits.push(reply.billing.source === 'credits' ? `${reply.billing.credits} credits` : reply.billing.source === 'allowance' ? 'free allowance turn' : 'free');
-  return (
-    <footer class="reply-footer">
-      {reply.status === 'failed' && reply.error && (
-        <p class="problem" role="alert">
-          {explainStreamError(reply.error.code, reply.error.message)} <code>{reply.error.code}</code>{' '}
-          {onRetry && (
-            <button type="button" class="secondary small" onClick={onRetry}>
-              Send again
-            </button>
-          )}
-        </p>
-      )}
-      {bits.length > 0 && <span class="hint">{bits.join(' · ')}</span>}
-    </footer>
+    </section>
   );
 }

@@ -1,4 +1,4 @@
-import { useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, must } from '../api/client.ts';
 import { signIn } from '../session.ts';
 import { Page, Problem, useAction, useLoad } from '../ui.tsx';
@@ -13,6 +13,13 @@ export function SignInPage({ onDone }: { onDone: () => void }) {
   const [token, setToken] = useState('');
   const [tokenProblem, setTokenProblem] = useState(false);
   const action = useAction();
+  const userField = useRef<HTMLInputElement>(null);
+  const tokenField = useRef<HTMLTextAreaElement>(null);
+  // The first field the trader fills is ready to be typed in.
+  useEffect(() => {
+    if (local.loading) return;
+    (local.data === true ? userField.current : tokenField.current)?.focus();
+  }, [local.loading, local.data]);
 
   const submitLocal = async (e: Event) => {
     e.preventDefault();
@@ -33,7 +40,7 @@ export function SignInPage({ onDone }: { onDone: () => void }) {
           <p class="hint">This service runs on your machine with its embedded defaults, so any user id signs in.</p>
           <label>
             User id
-            <input name="userId" required maxLength={128} value={userId} onInput={(e) => setUserId(e.currentTarget.value)} autoComplete="username" />
+            <input ref={userField} name="userId" required maxLength={128} value={userId} onInput={(e) => setUserId(e.currentTarget.value)} autoComplete="username" />
           </label>
           <button type="submit" disabled={action.busy}>
             Sign in
@@ -50,7 +57,7 @@ export function SignInPage({ onDone }: { onDone: () => void }) {
         </p>
         <label>
           Bearer token
-          <textarea name="token" rows={3} required value={token} spellcheck={false} onInput={(e) => (setToken(e.currentTarget.value), setTokenProblem(false))} />
+          <textarea ref={tokenField} name="token" rows={3} required value={token} spellcheck={false} onInput={(e) => (setToken(e.currentTarget.value), setTokenProblem(false))} />
         </label>
         <button type="submit">Use this token</button>
         {tokenProblem && (

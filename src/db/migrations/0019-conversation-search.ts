@@ -1,0 +1,22 @@
+import { sql, type Kysely } from 'kysely';
+import { searchDocument } from '../../features/conversations/repo.ts';
+
+/**
+ * Conversation search (GET /api/advisor/conversations?q=): one search document per conversation — its
+ * words as a tsvector, with its owner's mark — under a GIN index. Full-text search is core PostgreSQL,
+ * so the same migration runs on PGlite and on any PostgreSQL without an extension. The documents of
+ * the conversations there already are made here from their titles and messages.
+ */
+export async function up(db: Kysely<unknown>): Promise<void> {
+  await sql`
+    create table conversation_search (
+      conversation_id uuid primary key references conversations(id) on delete cascade,
+      document tsvector not null
+    )`.execute(db);
+  await sql`
+    insert into conversation_search (conversation_id, document)
+    select c.id, ${searchDocument(sql`c.user_id`, sql`c.title || ' ' || coalesce(string_agg(m.content, ' ' order by m.seq), '')`)}
+    from conversations c left join messages m on m.conversation_id = c.id
+    group by c.id`.execute(db);
+  await sql`create index conversation_search_document_idx on conversation_search using gin (document)`.execute(db);
+}
