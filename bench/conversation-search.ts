@@ -103,9 +103,9 @@ export async function conversationSearch(h: Harness): Promise<Row> {
         `${int(CONVERSATIONS)} conversations: every ${HEAVY_EVERY}th one (${int(CONVERSATIONS / HEAVY_EVERY)}) the searching user's, the others ` +
         `${int(OTHER_USERS)} users' (about 100 each), updated one after another over a year. Each conversation's search document is ` +
         `one of ${int(DOCUMENTS)} texts of ${WORDS_PER_DOCUMENT} words drawn by Zipf's law from a vocabulary of ${int(VOCABULARY.length)} ` +
-        '(a trader\'s words first, then a long tail), made into words by the service\'s own expression, with its owner\'s mark; the ' +
+        "(a trader's words first, then a long tail), made into words by the service's own expression, with its owner's mark; the " +
         `index built after the seed (${(seedMs / 1000).toFixed(0)} s with VACUUM ANALYZE; the search reads only the conversations ` +
-        'and their documents, so no messages are seeded). Each request is the user\'s first page for a query drawn as a trader ' +
+        "and their documents, so no messages are seeded). Each request is the user's first page for a query drawn as a trader " +
         'types: one of their words (60%, by the same law, so common words are searched most), two words (20%), the first four ' +
         'letters of one (15%), a word in none of their conversations (5%); latency at the client. First one client in a loop for ' +
         `${h.quick ? 2 : 5} s ("a request at a time", the goal's judge); then ${CLIENTS} clients in a closed loop for ${durationMs / 1000} s ` +
@@ -127,7 +127,10 @@ export async function conversationSearch(h: Harness): Promise<Row> {
 async function seed(pool: pg.Pool, databaseUrl: string): Promise<void> {
   const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: databaseUrl, max: 1 }) }) });
   try {
-    await pool.query(`insert into users (id) select 'search-' || g from generate_series(0, $1 - 1) g union all select $2 on conflict do nothing`, [OTHER_USERS, HEAVY]);
+    await pool.query(`insert into users (id) select 'search-' || g from generate_series(0, $1 - 1) g union all select $2 on conflict do nothing`, [
+      OTHER_USERS,
+      HEAVY,
+    ]);
     await pool.query(
       `insert into conversations (id, user_id, title, provider, model, persona_id, message_count, last_message_at, created_at, updated_at)
        select gen_random_uuid(), case when g % $2 = 0 then $3 else 'search-' || (g % $4) end, 'Review of trade ' || g,

@@ -28,7 +28,8 @@ const http1 = new Pool(`http://127.0.0.1:${(server.address() as AddressInfo).por
 // A real table: a temporary one writes no WAL, so its commit would flush nothing. Dropped at the end.
 const table = `bench_hops_${process.pid}`;
 await db.query(`create table ${table} (id int primary key, v text)`);
-const upsert = () => db.query({ name: 'hops-upsert', text: `insert into ${table} values (1, $1) on conflict (id) do update set v = excluded.v`, values: [String(Math.random())] });
+const upsert = () =>
+  db.query({ name: 'hops-upsert', text: `insert into ${table} values (1, $1) on conflict (id) do update set v = excluded.v`, values: [String(Math.random())] });
 
 const hops: [string, () => Promise<unknown>][] = [
   ['Redis PING', () => redis.ping()],

@@ -98,14 +98,16 @@ async function clientWorker(job: ClientJob): Promise<void> {
   const run = async (n: number, op: () => Promise<number>, thinkMs = job.thinkMs): Promise<number[]> => {
     const samples: number[] = [];
     let left = n;
-    await Promise.all(Array.from({ length: job.concurrency }, async () => {
-      // Users start at random points of a think time, not all at once.
-      if (thinkMs > 0) await delay(Math.random() * thinkMs);
-      while (left-- > 0) {
-        samples.push(await op());
-        if (thinkMs > 0) await delay(-thinkMs * Math.log(1 - Math.random()));
-      }
-    }));
+    await Promise.all(
+      Array.from({ length: job.concurrency }, async () => {
+        // Users start at random points of a think time, not all at once.
+        if (thinkMs > 0) await delay(Math.random() * thinkMs);
+        while (left-- > 0) {
+          samples.push(await op());
+          if (thinkMs > 0) await delay(-thinkMs * Math.log(1 - Math.random()));
+        }
+      }),
+    );
     return samples;
   };
   // Warm-up without pauses, until the JIT has compiled the hot paths of both sides (a deployed
@@ -281,9 +283,11 @@ function writeSection(line: string): void {
     const blankAfter = tableAt < 0 ? -1 : section.indexOf('\n\n', tableAt + 1);
     const rowEnd = blankAfter < 0 ? section.length : blankAfter;
     const updated =
-      tableAt < 0 ? `${section.replace(/\n*$/, '')}\n\n${HEADER}\n${line}\n`
-      : sameHeader ? `${section.slice(0, rowEnd)}\n${line}${section.slice(rowEnd)}`
-      : `${section.slice(0, tableAt + 1)}${HEADER}\n${line}\n\n${section.slice(tableAt + 1)}`;
+      tableAt < 0
+        ? `${section.replace(/\n*$/, '')}\n\n${HEADER}\n${line}\n`
+        : sameHeader
+          ? `${section.slice(0, rowEnd)}\n${line}${section.slice(rowEnd)}`
+          : `${section.slice(0, tableAt + 1)}${HEADER}\n${line}\n\n${section.slice(tableAt + 1)}`;
     writeFileSync(file, `${current.slice(0, start)}${updated}${end < 0 ? '' : current.slice(end)}`);
     return;
   }
@@ -293,10 +297,10 @@ function writeSection(line: string): void {
     '`npx node bench/key-save.ts [--concurrency 20] [--think-ms 0] [--saves 2000] [--warmup 2000]` on PostgreSQL + Redis (`DATABASE_URL` / `REDIS_URL`,',
     'default 127.0.0.1). Users save provider keys over HTTP, closed loop (each user at most 10 times, the rolling-hour',
     'limit), against a loopback fake that answers the probe at once. The service has the main thread; the fake and the',
-    'load generator run on worker threads. Rounds of bare probes (the service\'s probe function, same fake, same',
-    'concurrency) alternate with rounds of saves, after a warm-up of --warmup probes and saves without pause (the JIT\'s);',
+    "load generator run on worker threads. Rounds of bare probes (the service's probe function, same fake, same",
+    "concurrency) alternate with rounds of saves, after a warm-up of --warmup probes and saves without pause (the JIT's);",
     'overhead = save percentile − bare-probe percentile. Rounds of floor saves (a bare node:http server doing only what',
-    'every save must, in the order the rules fix, on the same stores) give this machine\'s floor beside it. It covers HTTP,',
+    "every save must, in the order the rules fix, on the same stores) give this machine's floor beside it. It covers HTTP,",
     'JWT verification, the Redis rate limit, validation, AES-GCM sealing and the PostgreSQL transaction. Goal: overhead',
     'p50 ≤ 2 ms at 20 concurrent users.',
     '',

@@ -21,7 +21,10 @@ interface Profile {
   readonly timeDeltas: number[];
 }
 
-const { values, positionals } = parseArgs({ allowPositionals: true, options: { top: { type: 'string', default: '25' }, focus: { type: 'string' }, 'from-ms': { type: 'string', default: '0' } } });
+const { values, positionals } = parseArgs({
+  allowPositionals: true,
+  options: { top: { type: 'string', default: '25' }, focus: { type: 'string' }, 'from-ms': { type: 'string', default: '0' } },
+});
 const file = positionals[0];
 if (!file) throw new Error('usage: node bench/profile-summary.ts <file.cpuprofile>');
 const profile = JSON.parse(readFileSync(file, 'utf8')) as Profile;
@@ -37,7 +40,6 @@ const self = new Map<number, number>();
 profile.samples.forEach((id, i) => self.set(id, (self.get(id) ?? 0) + (weight[i] ?? 0)));
 const total = [...self.values()].reduce((a, b) => a + b, 0);
 const idle = [...self.entries()].filter(([id]) => ['(idle)', '(program)'].includes(byId.get(id)?.callFrame.functionName ?? '')).reduce((a, [, t]) => a + t, 0);
-
 
 const area = (url: string): string => {
   const nm = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url);

@@ -64,7 +64,11 @@ const { values } = parseArgs({
     'service-root': { type: 'string' },
   },
 });
-const only = values.only?.split(',').map((s) => s.trim()).filter(Boolean) ?? Object.keys(SCENARIOS);
+const only =
+  values.only
+    ?.split(',')
+    .map((s) => s.trim())
+    .filter(Boolean) ?? Object.keys(SCENARIOS);
 const unknown = only.filter((id) => !(id in SCENARIOS));
 if (unknown.length > 0) {
   process.stderr.write(`unknown benchmark(s): ${unknown.join(', ')}; known: ${Object.keys(SCENARIOS).join(', ')}\n`);
@@ -125,7 +129,16 @@ try {
       failed = true;
       const message = err instanceof Error ? err.message : String(err);
       log(`${scenario.title} FAILED: ${message}`);
-      rows.push({ id, title: scenario.title, service: 'failed', baseline: '—', result: message.split('\n')[0]?.slice(0, 160) ?? 'failed', goal: '—', met: false, how: 'The run failed; see the message.' });
+      rows.push({
+        id,
+        title: scenario.title,
+        service: 'failed',
+        baseline: '—',
+        result: message.split('\n')[0]?.slice(0, 160) ?? 'failed',
+        goal: '—',
+        met: false,
+        how: 'The run failed; see the message.',
+      });
     }
   }
 } finally {
@@ -139,9 +152,23 @@ const wallSeconds = (performance.now() - startedAt) / 1000;
 const redis = /v=(\S+)/.exec(execFileSync('redis-server', ['--version'], { encoding: 'utf8' }))?.[1] ?? 'unknown';
 const stealAtEnd = stealMs();
 const steal = stealAtStart === undefined || stealAtEnd === undefined ? 'n/a' : `${((stealAtEnd - stealAtStart) / 1000).toFixed(1)} s`;
-const run = { date, machine: machine(), postgres: stores.postgresVersion, redis, command, wallSeconds, load: `${loadAtStart} at start, ${loadAverage()} at the end`, steal };
+const run = {
+  date,
+  machine: machine(),
+  postgres: stores.postgresVersion,
+  redis,
+  command,
+  wallSeconds,
+  load: `${loadAtStart} at start, ${loadAverage()} at the end`,
+  steal,
+};
 const content = section(rows, run);
-process.stdout.write(`\n${table(rows)}\n\n${content.split('\n').filter((l) => l.startsWith('- ')).join('\n')}\n`);
+process.stdout.write(
+  `\n${table(rows)}\n\n${content
+    .split('\n')
+    .filter((l) => l.startsWith('- '))
+    .join('\n')}\n`,
+);
 if (write) log(`wrote ${path.relative(ROOT, writePerformanceDoc(content))}`);
 else log('docs/PERFORMANCE.md not written (partial or quick run; --write forces it)');
 log(`done in ${wallSeconds.toFixed(0)} s${values.keep || values.profile || failed ? `; logs in ${path.relative(ROOT, runDir)}` : ''}`);

@@ -68,4 +68,6 @@ for (const name of readdirSync(assets)) {
   raw += body.length;
   gz += zipped.length;
 }
-process.stdout.write(`web client built in ${Math.round(performance.now() - started)} ms: ${(raw / 1024).toFixed(0)} KiB of assets, ${(gz / 1024).toFixed(0)} KiB gzipped\n`);
+process.stdout.write(
+  `web client built in ${Math.round(performance.now() - started)} ms: ${(raw / 1024).toFixed(0)} KiB of assets, ${(gz / 1024).toFixed(0)} KiB gzipped\n`,
+);

@@ -24,7 +24,11 @@ try {
 }
 let handle;
 try {
-  handle = await createDb({ databaseUrl: config.databaseUrl, preparedStatements: config.databasePreparedStatements, pgliteDir: path.join(config.dataDir, 'pgdata') });
+  handle = await createDb({
+    databaseUrl: config.databaseUrl,
+    preparedStatements: config.databasePreparedStatements,
+    pgliteDir: path.join(config.dataDir, 'pgdata'),
+  });
 } catch (err) {
   refused(err);
 }

@@ -102,7 +102,15 @@ export async function buildApp(deps: Deps) {
   app.setNotFoundHandler((req, reply) => sendError(new AppError('NOT_FOUND', `no route ${req.method} ${req.url.split('?')[0]}`), req, reply));
 
   // Named response schemas, shared by every route (`ref(...)`) and documented once under components.schemas.
-  for (const schema of [...httpComponents, ...accountsComponents, ...billingComponents, ...advisorKeysComponents, ...conversationsComponents, ...usageComponents, ...journalComponents]) {
+  for (const schema of [
+    ...httpComponents,
+    ...accountsComponents,
+    ...billingComponents,
+    ...advisorKeysComponents,
+    ...conversationsComponents,
+    ...usageComponents,
+    ...journalComponents,
+  ]) {
     app.addSchema(schema);
   }
   await app.register(swagger, {
@@ -157,8 +165,7 @@ function toAppError(err: FastifyError | AppError, req: FastifyRequest): AppError
     const code = (err.validationContext === 'body' ? req.routeOptions.config.validationCode : undefined) ?? 'VALIDATION_ERROR';
     const details: ErrorDetail[] = err.validation.map((v) => {
       const missing = v.keyword === 'required' ? `/${String((v.params as { missingProperty?: string }).missingProperty ?? '')}` : '';
-      const extra =
-        v.keyword === 'additionalProperties' ? `/${String((v.params as { additionalProperty?: string }).additionalProperty ?? '')}` : '';
+      const extra = v.keyword === 'additionalProperties' ? `/${String((v.params as { additionalProperty?: string }).additionalProperty ?? '')}` : '';
       const where = err.validationContext ?? 'body';
       return { path: `${v.instancePath}${missing}${extra}` || '/', message: `${where} ${v.message ?? 'is invalid'}` };
     });

@@ -2,15 +2,7 @@ import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import path from 'node:path';
 import { Value } from 'typebox/value';
-import {
-  BUILT_IN_CATALOGUE,
-  CatalogueSchema,
-  CreditPacksSchema,
-  PROVIDERS,
-  catalogueProblems,
-  type Catalogue,
-  type Provider,
-} from './catalogue.ts';
+import { BUILT_IN_CATALOGUE, CatalogueSchema, CreditPacksSchema, PROVIDERS, catalogueProblems, type Catalogue, type Provider } from './catalogue.ts';
 
 const PROVIDER_PUBLIC_BASE_URLS: Record<Provider, string> = {
   openai: 'https://api.openai.com/v1',
@@ -272,7 +264,10 @@ export function loadConfig(env: Env = process.env): Config {
     trustProxy: trustedProxies(r.str('TRUST_PROXY'), r.problems),
     encryptionKeys: r.str('ENCRYPTION_KEYS'),
     auth,
-    providerBaseUrls: Object.fromEntries(PROVIDERS.map((p) => [p, r.url(`${p.toUpperCase()}_BASE_URL`, PROVIDER_PUBLIC_BASE_URLS[p])])) as Record<Provider, string>,
+    providerBaseUrls: Object.fromEntries(PROVIDERS.map((p) => [p, r.url(`${p.toUpperCase()}_BASE_URL`, PROVIDER_PUBLIC_BASE_URLS[p])])) as Record<
+      Provider,
+      string
+    >,
     marketData: marketDataSettings(r),
     stripe: stripeSettings(r),
     localSignIn: loopback && databaseUrl === undefined && auth.jwtSecret === undefined && auth.jwksUrl === undefined,
@@ -382,9 +377,7 @@ function trustedProxies(raw: string | undefined, problems: string[]): false | re
   if (raw === undefined || /^(false|no|off)$/i.test(raw)) return false;
   const entries = raw.split(',').map((e) => e.trim());
   if (entries.some((e) => !PROXY_NAMES.has(e) && !isAddressOrRange(e))) {
-    problems.push(
-      `TRUST_PROXY must be the proxies' addresses or CIDR ranges, comma-separated (or loopback, linklocal, uniquelocal), or false (got "${raw}")`,
-    );
+    problems.push(`TRUST_PROXY must be the proxies' addresses or CIDR ranges, comma-separated (or loopback, linklocal, uniquelocal), or false (got "${raw}")`);
     return false;
   }
   return entries;
@@ -422,7 +415,10 @@ function originOf(raw: string, exact = false): string | undefined {
  */
 function originList(raw: string | undefined, problems: string[], implied: (string | undefined)[]): string[] {
   const named: string[] = [];
-  for (const item of raw?.split(',').map((s) => s.trim()).filter(Boolean) ?? []) {
+  for (const item of raw
+    ?.split(',')
+    .map((s) => s.trim())
+    .filter(Boolean) ?? []) {
     const origin = originOf(item, true);
     if (origin === undefined) problems.push(`ALLOWED_ORIGINS must list origins such as https://app.example.com (scheme, host and port only) (got "${item}")`);
     else named.push(origin);

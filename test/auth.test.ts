@@ -30,9 +30,7 @@ async function startIdentityProvider(): Promise<{ url: string; sign(claims: JWTP
 
 function signWith(key: CryptoKey, claims: JWTPayload): Promise<string> {
   const now = Math.floor(Date.now() / 1000);
-  return new SignJWT({ iss: ISSUER, aud: AUDIENCE, iat: now, exp: now + 600, ...claims })
-    .setProtectedHeader({ alg: 'ES256', kid: 'k1', typ: 'JWT' })
-    .sign(key);
+  return new SignJWT({ iss: ISSUER, aud: AUDIENCE, iat: now, exp: now + 600, ...claims }).setProtectedHeader({ alg: 'ES256', kid: 'k1', typ: 'JWT' }).sign(key);
 }
 
 const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
@@ -41,9 +39,15 @@ describe('authentication (DESIGN §2)', () => {
   describe('configuration', () => {
     test('DESIGN §2: AUTH_JWKS_URL without AUTH_ISSUER and AUTH_AUDIENCE stops the start with a message naming them', () => {
       const both = configProblems({ AUTH_JWKS_URL: 'https://idp.example.test/jwks.json' });
-      assert.ok(both.some((p) => p.includes('AUTH_ISSUER') && p.includes('AUTH_AUDIENCE')), both.join('; '));
+      assert.ok(
+        both.some((p) => p.includes('AUTH_ISSUER') && p.includes('AUTH_AUDIENCE')),
+        both.join('; '),
+      );
       const noAudience = configProblems({ AUTH_JWKS_URL: 'https://idp.example.test/jwks.json', AUTH_ISSUER: ISSUER });
-      assert.ok(noAudience.some((p) => p.startsWith('AUTH_AUDIENCE must be set')), noAudience.join('; '));
+      assert.ok(
+        noAudience.some((p) => p.startsWith('AUTH_AUDIENCE must be set')),
+        noAudience.join('; '),
+      );
       assert.ok(!noAudience.some((p) => p.includes('AUTH_ISSUER')));
       assert.deepEqual(configProblems({ AUTH_JWKS_URL: 'https://idp.example.test/jwks.json', AUTH_ISSUER: ISSUER, AUTH_AUDIENCE: AUDIENCE }), []);
     });
@@ -52,7 +56,10 @@ describe('authentication (DESIGN §2)', () => {
       const env = { AUTH_ISSUER: ISSUER, AUTH_AUDIENCE: AUDIENCE };
       for (const url of ['http://idp.example.test/jwks.json', 'http://10.0.0.5/jwks.json', 'ftp://idp.example.test/jwks.json', 'not a url']) {
         const problems = configProblems({ ...env, AUTH_JWKS_URL: url });
-        assert.ok(problems.some((p) => p.startsWith('AUTH_JWKS_URL must be')), `${url}: ${problems.join('; ')}`);
+        assert.ok(
+          problems.some((p) => p.startsWith('AUTH_JWKS_URL must be')),
+          `${url}: ${problems.join('; ')}`,
+        );
       }
       for (const url of ['https://idp.example.test/jwks.json', 'http://127.0.0.1:8080/jwks', 'http://localhost/jwks', 'http://[::1]:9000/jwks']) {
         assert.deepEqual(configProblems({ ...env, AUTH_JWKS_URL: url }), [], url);

@@ -14,7 +14,9 @@ describe('configuration', () => {
   test('DESIGN §10: a sweep age shorter than three heartbeats (a live turn could be taken for crashed) stops the start', () => {
     assert.throws(
       () => loadConfig({ RESERVATION_SWEEP_AFTER_MS: '4000', STREAM_HEARTBEAT_MS: '1500' }),
-      (err: unknown) => err instanceof ConfigError && err.problems.some((p) => p.startsWith('RESERVATION_SWEEP_AFTER_MS (4000) must be at least 3 × STREAM_HEARTBEAT_MS (1500)')),
+      (err: unknown) =>
+        err instanceof ConfigError &&
+        err.problems.some((p) => p.startsWith('RESERVATION_SWEEP_AFTER_MS (4000) must be at least 3 × STREAM_HEARTBEAT_MS (1500)')),
     );
   });
 
@@ -77,7 +79,10 @@ describe('configuration', () => {
 
   test('DESIGN §15: a REDIS_CLUSTER_NODES entry without a port, or with a port out of range, stops the start naming it', () => {
     for (const bad of ['10.0.0.1', '10.0.0.1:0', 'a:70000', 'redis://a:7000', 'a:7000,,b:7001']) {
-      assert.ok(configProblems({ REDIS_CLUSTER_NODES: bad }).some((p) => p.startsWith('REDIS_CLUSTER_NODES must be comma-separated host:port entries')), bad);
+      assert.ok(
+        configProblems({ REDIS_CLUSTER_NODES: bad }).some((p) => p.startsWith('REDIS_CLUSTER_NODES must be comma-separated host:port entries')),
+        bad,
+      );
     }
   });
 
@@ -91,15 +96,27 @@ describe('configuration', () => {
     const secrets = { ENCRYPTION_KEYS: `k1:${Buffer.alloc(32).toString('base64')}`, AUTH_JWT_SECRET: 'x'.repeat(32) };
     const pooled = 'postgres://app@pooler:6432/advisor';
     assert.equal(loadConfig({ ...secrets, DATABASE_URL: pooled }).databaseListenUrl, pooled);
-    assert.equal(loadConfig({ ...secrets, DATABASE_URL: pooled, DATABASE_LISTEN_URL: 'postgres://app@db:5432/advisor' }).databaseListenUrl, 'postgres://app@db:5432/advisor');
+    assert.equal(
+      loadConfig({ ...secrets, DATABASE_URL: pooled, DATABASE_LISTEN_URL: 'postgres://app@db:5432/advisor' }).databaseListenUrl,
+      'postgres://app@db:5432/advisor',
+    );
   });
 
-  test('DESIGN §15: TRUST_PROXY is off by default and takes the proxies\' addresses and CIDR ranges; `true` and hop counts (a direct client could name any address) stop the start', () => {
+  test("DESIGN §15: TRUST_PROXY is off by default and takes the proxies' addresses and CIDR ranges; `true` and hop counts (a direct client could name any address) stop the start", () => {
     assert.equal(loadConfig({}).trustProxy, false);
     assert.equal(loadConfig({ TRUST_PROXY: 'false' }).trustProxy, false);
-    assert.deepEqual(loadConfig({ TRUST_PROXY: '10.0.0.5, 10.1.0.0/16,::1,fd00::/8,loopback' }).trustProxy, ['10.0.0.5', '10.1.0.0/16', '::1', 'fd00::/8', 'loopback']);
+    assert.deepEqual(loadConfig({ TRUST_PROXY: '10.0.0.5, 10.1.0.0/16,::1,fd00::/8,loopback' }).trustProxy, [
+      '10.0.0.5',
+      '10.1.0.0/16',
+      '::1',
+      'fd00::/8',
+      'loopback',
+    ]);
     for (const bad of ['true', '1', '2', '10.0.0.0/33', 'proxy.internal', '10.0.0.1/8/1']) {
-      assert.ok(configProblems({ TRUST_PROXY: bad }).some((p) => p.startsWith('TRUST_PROXY must be')), bad);
+      assert.ok(
+        configProblems({ TRUST_PROXY: bad }).some((p) => p.startsWith('TRUST_PROXY must be')),
+        bad,
+      );
     }
   });
 });

@@ -36,7 +36,10 @@ describe('http edge rules', () => {
       refused(await t.call('PUT', `/api/accounts/${id}`, { user: u, body: { name: '\u0000' } }));
       refused(await t.call('PUT', `/api/accounts/${id}`, { user: u, body: { timezone: 'UTC\u0000' } }));
       const list = (await t.call('GET', '/api/accounts', { user: u })).json<{ items: { name: string; timezone: string }[] }>().items;
-      assert.deepEqual(list.map((a) => [a.name, a.timezone]), [['Main', 'Etc/UTC']]);
+      assert.deepEqual(
+        list.map((a) => [a.name, a.timezone]),
+        [['Main', 'Etc/UTC']],
+      );
     });
 
     test('DESIGN §10: \\u0000 or an unpaired surrogate in a brokerage name → 400 VALIDATION_ERROR', async () => {
@@ -50,7 +53,9 @@ describe('http edge rules', () => {
       const u = newUser();
       const res = await t.call('PATCH', `/api/advisor/conversations/${randomUUID()}`, { user: u, body: { title: 'Plan\u0000' } });
       refused(res);
-      assert.deepEqual(res.json<{ error: { details: unknown } }>().error.details, [{ path: '/title', message: 'body must not contain \\u0000 or an unpaired surrogate' }]);
+      assert.deepEqual(res.json<{ error: { details: unknown } }>().error.details, [
+        { path: '/title', message: 'body must not contain \\u0000 or an unpaired surrogate' },
+      ]);
     });
 
     test('DESIGN §10: \\u0000 in the stream text → 400 VALIDATION_ERROR; nothing stored, no provider called', async () => {
@@ -167,7 +172,10 @@ describe('http edge rules', () => {
     let slow: TestApp;
     let port: number;
     before(async () => {
-      slow = await buildTestApp({ shareWith: t, env: { OPENAI_BASE_URL: fake.url, REQUEST_TIMEOUT_MS: String(TIMEOUT_MS), STRIPE_WEBHOOK_SECRET: 'whsec_edge_test' } });
+      slow = await buildTestApp({
+        shareWith: t,
+        env: { OPENAI_BASE_URL: fake.url, REQUEST_TIMEOUT_MS: String(TIMEOUT_MS), STRIPE_WEBHOOK_SECRET: 'whsec_edge_test' },
+      });
       port = Number(new URL(await slow.app.listen({ port: 0, host: '127.0.0.1' })).port);
     });
     after(async () => slow.close());
@@ -188,7 +196,8 @@ describe('http edge rules', () => {
 
     test('DESIGN §10: a body trickled into the public webhook is cut after REQUEST_TIMEOUT_MS: 408 REQUEST_TIMEOUT in the envelope, socket closed, nothing written', async () => {
       const before = (await slow.deps.db.selectFrom('ledger_entries').select('seq').execute()).length;
-      const head = 'POST /api/billing/webhooks/stripe HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\nstripe-signature: t=1,v1=00\r\ncontent-length: 1000\r\n\r\n{';
+      const head =
+        'POST /api/billing/webhooks/stripe HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\nstripe-signature: t=1,v1=00\r\ncontent-length: 1000\r\n\r\n{';
       assertTimedOut(await rawExchange(port, [head, ...trickle(40)], 100));
       assert.equal((await slow.deps.db.selectFrom('ledger_entries').select('seq').execute()).length, before);
     });

@@ -11,7 +11,6 @@ import path from 'node:path';
 import { DATA_DIR_LOCK_FILE } from '../src/platform/data-dir-lock.ts';
 import { runToEnd, startServerProcess, type ServerProcess } from './helpers/server-process.ts';
 
-
 type Server = ServerProcess;
 
 /** `node src/server.ts` on the embedded default in `dataDir`, like `npm start`. */
@@ -88,7 +87,9 @@ describe('one process per embedded DATA_DIR, and the start a newcomer meets (DES
       const clash = await run(['src/server.ts'], env(other, { PORT: port }));
       assert.equal(clash.code, 1);
       const lines = clash.stderr.split('\n').filter((l) => l.trim() !== '' && !l.startsWith('{'));
-      assert.deepEqual(lines, [`Cannot listen on HOST 127.0.0.1 PORT ${port}: the address is already in use (another process listens there): stop it or set PORT to a free port.`]);
+      assert.deepEqual(lines, [
+        `Cannot listen on HOST 127.0.0.1 PORT ${port}: the address is already in use (another process listens there): stop it or set PORT to a free port.`,
+      ]);
       assert.equal(existsSync(path.join(other, DATA_DIR_LOCK_FILE)), false);
     } finally {
       rmSync(other, { recursive: true, force: true });
@@ -103,7 +104,9 @@ describe('one process per embedded DATA_DIR, and the start a newcomer meets (DES
     assert.match(admin.stdout, /carol: granted 100 credits/);
     server = await start(dataDir);
     const token = (await run(['scripts/token.ts', 'carol'], env(dataDir))).stdout.trim();
-    const wallet = (await (await fetch(`${running().url}/api/billing/wallet`, { headers: { authorization: `Bearer ${token}` } })).json()) as { credits: number };
+    const wallet = (await (await fetch(`${running().url}/api/billing/wallet`, { headers: { authorization: `Bearer ${token}` } })).json()) as {
+      credits: number;
+    };
     assert.equal(wallet.credits, 100);
   });
 

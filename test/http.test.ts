@@ -46,7 +46,12 @@ describe('http foundation', () => {
       ];
       for (const op of ops) {
         for (const [name, headers] of variants) {
-          const res = await t.app.inject({ method: op.method as 'GET', url: op.url, headers: { ...headers, 'content-type': 'application/json' }, payload: op.method === 'GET' || op.method === 'DELETE' ? undefined : '{}' });
+          const res = await t.app.inject({
+            method: op.method as 'GET',
+            url: op.url,
+            headers: { ...headers, 'content-type': 'application/json' },
+            payload: op.method === 'GET' || op.method === 'DELETE' ? undefined : '{}',
+          });
           assert.equal(res.statusCode, 401, `${op.method} ${op.url} with ${name} token: ${res.body}`);
           assert.equal(JSON.parse(res.body).error.code, 'UNAUTHENTICATED');
           assert.ok(res.headers['x-request-id']);

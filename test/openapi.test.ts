@@ -101,7 +101,11 @@ describe('OpenAPI contract (issue 14, item 12)', () => {
       assert.deepEqual(missing, [], 'operations without an operationId');
       const ids = ops.map(({ op }) => op.operationId ?? '');
       for (const id of ids) assert.match(id, /^[a-z][a-zA-Z0-9]*$/, `operationId ${id} is not camelCase`);
-      assert.deepEqual(ids.filter((id, i) => ids.indexOf(id) !== i), [], 'duplicate operationIds');
+      assert.deepEqual(
+        ids.filter((id, i) => ids.indexOf(id) !== i),
+        [],
+        'duplicate operationIds',
+      );
     });
 
     test('the shared schemas are named components; every error answer is the one shared Error response', () => {
@@ -138,7 +142,10 @@ describe('OpenAPI contract (issue 14, item 12)', () => {
 
     test('servers: relative, so the document is right behind whatever host serves it', () => {
       assert.match(doc.openapi, /^3\.1\./);
-      assert.deepEqual(doc.servers?.map((s) => s.url), ['/']);
+      assert.deepEqual(
+        doc.servers?.map((s) => s.url),
+        ['/'],
+      );
     });
 
     test('the Stripe webhook documents its Stripe-Signature header and its event body, and a real signed event matches them', async () => {
@@ -177,9 +184,11 @@ describe('OpenAPI contract (issue 14, item 12)', () => {
         const events = doc.paths[p]?.[method]?.responses['200']?.content?.['text/event-stream']?.schema?.['x-sse-events'];
         assert.ok(events, `${p} names its frames`);
         assert.deepEqual(Object.keys(events), ['start', 'snapshot', 'delta', 'tool_call', 'tool_result', 'done', 'error']);
-        for (const schema of Object.values(events)) assert.ok(doc.components.schemas[String(schema.$ref).replace('#/components/schemas/', '')], String(schema.$ref));
+        for (const schema of Object.values(events))
+          assert.ok(doc.components.schemas[String(schema.$ref).replace('#/components/schemas/', '')], String(schema.$ref));
       }
-      const events = doc.paths['/api/advisor/conversations/new/messages/stream']?.['post']?.responses['200']?.content?.['text/event-stream']?.schema?.['x-sse-events'] ?? {};
+      const events =
+        doc.paths['/api/advisor/conversations/new/messages/stream']?.['post']?.responses['200']?.content?.['text/event-stream']?.schema?.['x-sse-events'] ?? {};
       const api = contract(doc);
       assert.deepEqual([...new Set(turn.frames.map((f) => f.event))], ['start', 'delta', 'done']);
       for (const frame of turn.frames) {
@@ -213,7 +222,13 @@ describe('OpenAPI contract (issue 14, item 12)', () => {
     const api = contract(doc);
     const owner = `contract-${randomUUID()}`;
     await giveCredits(t, owner, 50);
-    const call = async (method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE', template: string, url: string, expect: number, o: { body?: unknown; user?: string | null } = {}) => {
+    const call = async (
+      method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE',
+      template: string,
+      url: string,
+      expect: number,
+      o: { body?: unknown; user?: string | null } = {},
+    ) => {
       const res = await t.call(method, url, { user: o.user === undefined ? owner : o.user, ...(o.body !== undefined ? { body: o.body } : {}) });
       assert.equal(res.statusCode, expect, `${method} ${url}: ${res.body}`);
       api.response(method, template, res);

@@ -61,10 +61,12 @@ describe('/readyz while the database does not answer (DESIGN §10)', () => {
       // Three checks at once, as probes from several load balancers: all answered by the deadline.
       const started = performance.now();
       const answers = await Promise.race([
-        Promise.all([1, 2, 3].map(async () => {
-          const res = await frozen.t.call('GET', '/readyz');
-          return { res, ms: performance.now() - started };
-        })),
+        Promise.all(
+          [1, 2, 3].map(async () => {
+            const res = await frozen.t.call('GET', '/readyz');
+            return { res, ms: performance.now() - started };
+          }),
+        ),
         new Promise<'hung'>((resolve) => setTimeout(resolve, 15_000, 'hung').unref()),
       ]);
       assert.notEqual(answers, 'hung', '/readyz did not answer in 15 s');
@@ -79,7 +81,7 @@ describe('/readyz while the database does not answer (DESIGN §10)', () => {
       }
       frozen.thaw();
       let ready = 0;
-      for (const deadline = Date.now() + 20_000; ready !== 200 && Date.now() < deadline; ) {
+      for (const deadline = Date.now() + 20_000; ready !== 200 && Date.now() < deadline;) {
         ready = (await frozen.t.call('GET', '/readyz')).statusCode;
         if (ready !== 200) await new Promise((resolve) => setTimeout(resolve, 200));
       }

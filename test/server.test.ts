@@ -41,7 +41,10 @@ describe('server process', () => {
 
       ({ child, url } = await start(dataDir));
       const list = (await (await fetch(`${url}/api/accounts`, { headers: auth })).json()) as { items: { name: string }[] };
-      assert.deepEqual(list.items.map((a) => a.name), ['Kept']);
+      assert.deepEqual(
+        list.items.map((a) => a.name),
+        ['Kept'],
+      );
       child.kill('SIGTERM');
       assert.equal((await once(child, 'exit'))[0], 0);
     } finally {
@@ -58,7 +61,11 @@ describe('server process', () => {
       assert.match(page.headers.get('content-type') ?? '', /^text\/html/);
       assert.match(page.headers.get('content-security-policy') ?? '', /script-src 'self'/);
       assert.match(await page.text(), /<script type="module" crossorigin src="\/assets\/index-[\w-]+\.js"><\/script>/);
-      const session = await fetch(`${url}/api/local-sign-in`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ userId: 'local-alice' }) });
+      const session = await fetch(`${url}/api/local-sign-in`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ userId: 'local-alice' }),
+      });
       assert.equal(session.status, 200);
       const { token: minted } = (await session.json()) as { token: string };
       assert.equal((await fetch(`${url}/api/accounts`, { headers: { authorization: `Bearer ${minted}` } })).status, 200);

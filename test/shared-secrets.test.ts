@@ -39,8 +39,14 @@ describe('secrets every instance shares (DESIGN §10)', () => {
     assert.equal(both.length, 2, both.join('; '));
     assert.match(both[0] ?? '', /^ENCRYPTION_KEYS must be set with DATABASE_URL/);
     assert.match(both[1] ?? '', /^AUTH_JWT_SECRET \(or AUTH_JWKS_URL\) must be set with DATABASE_URL/);
-    assert.deepEqual(problems({ DATABASE_URL: SOME_DATABASE, AUTH_JWT_SECRET: TEST_JWT_SECRET }).map((p) => p.split(' ')[0]), ['ENCRYPTION_KEYS']);
-    assert.deepEqual(problems({ DATABASE_URL: SOME_DATABASE, ENCRYPTION_KEYS: key('k1') }).map((p) => p.split(' ')[0]), ['AUTH_JWT_SECRET']);
+    assert.deepEqual(
+      problems({ DATABASE_URL: SOME_DATABASE, AUTH_JWT_SECRET: TEST_JWT_SECRET }).map((p) => p.split(' ')[0]),
+      ['ENCRYPTION_KEYS'],
+    );
+    assert.deepEqual(
+      problems({ DATABASE_URL: SOME_DATABASE, ENCRYPTION_KEYS: key('k1') }).map((p) => p.split(' ')[0]),
+      ['AUTH_JWT_SECRET'],
+    );
     assert.deepEqual(problems({ DATABASE_URL: SOME_DATABASE, ENCRYPTION_KEYS: key('k1'), AUTH_JWT_SECRET: TEST_JWT_SECRET }), []);
     assert.deepEqual(problems({ DATABASE_URL: SOME_DATABASE, ENCRYPTION_KEYS: key('k1'), ...JWKS }), []);
     // The embedded default still generates both (one process, one DATA_DIR).
@@ -87,7 +93,13 @@ describe('secrets every instance shares (DESIGN §10)', () => {
     const schema = `t_${randomBytes(6).toString('hex')}`;
     const open = (encryptionKeys: string) =>
       createDeps(
-        loadConfig({ DATA_DIR: dataDir, DATABASE_URL: STORES.databaseUrl, REDIS_URL: STORES.redisUrl, ENCRYPTION_KEYS: encryptionKeys, AUTH_JWT_SECRET: TEST_JWT_SECRET }),
+        loadConfig({
+          DATA_DIR: dataDir,
+          DATABASE_URL: STORES.databaseUrl,
+          REDIS_URL: STORES.redisUrl,
+          ENCRYPTION_KEYS: encryptionKeys,
+          AUTH_JWT_SECRET: TEST_JWT_SECRET,
+        }),
         { logger: createLogger('silent'), ...(STORES.databaseUrl ? { dbSchema: schema } : {}) },
       );
     const [old1, mkt2, new3] = [key('old1'), key('mkt2'), key('new3')];
@@ -99,7 +111,9 @@ describe('secrets every instance shares (DESIGN §10)', () => {
         const market = createVault(parseKeyring(mkt2)).seal('market-key-0123', { userId: 'erin', kind: 'market-data', provider: 'polygon' });
         await sql`insert into users (id) values ('erin')`.execute(first.db);
         await sql`insert into provider_keys (user_id, provider, key_id, nonce, ciphertext, tag, key_hint_tail, default_model, active, created_at, updated_at)
-          values ('erin', 'openai', ${provider.keyId}, ${provider.nonce}, ${provider.ciphertext}, ${provider.tag}, '-key', 'gpt-4o-mini', true, now(), now())`.execute(first.db);
+          values ('erin', 'openai', ${provider.keyId}, ${provider.nonce}, ${provider.ciphertext}, ${provider.tag}, '-key', 'gpt-4o-mini', true, now(), now())`.execute(
+          first.db,
+        );
         await sql`insert into market_data_keys (user_id, provider, key_id, nonce, ciphertext, tag, key_hint_tail, created_at, updated_at)
           values ('erin', 'polygon', ${market.keyId}, ${market.nonce}, ${market.ciphertext}, ${market.tag}, '0123', now(), now())`.execute(first.db);
       } finally {
@@ -108,7 +122,10 @@ describe('secrets every instance shares (DESIGN §10)', () => {
 
       await assert.rejects(open(new3), (err: unknown) => {
         assert.ok(err instanceof ConfigError);
-        assert.match(err.message, /ENCRYPTION_KEYS holds none of the key ids the database's stored keys are sealed under \(mkt2, old1; the keyring holds new3\)/);
+        assert.match(
+          err.message,
+          /ENCRYPTION_KEYS holds none of the key ids the database's stored keys are sealed under \(mkt2, old1; the keyring holds new3\)/,
+        );
         return true;
       });
       // One id in common is enough (a rotation under way); so is the other one.

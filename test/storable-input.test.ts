@@ -28,8 +28,7 @@ describe('DESIGN §10: input the store cannot hold', () => {
     assert.equal(codeOf(res), code);
   };
   const account = (name: string, timezone = 'UTC') => ({ name, currency: 'USD', timezone, startingBalance: '100' });
-  const accountNames = async (user: string) =>
-    (await t.call('GET', '/api/accounts', { user })).json<{ items: { name: string }[] }>().items.map((a) => a.name);
+  const accountNames = async (user: string) => (await t.call('GET', '/api/accounts', { user })).json<{ items: { name: string }[] }>().items.map((a) => a.name);
 
   /** A JSON body as exact bytes, as a client that sends whatever it likes would. */
   const sendBytes = async (user: string, method: 'POST' | 'PUT', url: string, bytes: Buffer): Promise<Res> => {
@@ -103,21 +102,30 @@ describe('DESIGN §10: input the store cannot hold', () => {
       const brokerage = await sendBytes(u, 'POST', '/api/brokerages', Buffer.from(JSON.stringify({ name: '証券会社 🏦' }), 'utf8'));
       assert.equal(brokerage.statusCode, 201, brokerage.body);
       assert.deepEqual(await accountNames(u), [name]);
-      assert.deepEqual((await t.call('GET', '/api/brokerages', { user: u })).json<{ items: { name: string }[] }>().items.map((b) => b.name), ['証券会社 🏦']);
+      assert.deepEqual(
+        (await t.call('GET', '/api/brokerages', { user: u })).json<{ items: { name: string }[] }>().items.map((b) => b.name),
+        ['証券会社 🏦'],
+      );
       assert.equal((await t.call('GET', '/api/billing/wallet?note=%F0%9F%93%88%E6%A0%AA', { user: u })).statusCode, 200);
     });
   });
 
   describe('the Stripe webhook', () => {
     /** Stripe's own test signature (stripe-node) over a body written as text. */
-    const deliver = (payload: string, header = Stripe.webhooks.generateTestHeaderString({ payload, secret: WEBHOOK_SECRET })) => deliverBytes(Buffer.from(payload), header);
+    const deliver = (payload: string, header = Stripe.webhooks.generateTestHeaderString({ payload, secret: WEBHOOK_SECRET })) =>
+      deliverBytes(Buffer.from(payload), header);
     /** A signature over the exact bytes, as Stripe signs a body (`<t>.<body>`, HMAC-SHA256). */
     const signBytes = (bytes: Buffer): string => {
       const timestamp = Math.floor(Date.now() / 1000);
       return `t=${timestamp},v1=${createHmac('sha256', WEBHOOK_SECRET).update(`${timestamp}.`).update(bytes).digest('hex')}`;
     };
     const deliverBytes = (bytes: Buffer, header = signBytes(bytes)) =>
-      t.app.inject({ method: 'POST', url: WEBHOOK, headers: { 'content-type': 'application/json; charset=utf-8', 'stripe-signature': header }, payload: bytes });
+      t.app.inject({
+        method: 'POST',
+        url: WEBHOOK,
+        headers: { 'content-type': 'application/json; charset=utf-8', 'stripe-signature': header },
+        payload: bytes,
+      });
     const completed = (userId: string, sessionId = `cs_test_${randomUUID()}`) =>
       makeStripeEvent('checkout.session.completed', {
         id: sessionId,
@@ -155,7 +163,10 @@ describe('DESIGN §10: input the store cannot hold', () => {
       acknowledged(await deliver(payload));
       await assertTwinUntouched(tw);
       assert.equal(await allLedgerEntries(), entries);
-      const warning = t.logs.slice(logged).map((l) => JSON.parse(l) as { level: number; msg: string }).find((l) => /not readable/.test(l.msg));
+      const warning = t.logs
+        .slice(logged)
+        .map((l) => JSON.parse(l) as { level: number; msg: string })
+        .find((l) => /not readable/.test(l.msg));
       assert.equal(warning?.level, 40, 'logged as a warning');
     });
 
@@ -211,14 +222,23 @@ describe('DESIGN §10: input the store cannot hold', () => {
 
     test('DESIGN §10: GET /api/advisor/usage with a day outside 1970–9999 (to=0000-12-31, from=1969-12-31, to=10000-01-01) → 400 VALIDATION_ERROR, never 500', async () => {
       const u = newUser();
-      for (const query of ['to=0000-12-31', 'from=0000-01-01&to=0000-12-31', 'from=1969-12-31&to=1970-01-01', 'to=10000-01-01', 'from=0999-01-01&to=0999-01-02']) {
+      for (const query of [
+        'to=0000-12-31',
+        'from=0000-01-01&to=0000-12-31',
+        'from=1969-12-31&to=1970-01-01',
+        'to=10000-01-01',
+        'from=0999-01-01&to=0999-01-02',
+      ]) {
         refused(await t.call('GET', `/api/advisor/usage?${query}`, { user: u }));
       }
     });
 
     test('DESIGN §10: GET /api/advisor/usage at the bounds (1970-01-01, 9999-12-31) → 200, every day written with four digits', async () => {
       const u = newUser();
-      for (const [from, to] of [['1970-01-01', '1970-01-03'], ['9999-12-29', '9999-12-31']] as const) {
+      for (const [from, to] of [
+        ['1970-01-01', '1970-01-03'],
+        ['9999-12-29', '9999-12-31'],
+      ] as const) {
         const res = await t.call('GET', `/api/advisor/usage?from=${from}&to=${to}`, { user: u });
         assert.equal(res.statusCode, 200, res.body);
         const body = res.json<{ from: string; to: string; rows: { key: string }[] }>();

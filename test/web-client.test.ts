@@ -126,7 +126,10 @@ describe('web client: local sign-in (DESIGN §2)', () => {
     assert.equal(loadConfig({ ...base, HOST: '::1' }).localSignIn, true);
     assert.equal(loadConfig({ ...base, AUTH_JWT_SECRET: 'x'.repeat(32) }).localSignIn, false);
     // With a database URL the shared secrets are required too (DESIGN §10).
-    assert.equal(loadConfig({ ...base, DATABASE_URL: 'postgres://u@127.0.0.1/db', ENCRYPTION_KEYS: TEST_ENCRYPTION_KEYS, AUTH_JWT_SECRET: TEST_JWT_SECRET }).localSignIn, false);
+    assert.equal(
+      loadConfig({ ...base, DATABASE_URL: 'postgres://u@127.0.0.1/db', ENCRYPTION_KEYS: TEST_ENCRYPTION_KEYS, AUTH_JWT_SECRET: TEST_JWT_SECRET }).localSignIn,
+      false,
+    );
     assert.equal(loadConfig({ ...base, HOST: '0.0.0.0' }).localSignIn, false);
     assert.equal(loadConfig({ ...base, HOST: '10.0.0.5' }).localSignIn, false);
     assert.equal(loadConfig({ ...base, AUTH_JWKS_URL: 'https://id.example/jwks', AUTH_ISSUER: 'i', AUTH_AUDIENCE: 'a' }).localSignIn, false);
@@ -146,17 +149,30 @@ describe('web client: local sign-in (DESIGN §2)', () => {
     const c = loadConfig({ DATA_DIR: '/tmp/advisor-config-only', PORT: '4100' });
     assert.equal(c.checkoutSuccessUrl, 'http://localhost:4100/billing/success?session_id={CHECKOUT_SESSION_ID}');
     assert.equal(c.checkoutCancelUrl, 'http://localhost:4100/billing/cancel');
-    const named = loadConfig({ DATA_DIR: '/tmp/advisor-config-only', CHECKOUT_SUCCESS_URL: 'https://journal.example/ok', CHECKOUT_CANCEL_URL: 'https://journal.example/no' });
+    const named = loadConfig({
+      DATA_DIR: '/tmp/advisor-config-only',
+      CHECKOUT_SUCCESS_URL: 'https://journal.example/ok',
+      CHECKOUT_CANCEL_URL: 'https://journal.example/no',
+    });
     assert.equal(named.checkoutSuccessUrl, 'https://journal.example/ok');
   });
 
   test('issue 29: the origins a checkout may return to — the checkout URLs’ own, a loopback listener’s three names, and ALLOWED_ORIGINS; anything but a bare origin stops the start', () => {
     const local = loadConfig({ DATA_DIR: '/tmp/advisor-config-only', PORT: '4100' });
     assert.deepEqual(local.allowedOrigins, ['http://localhost:4100', 'http://127.0.0.1:4100', 'http://[::1]:4100']);
-    const hosted = loadConfig({ DATA_DIR: '/tmp/advisor-config-only', HOST: '0.0.0.0', CHECKOUT_SUCCESS_URL: 'https://advisor.example/billing/success', ALLOWED_ORIGINS: 'https://Journal.example:443, http://10.0.0.5:3000/' });
+    const hosted = loadConfig({
+      DATA_DIR: '/tmp/advisor-config-only',
+      HOST: '0.0.0.0',
+      CHECKOUT_SUCCESS_URL: 'https://advisor.example/billing/success',
+      ALLOWED_ORIGINS: 'https://Journal.example:443, http://10.0.0.5:3000/',
+    });
     assert.deepEqual(hosted.allowedOrigins, ['https://advisor.example', 'http://localhost:3000', 'https://journal.example', 'http://10.0.0.5:3000']);
     for (const bad of ['https://journal.example/app', 'journal.example', 'ftp://journal.example', 'https://journal.example?x=1']) {
-      assert.throws(() => loadConfig({ DATA_DIR: '/tmp/advisor-config-only', ALLOWED_ORIGINS: bad }), (err: unknown) => err instanceof ConfigError && err.problems.some((p) => p.startsWith('ALLOWED_ORIGINS')), bad);
+      assert.throws(
+        () => loadConfig({ DATA_DIR: '/tmp/advisor-config-only', ALLOWED_ORIGINS: bad }),
+        (err: unknown) => err instanceof ConfigError && err.problems.some((p) => p.startsWith('ALLOWED_ORIGINS')),
+        bad,
+      );
     }
   });
 });
@@ -182,7 +198,10 @@ describe('web client: what the pickers read', () => {
       assert.ok(timezones.includes(zone), `${link} → ${zone}, not a listed zone`);
     }
     for (const [link, zone] of Object.entries(links).filter((_, i) => i % 50 === 0)) {
-      const created = await t.call('POST', '/api/accounts', { user: 'tz-user', body: { name: `L ${link}`, currency: 'USD', timezone: link, startingBalance: '0' } });
+      const created = await t.call('POST', '/api/accounts', {
+        user: 'tz-user',
+        body: { name: `L ${link}`, currency: 'USD', timezone: link, startingBalance: '0' },
+      });
       assert.equal(created.statusCode, 201, link);
       assert.equal(created.json<{ timezone: string }>().timezone, zone, link);
     }
@@ -191,7 +210,10 @@ describe('web client: what the pickers read', () => {
     assert.ok(!timezones.includes('Asia/Calcutta') && !timezones.includes('US/Eastern'));
     assert.deepEqual([...timezones].sort(), timezones);
     for (const timezone of timezones.filter((_, i) => i % 40 === 0)) {
-      const created = await t.call('POST', '/api/accounts', { user: 'tz-user', body: { name: `A ${timezone}`, currency: 'USD', timezone, startingBalance: '0' } });
+      const created = await t.call('POST', '/api/accounts', {
+        user: 'tz-user',
+        body: { name: `A ${timezone}`, currency: 'USD', timezone, startingBalance: '0' },
+      });
       assert.equal(created.statusCode, 201, timezone);
       assert.equal(created.json<{ timezone: string }>().timezone, timezone);
     }
@@ -209,12 +231,19 @@ describe('web client: what the pickers read', () => {
       models: { provider: string; match: string; allowance: boolean; images: boolean; tools: boolean }[];
     }>();
     assert.deepEqual(c.limits, { maxTextChars: 50_000, maxImagesPerMessage: 4, maxImageBytes: t.deps.config.maxImageBytes });
-    assert.deepEqual(c.personas.map((p) => Object.keys(p).sort()), t.deps.config.catalogue.personas.map(() => ['name', 'personaId']));
+    assert.deepEqual(
+      c.personas.map((p) => Object.keys(p).sort()),
+      t.deps.config.catalogue.personas.map(() => ['name', 'personaId']),
+    );
     assert.ok(!res.body.includes(t.deps.config.catalogue.personas[0]?.systemPrompt ?? '∅'));
     assert.deepEqual(c.providers.find((p) => p.provider === 'openai')?.suggestedModels, t.deps.config.catalogue.providerDefaults.openai);
     assert.equal(c.models.length, t.deps.config.catalogue.models.length);
     assert.ok(c.models.some((m) => m.allowance) && c.models.some((m) => !m.allowance));
-    assert.equal(res.json<{ marketDataProvider: string }>().marketDataProvider, 'polygon', 'issue 29: the market-data provider a key is for, named before any key is saved');
+    assert.equal(
+      res.json<{ marketDataProvider: string }>().marketDataProvider,
+      'polygon',
+      'issue 29: the market-data provider a key is for, named before any key is saved',
+    );
     const anonymous = await t.call('GET', '/api/advisor/catalogue');
     assert.deepEqual([anonymous.statusCode, codeOf(anonymous)], [401, 'UNAUTHENTICATED']);
   });

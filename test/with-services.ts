@@ -22,7 +22,9 @@ const services = process.argv.slice(2, split < 0 ? undefined : split);
 const command = split < 0 ? [] : process.argv.slice(split + 1);
 const unknown = services.filter((s) => !(SERVICES as readonly string[]).includes(s));
 if (command.length === 0 || services.length === 0 || unknown.length > 0) {
-  process.stderr.write(`usage: node test/with-services.ts ${SERVICES.join('|')}… -- <command>${unknown.length > 0 ? ` (unknown: ${unknown.join(', ')})` : ''}\n`);
+  process.stderr.write(
+    `usage: node test/with-services.ts ${SERVICES.join('|')}… -- <command>${unknown.length > 0 ? ` (unknown: ${unknown.join(', ')})` : ''}\n`,
+  );
   process.exit(2);
 }
 

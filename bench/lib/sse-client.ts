@@ -16,7 +16,11 @@ export interface Markers {
 /** The service's frames (`event: start`, `event: delta`, `event: done`). */
 export const SERVICE_MARKERS: Markers = { start: Buffer.from('event: start\n'), delta: Buffer.from('event: delta\n'), end: Buffer.from('event: done\n') };
 /** Raw OpenAI chunks as the bare proxy passes them: the role chunk, content deltas (not the role chunk), `[DONE]`. */
-export const OPENAI_MARKERS: Markers = { start: Buffer.from('"delta":{"role":"assistant"'), delta: Buffer.from('"delta":{"content":'), end: Buffer.from('data: [DONE]') };
+export const OPENAI_MARKERS: Markers = {
+  start: Buffer.from('"delta":{"role":"assistant"'),
+  delta: Buffer.from('"delta":{"content":'),
+  end: Buffer.from('data: [DONE]'),
+};
 
 export interface StreamResult {
   readonly status: number;
@@ -131,7 +135,18 @@ export function openStream(req: StreamRequest): OpenStream {
     if (final !== undefined) return;
     clearTimeout(timer);
     const opened = first.frame?.includes(req.markers.start) ?? false;
-    final = { status, startedAt, firstDeltaAt, lastDeltaAt, endedAt: performance.now(), deltas: deltas.count, opened, tail: tail.toString('utf8'), complete, error };
+    final = {
+      status,
+      startedAt,
+      firstDeltaAt,
+      lastDeltaAt,
+      endedAt: performance.now(),
+      deltas: deltas.count,
+      opened,
+      tail: tail.toString('utf8'),
+      complete,
+      error,
+    };
     resolveFirst();
     resolveResult(final);
   };

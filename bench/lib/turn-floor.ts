@@ -83,7 +83,14 @@ async function turn(req: http.IncomingMessage, res: http.ServerResponse): Promis
   const events = deps.llm.stream(key.provider, key.apiKey, chat)[Symbol.asyncIterator]();
   // The provider call goes out before the start frame is logged, as in the service.
   const first = events.next();
-  const ids = { conversationId, userMessageId, assistantMessageId: replyId, provider: key.provider, model: key.model, billing: { source: charge.source, credits: charge.credits } };
+  const ids = {
+    conversationId,
+    userMessageId,
+    assistantMessageId: replyId,
+    provider: key.provider,
+    model: key.model,
+    billing: { source: charge.source, credits: charge.credits },
+  };
   let text = '';
   const frames = deps.frames.open(replyId, () => '{}', { stop: () => abort.abort(), attached: () => undefined });
   frames.append('start', startData(ids));

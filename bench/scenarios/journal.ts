@@ -62,7 +62,11 @@ export async function journal(h: Harness): Promise<Row> {
       for (const year of [0, 1]) {
         const csv = yearOfFills(end, year, 7 + a * 2 + year);
         const t0 = performance.now();
-        const res = await fetch(`${service.ready}/api/accounts/${id}/trades/import`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'text/csv' }, body: csv });
+        const res = await fetch(`${service.ready}/api/accounts/${id}/trades/import`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${token}`, 'content-type': 'text/csv' },
+          body: csv,
+        });
         const body = await res.text();
         importMs.push(performance.now() - t0);
         if (res.status !== 200 || !body.includes(`"imported":${ROWS_PER_FILE}`)) throw new Error(`import: ${res.status} ${body.slice(0, 300)}`);
@@ -105,7 +109,16 @@ export async function journal(h: Harness): Promise<Row> {
     const served = JSON.parse((await load.get(path(0), auth(0), true)).body) as JournalDto;
     for (let k = 0; k < (h.quick ? 2 : 5); k++) {
       const t0 = performance.now();
-      const { rows } = await h.stores.pool.query<{ id: string; symbol: string; side: 'buy' | 'sell'; quantity: string; price: string; fee: string; executed_at: Date; trading_day: string }>(
+      const { rows } = await h.stores.pool.query<{
+        id: string;
+        symbol: string;
+        side: 'buy' | 'sell';
+        quantity: string;
+        price: string;
+        fee: string;
+        executed_at: Date;
+        trading_day: string;
+      }>(
         `select id, symbol, side, quantity::text, price::text, fee::text, executed_at, trading_day::text from trades where account_id = $1 order by executed_at, id`,
         [ids[0]],
       );
@@ -139,9 +152,11 @@ export async function journal(h: Harness): Promise<Row> {
         `externalId): each import is timed at the client, body sent to report received (${importMs.length} imports; the second of each account lands after ` +
         `the first's 50,000 fills). Then GET …/journal for the last 365 trading days of a random account: one client in a loop for ${h.quick ? 2 : 5} s ` +
         `after a 1.5 s warm-up ("a request at a time", the goal's judge), then ${CLIENTS} clients in a closed loop for ${durationMs / 1000} s (the ceiling). ` +
-        'Baseline: the same journal computed from scratch — the account\'s 100,000 fills read with one pg query and replayed by computeJournal (the ' +
+        "Baseline: the same journal computed from scratch — the account's 100,000 fills read with one pg query and replayed by computeJournal (the " +
         'pure module the property test checks) — which must equal the served journal exactly.',
-      notes: [`journal closed loop p50 ${ms(ceiling.p50)} ms, p99 ${ms(ceiling.p99)} ms, max ${ms(ceiling.max)} ms; imports ${importMs.map((x) => (x / 1000).toFixed(2)).join(', ')} s`],
+      notes: [
+        `journal closed loop p50 ${ms(ceiling.p50)} ms, p99 ${ms(ceiling.p99)} ms, max ${ms(ceiling.max)} ms; imports ${importMs.map((x) => (x / 1000).toFixed(2)).join(', ')} s`,
+      ],
     };
   } finally {
     await load.close();

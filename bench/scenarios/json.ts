@@ -25,7 +25,8 @@ export async function json(h: Harness): Promise<Row> {
     const s = await blast(service, '/api/billing/packs', (w) => ({ authorization: `Bearer ${tokens[w] ?? ''}` }), expected, durationMs);
     const b = await blast(bare, '/packs', () => ({}), expected, durationMs);
     const ratio = s.rps / b.rps;
-    const show = (r: Result): string => `${int(r.rps)} req/s · ${r.cpuUsPerRequest.toFixed(0)} µs CPU/req (p50 ${ms(r.latency.p50)} ms, p99 ${ms(r.latency.p99)} ms)`;
+    const show = (r: Result): string =>
+      `${int(r.rps)} req/s · ${r.cpuUsPerRequest.toFixed(0)} µs CPU/req (p50 ${ms(r.latency.p50)} ms, p99 ${ms(r.latency.p99)} ms)`;
     return {
       id: 'json',
       title: 'JSON endpoint throughput',

@@ -42,10 +42,26 @@ async function runKeySave(h: Harness, name: string, args: string[]): Promise<Key
   if (code !== 0) throw new Error(`bench/key-save.ts exited ${code}: ${tail(out, 8)}`);
   // | date | machine | users | think ms | saves | save p50 | save p99 | probe p50 | probe p99 | overhead p50 | overhead p99 | CPU µs/save | floor p50 | floor p99 | ratio |
   const line = out.split('\n').find((l) => /^\| \d{4}-\d{2}-\d{2} \|/.test(l));
-  const cells = line?.split('|').slice(1, -1).map((c) => c.trim().replaceAll('*', '')) ?? [];
+  const cells =
+    line
+      ?.split('|')
+      .slice(1, -1)
+      .map((c) => c.trim().replaceAll('*', '')) ?? [];
   if (cells.length < 15) throw new Error(`no result row in bench/key-save.ts output: ${tail(out, 8)}`);
   const [users, thinkMs, saves, s50, s99, p50, p99, o50, o99, cpu, floor50, floor99, ratio] = cells.slice(2, 15) as [
-    string, string, string, string, string, string, string, string, string, string, string, string, string,
+    string,
+    string,
+    string,
+    string,
+    string,
+    string,
+    string,
+    string,
+    string,
+    string,
+    string,
+    string,
+    string,
   ];
   return { users, thinkMs, saves, s50, s99, p50, p99, o50, o99, cpu, floor50, floor99, ratio };
 }
@@ -53,7 +69,16 @@ async function runKeySave(h: Harness, name: string, args: string[]): Promise<Key
 export async function keySave(h: Harness): Promise<Row> {
   const title = 'Key-save overhead';
   if (!existsSync(SCRIPT)) {
-    return { id: 'keysave', title, service: 'not measured', baseline: '—', result: 'bench/key-save.ts is absent', goal: 'p50 ≤ +2 ms', met: undefined, how: 'bench/key-save.ts (the keys feature\'s benchmark) is not in the tree.' };
+    return {
+      id: 'keysave',
+      title,
+      service: 'not measured',
+      baseline: '—',
+      result: 'bench/key-save.ts is absent',
+      goal: 'p50 ≤ +2 ms',
+      met: undefined,
+      how: "bench/key-save.ts (the keys feature's benchmark) is not in the tree.",
+    };
   }
   // 20 users at a human pace (a save a second each, on average: far above the 10 an hour the limit
   // lets a user make), then the same 20 with no pause at all (the machine's ceiling), then one user.

@@ -121,13 +121,13 @@ export async function list(h: Harness): Promise<Row> {
         'req/s counts both pages; "alone" is one client in the same loop for 2 s, before the loaded run. Then the same ' +
         `${CLIENTS} clients for ${durationMs / 1000} s at ${PACED_SHARE * 100}% of the closed loop's rate, arriving at random (Poisson; ` +
         'each first page timed from when it was due, so a client that fell behind counts its wait; each carries a request id, and ' +
-        'those over 10 ms are set beside the service\'s log line for the same id, to tell time before the service began ' +
+        "those over 10 ms are set beside the service's log line for the same id, to tell time before the service began " +
         'the request, in it and after it). The closed loop ' +
         'measures the ceiling: with 50 clients and no pause every request queues behind the others, so its latency is ' +
         '50 / throughput on this 2-core machine, where the load generator, PostgreSQL and the service share the cores ' +
         '(the SQL baseline alone misses 10 ms there too). The table is vacuumed, analyzed and checkpointed after the seed ' +
         '(steady state: otherwise autovacuum works through the fresh rows during the measurement). CPU per request as ' +
-        'in the JSON row. Baseline: the service\'s own first-page statement (compiled from its repo) sent straight to PostgreSQL by a 20-connection ' +
+        "in the JSON row. Baseline: the service's own first-page statement (compiled from its repo) sent straight to PostgreSQL by a 20-connection " +
         `pg pool (the service's pool size) from ${CLIENTS} concurrent loops.`,
       notes: [
         `first page p50 ${ms(d1.p50)} / p99 ${ms(d1.p99)} ms, second page p50 ${ms(d2.p50)} / p99 ${ms(d2.p99)} ms, max ${ms(all.max)} ms; ` +

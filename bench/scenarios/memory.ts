@@ -46,7 +46,13 @@ export async function memory(h: Harness): Promise<Row> {
   const proxy = await h.startProxy('proxy-memory');
   let p: Measure;
   try {
-    p = await measure(proxy, (_, agent) => proxyStream(proxy.ready, agent), (_, agent) => proxyStream(proxy.ready, agent), warm, n);
+    p = await measure(
+      proxy,
+      (_, agent) => proxyStream(proxy.ready, agent),
+      (_, agent) => proxyStream(proxy.ready, agent),
+      warm,
+      n,
+    );
   } finally {
     await proxy.stop();
   }

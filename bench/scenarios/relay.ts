@@ -84,6 +84,8 @@ export function checkAll(results: readonly StreamResult[], chunks: number, name:
   if (bad.length > 0) {
     const r = bad[0];
     const ending = JSON.stringify(r?.tail.slice(-160) ?? '');
-    throw new Error(`${name}: ${bad.length} of ${results.length} streams incomplete (e.g. status ${r?.status}, ${r?.deltas} deltas, ${r?.error ?? 'no end marker'}; body ended ${ending})`);
+    throw new Error(
+      `${name}: ${bad.length} of ${results.length} streams incomplete (e.g. status ${r?.status}, ${r?.deltas} deltas, ${r?.error ?? 'no end marker'}; body ended ${ending})`,
+    );
   }
 }

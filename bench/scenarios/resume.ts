@@ -144,7 +144,11 @@ export async function resume(h: Harness): Promise<Row> {
 
 async function stopVia(url: string, token: string, conversationId: string, agent: http.Agent): Promise<number> {
   const res = await new Promise<http.IncomingMessage>((resolve, reject) => {
-    const req = http.request(new URL(`/api/advisor/conversations/${conversationId}/stop`, url), { method: 'POST', agent, headers: { authorization: `Bearer ${token}` } });
+    const req = http.request(new URL(`/api/advisor/conversations/${conversationId}/stop`, url), {
+      method: 'POST',
+      agent,
+      headers: { authorization: `Bearer ${token}` },
+    });
     req.on('response', resolve);
     req.on('error', reject);
     req.end();

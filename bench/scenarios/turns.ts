@@ -164,7 +164,7 @@ export async function turns(h: Harness): Promise<Row> {
       baseline: `${show(pRate, pCpu)} (bare proxy); the floor ${show(fRate, fCpu)}`,
       result:
         `${ratio.toFixed(2)}× the rate, ${(sCpu / pCpu).toFixed(1)}× the CPU; the floor ${floorRatio.toFixed(2)}× the proxy's rate` +
-        `${floorRatio < 0.8 ? ' (the goal is below this machine\'s floor)' : ''}; the service ${(ratio / floorRatio).toFixed(2)}× the floor's rate, ` +
+        `${floorRatio < 0.8 ? " (the goal is below this machine's floor)" : ''}; the service ${(ratio / floorRatio).toFixed(2)}× the floor's rate, ` +
         `${(sCpu / fCpu).toFixed(2)}× its CPU`,
       goal: 'rate ≥ 0.8× the bare proxy',
       met: ratio >= 0.8,
@@ -185,10 +185,10 @@ export async function turns(h: Harness): Promise<Row> {
         "process sent to PostgreSQL and to Redis over a round (`ss`), and Redis's own count of commands (INFO commandstats). " +
         'The details also give times at the client over the measured rounds: a whole turn, its first delta, and its last ' +
         'delta to the end of the response (the service stores the reply, settles the charge and releases the lease before its ' +
-        'end frame). The floor (bench/lib/turn-floor.ts, its own process, the service\'s node flags, the same users, its own ' +
+        "end frame). The floor (bench/lib/turn-floor.ts, its own process, the service's node flags, the same users, its own " +
         'rate-limit rule) is a bare node:http server doing only what the rules make every turn do, in their order, through the ' +
         "service's own stores and rule code: the token (remembered once verified), the Redis rate-limit verdict, the body, the " +
-        "reads at once (the earlier message with this clientMessageId, the keys with the provider key decrypted, the lease), " +
+        'reads at once (the earlier message with this clientMessageId, the keys with the provider key decrypted, the lease), ' +
         "the reservation and the turn's rows in one statement with its commit, the provider call with the service's request " +
         '(system prompt, tools) and its stream translated into frames, every frame into the shared frame log and to the client ' +
         'from it, the reply and the charge settled in one statement with its commit, the lease released, the terminal frame; ' +

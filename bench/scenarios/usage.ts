@@ -134,7 +134,9 @@ export async function usage(h: Harness): Promise<Row> {
 async function sqlBaseline(h: Harness, users: number, from: string, to: string, durationMs: number): Promise<ReturnType<typeof distribution>> {
   const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: h.stores.databaseUrl, max: CLIENTS }) }) });
   try {
-    return await closedLoops(CLIENTS, durationMs, () => summary(db, `usage-${Math.floor(Math.random() * users)}`, from, to, Math.random() < 0.5 ? 'day' : 'model'));
+    return await closedLoops(CLIENTS, durationMs, () =>
+      summary(db, `usage-${Math.floor(Math.random() * users)}`, from, to, Math.random() < 0.5 ? 'day' : 'model'),
+    );
   } finally {
     await db.destroy();
   }

@@ -119,7 +119,7 @@ if (!databaseUrl) {
       await sql.raw(`drop schema "${schema}" cascade`).execute(h.db);
     });
 
-    test('DESIGN §10: another deployment\'s schemas created and dropped meanwhile never fail a migration — its introspection reads only its own schema', async () => {
+    test("DESIGN §10: another deployment's schemas created and dropped meanwhile never fail a migration — its introspection reads only its own schema", async () => {
       const schema = `t_${Math.random().toString(16).slice(2, 10)}`;
       const h = await createDb({ databaseUrl, schema });
       handles.push(h);

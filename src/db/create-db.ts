@@ -79,8 +79,7 @@ export async function createDb(opts: CreateDbOptions): Promise<DbHandle> {
   if (opts.databaseUrl) {
     // Credits and counters are int8; they stay far below 2^53, so numbers are safe and simpler.
     const types = {
-      getTypeParser: (oid: number, format?: string) =>
-        oid === INT8 ? (v: string) => Number(v) : pg.types.getTypeParser(oid, format as 'text'),
+      getTypeParser: (oid: number, format?: string) => (oid === INT8 ? (v: string) => Number(v) : pg.types.getTypeParser(oid, format as 'text')),
     };
     if (opts.schema) {
       const admin = new pg.Client({ connectionString: opts.databaseUrl });
@@ -102,9 +101,7 @@ export async function createDb(opts: CreateDbOptions): Promise<DbHandle> {
       ...session,
       max: opts.poolSize ?? 20,
       idleTimeoutMillis: opts.poolIdleMs ?? 300_000,
-      ...(named
-        ? { statement_timeout: statementTimeoutMs, query_timeout: statementTimeoutMs + UNANSWERED_GRACE_MS }
-        : { query_timeout: statementTimeoutMs }),
+      ...(named ? { statement_timeout: statementTimeoutMs, query_timeout: statementTimeoutMs + UNANSWERED_GRACE_MS } : { query_timeout: statementTimeoutMs }),
     });
     // An idle client whose backend is terminated emits 'error' on the pool; unhandled, it would
     // crash the process. The pool drops that client and the next query gets a fresh one.
@@ -164,5 +161,7 @@ export function isDatabaseUnavailable(err: unknown): boolean {
     if (CONNECTION_ERRNOS.has(code)) return true;
   }
   const message = err instanceof Error ? err.message : '';
-  return /Connection terminated|connection timeout|timeout exceeded when trying to connect|Client has encountered a connection error|Query read timeout/i.test(message);
+  return /Connection terminated|connection timeout|timeout exceeded when trying to connect|Client has encountered a connection error|Query read timeout/i.test(
+    message,
+  );
 }

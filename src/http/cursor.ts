@@ -17,7 +17,9 @@ const BASE64URL = /^[A-Za-z0-9_-]+$/;
 const TAG_BYTES = 32;
 
 function tagOf(key: Parameters<typeof createHmac>[1], userId: string, list: CursorList, payload: string): Buffer {
-  return createHmac('sha256', key).update(JSON.stringify([userId, list, payload])).digest();
+  return createHmac('sha256', key)
+    .update(JSON.stringify([userId, list, payload]))
+    .digest();
 }
 
 export function makeCursor(vault: Vault, userId: string, list: CursorList, values: readonly (string | number)[]): string {

@@ -25,14 +25,30 @@ export async function localSignInRoutes(parent: FastifyInstance, { deps }: { dep
   const description = 'Only on the embedded default listening on loopback (no DATABASE_URL, no AUTH_JWT_SECRET, no AUTH_JWKS_URL); else 404 NOT_FOUND.';
   app.get(
     '/local-sign-in',
-    { config: { public: true }, schema: { ...schema, operationId: 'getLocalSignIn', summary: 'Whether local sign-in is offered', description, response: responses({ 200: LocalSignInAvailable }) } },
+    {
+      config: { public: true },
+      schema: {
+        ...schema,
+        operationId: 'getLocalSignIn',
+        summary: 'Whether local sign-in is offered',
+        description,
+        response: responses({ 200: LocalSignInAvailable }),
+      },
+    },
     async () => ({ available: true as const }),
   );
   app.post(
     '/local-sign-in',
     {
       config: { public: true },
-      schema: { ...schema, operationId: 'signInLocally', summary: 'A bearer token for a user id (local use)', description, body: LocalSignInBody, response: responses({ 200: LocalSession }) },
+      schema: {
+        ...schema,
+        operationId: 'signInLocally',
+        summary: 'A bearer token for a user id (local use)',
+        description,
+        body: LocalSignInBody,
+        response: responses({ 200: LocalSession }),
+      },
     },
     async (req) => {
       const userId = req.body.userId.trim();

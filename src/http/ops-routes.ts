@@ -27,7 +27,10 @@ export async function opsRoutes(parent: FastifyInstance, { deps }: { deps: Deps 
   const databaseAnswers = (): Promise<boolean> => {
     probe ??= sql`select 1`
       .execute(deps.db)
-      .then(() => true, () => false)
+      .then(
+        () => true,
+        () => false,
+      )
       .finally(() => (probe = undefined));
     return withinDeadline(probe, READINESS_DEADLINE_MS);
   };
@@ -53,11 +56,15 @@ export async function opsRoutes(parent: FastifyInstance, { deps }: { deps: Deps 
   const description =
     `Loopback clients only (a request relayed by a proxy, with any of ${PROXY_HEADERS_SHOWN}, is not one) → else 404 NOT_FOUND; ` +
     'with METRICS_TOKEN set, only `Authorization: Bearer <METRICS_TOKEN>`, from anywhere → else 401 UNAUTHENTICATED.';
-  app.get('/metrics', { schema: { ...ops, operationId: 'getMetrics', summary: 'Prometheus metrics', description, produces: ['text/plain'] } }, async (req, reply) => {
-    admitMetricsReader(req, deps.config.metricsToken);
-    const body = await deps.metrics.registry.metrics();
-    return reply.type(deps.metrics.registry.contentType).send(body);
-  });
+  app.get(
+    '/metrics',
+    { schema: { ...ops, operationId: 'getMetrics', summary: 'Prometheus metrics', description, produces: ['text/plain'] } },
+    async (req, reply) => {
+      admitMetricsReader(req, deps.config.metricsToken);
+      const body = await deps.metrics.registry.metrics();
+      return reply.type(deps.metrics.registry.contentType).send(body);
+    },
+  );
 
   app.get('/openapi.json', { schema: { ...ops, summary: 'OpenAPI 3.1 document', hide: true } }, async () => app.swagger());
 }

@@ -125,6 +125,9 @@ describe('SseWriter', () => {
     assert.ok(waitedForClient, 'drained() waited for the client to read');
     const sent = chunks(raw.reads.join('')).join('').split('\n\n').filter(Boolean);
     assert.equal(sent.length, frames, 'nothing lost');
-    assert.deepEqual(sent.map((f) => Number(/^id: (\d+)/.exec(f)?.[1])), Array.from({ length: frames }, (_, i) => i + 1));
+    assert.deepEqual(
+      sent.map((f) => Number(/^id: (\d+)/.exec(f)?.[1])),
+      Array.from({ length: frames }, (_, i) => i + 1),
+    );
   });
 });

@@ -7,7 +7,19 @@ import fastifyStatic from '@fastify/static';
 export const WEB_DIST = path.resolve(import.meta.dirname, '../../web/dist');
 
 /** The client's own paths (history routing); each answers the same page. */
-export const CLIENT_PATHS = ['/', '/sign-in', '/chat', '/chat/:id', '/keys', '/accounts', '/accounts/:id/journal', '/billing', '/billing/success', '/billing/cancel', '/usage'];
+export const CLIENT_PATHS = [
+  '/',
+  '/sign-in',
+  '/chat',
+  '/chat/:id',
+  '/keys',
+  '/accounts',
+  '/accounts/:id/journal',
+  '/billing',
+  '/billing/success',
+  '/billing/cancel',
+  '/usage',
+];
 
 /**
  * Model output is rendered as Markdown in this page; what a sanitiser misses still cannot run: only the
@@ -66,6 +78,8 @@ export async function webClientRoutes(app: FastifyInstance, opts: { dist?: strin
   });
   if (existsSync(path.join(dist, 'favicon.svg'))) {
     const icon = readFileSync(path.join(dist, 'favicon.svg'));
-    app.get('/favicon.svg', { schema: { hide: true } }, async (_req, reply) => reply.type('image/svg+xml').header('cache-control', 'public, max-age=86400').send(icon));
+    app.get('/favicon.svg', { schema: { hide: true } }, async (_req, reply) =>
+      reply.type('image/svg+xml').header('cache-control', 'public, max-age=86400').send(icon),
+    );
   }
 }

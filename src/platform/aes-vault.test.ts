@@ -28,12 +28,15 @@ function flipBit(buf: Buffer, bit: number): Buffer {
 }
 
 function assertRefused(sealed: SealedSecret, at: SecretSlot = slot, v = vault): void {
-  assert.throws(() => v.open(sealed, at), (err: unknown) => {
-    assert.ok(err instanceof VaultError);
-    assert.ok(!err.message.includes(secret), 'message must not contain the plaintext');
-    assert.ok(!err.message.includes(keyA.toString('base64')), 'message must not contain key material');
-    return true;
-  });
+  assert.throws(
+    () => v.open(sealed, at),
+    (err: unknown) => {
+      assert.ok(err instanceof VaultError);
+      assert.ok(!err.message.includes(secret), 'message must not contain the plaintext');
+      assert.ok(!err.message.includes(keyA.toString('base64')), 'message must not contain key material');
+      return true;
+    },
+  );
 }
 
 describe('DESIGN §5: AES-256-GCM vault', () => {
@@ -133,7 +136,10 @@ describe('DESIGN §1: ENCRYPTION_KEYS keyring', () => {
 
   test('parses ID:BASE64KEY entries in order, first one encrypting', () => {
     const parsed = parseKeyring(`new:${keyB.toString('base64')}, old-1:${b64}`);
-    assert.deepEqual(parsed.keys.map((k) => k.id), ['new', 'old-1']);
+    assert.deepEqual(
+      parsed.keys.map((k) => k.id),
+      ['new', 'old-1'],
+    );
     assert.deepEqual(parsed.keys[1]?.key, keyA);
     assert.equal(createVault(parsed).primaryKeyId, 'new');
   });
@@ -152,11 +158,14 @@ describe('DESIGN §1: ENCRYPTION_KEYS keyring', () => {
       `a:${b64},`,
     ];
     for (const spec of bad) {
-      assert.throws(() => parseKeyring(spec), (err: Error) => {
-        assert.match(err.message, /ENCRYPTION_KEYS/, spec);
-        assert.ok(!err.message.includes(b64.slice(0, 12)), `message leaks key material: ${err.message}`);
-        return true;
-      });
+      assert.throws(
+        () => parseKeyring(spec),
+        (err: Error) => {
+          assert.match(err.message, /ENCRYPTION_KEYS/, spec);
+          assert.ok(!err.message.includes(b64.slice(0, 12)), `message leaks key material: ${err.message}`);
+          return true;
+        },
+      );
     }
   });
 });
@@ -201,6 +210,9 @@ describe('DESIGN §1: generated local secrets', () => {
     assert.match(secretA, /^[A-Za-z0-9_-]{64}$/);
     assert.equal(statSync(path.join(dir, 'jwt-secret')).mode & 0o777, 0o600);
     assert.match(warnings.join('\n'), /AUTH_JWT_SECRET/);
-    assert.equal(loadOrCreateSecret('jwt-secret', dir, () => undefined), secretA);
+    assert.equal(
+      loadOrCreateSecret('jwt-secret', dir, () => undefined),
+      secretA,
+    );
   });
 });

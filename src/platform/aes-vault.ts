@@ -155,12 +155,7 @@ export function loadOrCreateSecret(name: string, dataDir: string, warn: (msg: st
  * temporary file and hard-linked into place, so the file appears complete or not at all, and two
  * processes starting together agree on one value (the loser of the link race reads the winner's).
  */
-function loadOrCreateSecretFile(
-  file: string,
-  generate: () => string,
-  warn: (msg: string) => void,
-  about: { variable: string; consequence: string },
-): string {
+function loadOrCreateSecretFile(file: string, generate: () => string, warn: (msg: string) => void, about: { variable: string; consequence: string }): string {
   mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
   const created = createIfAbsent(file, generate);
   const banner = `${about.variable} is not set: ${created ? 'generated' : 'using the generated'} ${file}.`;

@@ -45,7 +45,12 @@ export function createCoordination(config: Config, db: Db, clock: Clock, redisPr
   } else if (config.databaseUrl) {
     limiter = createPgRateLimiter(db, clock);
     leases = createPgStreamLeases(db, clock);
-    frameStore = createPgFrameStore({ db, listenUrl: config.databaseListenUrl ?? config.databaseUrl, clock, onError: (err) => onError(err, 'postgres frame store') });
+    frameStore = createPgFrameStore({
+      db,
+      listenUrl: config.databaseListenUrl ?? config.databaseUrl,
+      clock,
+      onError: (err) => onError(err, 'postgres frame store'),
+    });
     store = 'postgres';
   } else {
     limiter = createMemoryRateLimiter(clock);

@@ -102,7 +102,8 @@ describe('DATA_DIR lock (DESIGN §10: one process per embedded data directory)',
       assert.throws(
         () => lockDataDir(dir),
         (err: unknown) =>
-          err instanceof DataDirLockedError && /process 7 on host another-host .*last refreshed the lock \d+ s ago; the lock is taken over 30 s after that/.test(err.message),
+          err instanceof DataDirLockedError &&
+          /process 7 on host another-host .*last refreshed the lock \d+ s ago; the lock is taken over 30 s after that/.test(err.message),
       );
       const old = new Date(Date.now() - FOREIGN_LOCK_STALE_MS - 1000);
       utimesSync(path.join(dir, DATA_DIR_LOCK_FILE), old, old);
@@ -153,7 +154,11 @@ describe('DATA_DIR lock (DESIGN §10: one process per embedded data directory)',
       for (const child of children) child.stdin.end();
       for (const child of children) assert.equal(child.exitCode ?? (await once(child, 'exit'))[0], 0);
       const takers = dirs.map((_, i) => taken.filter((t) => t.includes(i)).length);
-      assert.deepEqual(takers.filter((n) => n !== 1), [], `locks taken by several processes or none: ${JSON.stringify(takers)}`);
+      assert.deepEqual(
+        takers.filter((n) => n !== 1),
+        [],
+        `locks taken by several processes or none: ${JSON.stringify(takers)}`,
+      );
       for (const dir of dirs) assert.equal(existsSync(path.join(dir, DATA_DIR_LOCK_FILE)), false, dir);
     } finally {
       rmSync(root, { recursive: true, force: true });

@@ -227,7 +227,8 @@ function optional<K extends string>(key: K, read: () => string | undefined): Par
 /** `node src/server.ts`, `node scripts/admin.ts grant carol 100`: paths relative to the working directory. */
 function commandLine(): string {
   const [, script, ...args] = process.argv;
-  const shown = script === undefined ? [] : [path.isAbsolute(script) && script.startsWith(process.cwd() + path.sep) ? path.relative(process.cwd(), script) : script];
+  const shown =
+    script === undefined ? [] : [path.isAbsolute(script) && script.startsWith(process.cwd() + path.sep) ? path.relative(process.cwd(), script) : script];
   return [path.basename(process.execPath), ...shown, ...args].join(' ');
 }
 

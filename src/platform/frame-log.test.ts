@@ -51,7 +51,10 @@ const memory: Backend = {
   shared: false,
   async open(o) {
     const clock = new ManualClock();
-    const log = new FrameLog(createMemoryFrameStore(clock, () => undefined), { ...OPTS, ...o });
+    const log = new FrameLog(
+      createMemoryFrameStore(clock, () => undefined),
+      { ...OPTS, ...o },
+    );
     return { a: log, b: log, elapse: async (ms) => clock.advance(ms), close: () => log.close() };
   },
   store: async () => createMemoryFrameStore(new ManualClock(), () => undefined),
@@ -361,8 +364,14 @@ for (const backend of backends) {
         assert.deepEqual(await store.write(turnId, { after: 0, frames: frames(1, 6), end: false }, 60_000), { kind: 'held', top: 3 });
         assert.deepEqual(await store.write(turnId, { after: 3, frames: frames(4, 6), end: false }, 60_000), { kind: 'written' });
         assert.deepEqual(await store.write(turnId, { after: 3, frames: frames(4, 5), end: false }, 60_000), { kind: 'held', top: 6 });
-        assert.deepEqual((await store.read(turnId, 0))?.frames.map((f) => f.id), range(1, 6));
-        assert.deepEqual((await store.read(turnId, 4))?.frames.map((f) => f.id), [5, 6]);
+        assert.deepEqual(
+          (await store.read(turnId, 0))?.frames.map((f) => f.id),
+          range(1, 6),
+        );
+        assert.deepEqual(
+          (await store.read(turnId, 4))?.frames.map((f) => f.id),
+          [5, 6],
+        );
       } finally {
         await store.close();
       }
@@ -379,7 +388,10 @@ for (const backend of backends) {
         assert.deepEqual(await store.write(turnId, { after: 6, frames: frames(7, 7), end: false }, 60_000), { kind: 'held', top: 8 });
         assert.deepEqual(await store.write(turnId, { after: 9, frames: frames(10, 10), end: false }, 60_000), { kind: 'lost' }, 'a gap is refused');
         const read = await store.read(turnId, 0);
-        assert.deepEqual(read?.frames.map((f) => f.id), [6, 7, 8]);
+        assert.deepEqual(
+          read?.frames.map((f) => f.id),
+          [6, 7, 8],
+        );
         assert.equal(assembled(read?.frames ?? []), '1 2 3 4 5 6 7 8 ');
       } finally {
         await store.close();
@@ -418,7 +430,10 @@ for (const backend of backends) {
         assert.equal(await reader.follow(turnId, 0, resumed.sink, { live: true, signal: resumed.signal }), 'ended');
         for (const got of [c, resumed]) {
           const ids = got.ids();
-          assert.ok(ids.every((id, i) => i === 0 || id > (ids[i - 1] ?? 0)), `ids rise: ${ids.join(',')}`);
+          assert.ok(
+            ids.every((id, i) => i === 0 || id > (ids[i - 1] ?? 0)),
+            `ids rise: ${ids.join(',')}`,
+          );
           assert.equal(ids.at(-1), 81);
           assert.equal(assembled(got.frames), text);
         }

@@ -86,7 +86,12 @@ export class FrameLog {
    * `live`: the turn was running when the caller looked (a log not there yet is waited for); `first`:
    * the caller's `look`, when it took one.
    */
-  follow(turnId: string, after: number, sink: FrameSink, opts: { readonly live: boolean; readonly signal: AbortSignal; readonly first?: FirstLook }): Promise<FollowEnd> {
+  follow(
+    turnId: string,
+    after: number,
+    sink: FrameSink,
+    opts: { readonly live: boolean; readonly signal: AbortSignal; readonly first?: FirstLook },
+  ): Promise<FollowEnd> {
     const local = this.#running.get(turnId);
     if (local !== undefined) return local.follow(after, sink, opts.signal);
     const first = opts.first?.local === false ? opts.first : undefined;
@@ -136,7 +141,8 @@ export class FrameLog {
     };
     const unwatch = await store.watch(turnId, wake);
     // Announced now and every heartbeat: the running instance counts this client as attached (detach grace).
-    const announce = (kind: 'attach' | 'detach'): void => void store.publish({ kind, turnId, followerId }).catch((err: unknown) => this.#opts.onError(err, 'announcing a follower'));
+    const announce = (kind: 'attach' | 'detach'): void =>
+      void store.publish({ kind, turnId, followerId }).catch((err: unknown) => this.#opts.onError(err, 'announcing a follower'));
     announce('attach');
     const beat = setInterval(() => announce('attach'), heartbeatMs);
     let pos = after;

@@ -42,8 +42,7 @@ export function judgeWrite(batch: FrameBatch, top: number): WriteOutcome {
 
 /** What instances tell each other about turns: stop one; a client attached to (or left) one from elsewhere. */
 export type ControlMessage =
-  | { readonly kind: 'stop'; readonly turnId: string }
-  | { readonly kind: 'attach' | 'detach'; readonly turnId: string; readonly followerId: string };
+  { readonly kind: 'stop'; readonly turnId: string } | { readonly kind: 'attach' | 'detach'; readonly turnId: string; readonly followerId: string };
 
 /**
  * Where turns' frame logs are kept so every instance can read them, and how instances reach each

@@ -26,7 +26,7 @@ export const batchWire = (frames: readonly Frame[]): string => frames.map((f) =>
  */
 export function framesOf(wire: string, after: number, out: Frame[] = []): Frame[] {
   let floor = Math.max(after, out.at(-1)?.id ?? 0);
-  for (let at = 0; at < wire.length; ) {
+  for (let at = 0; at < wire.length;) {
     const end = wire.indexOf('\n\n', at);
     const stop = end < 0 ? wire.length : end + 2;
     const text = wire.slice(at, stop);

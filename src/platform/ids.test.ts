@@ -15,7 +15,7 @@ test('pooled random bytes: the requested length, never repeated across pool refi
   for (const n of [1, 255, 256, 257, 5000]) assert.equal(secureRandomBytes(n).length, n);
 });
 
-test('a returned buffer is the caller\'s own: later draws do not change it', () => {
+test("a returned buffer is the caller's own: later draws do not change it", () => {
   const a = secureRandomBytes(16);
   const copy = Buffer.from(a);
   for (let i = 0; i < 1000; i++) secureRandomBytes(16);

@@ -18,12 +18,7 @@ export function createPgRateLimiter(db: Db, clock: Clock): RateLimiter {
       const state = await db.transaction().execute(async (trx) => {
         // Two 32-bit keys: rule and subject hashed apart, so ('a:b','c') and ('a','b:c') differ.
         await sql`select pg_advisory_xact_lock(hashtext(${`rate-limit:${rule.name}`}), hashtext(${subject}))`.execute(trx);
-        await trx
-          .deleteFrom('rate_limit_hits')
-          .where('bucket', '=', rule.name)
-          .where('subject', '=', subject)
-          .where('at', '<=', windowStart)
-          .execute();
+        await trx.deleteFrom('rate_limit_hits').where('bucket', '=', rule.name).where('subject', '=', subject).where('at', '<=', windowStart).execute();
         const before = await trx
           .selectFrom('rate_limit_hits')
           .where('bucket', '=', rule.name)
@@ -33,9 +28,7 @@ export function createPgRateLimiter(db: Db, clock: Clock): RateLimiter {
         const count = Number(before.count);
         const allowed = count < rule.limit;
         if (allowed) await trx.insertInto('rate_limit_hits').values({ bucket: rule.name, subject, at: now }).execute();
-        const times = [before.oldest, before.newest, ...(allowed ? [now] : [])]
-          .filter((d): d is Date => d instanceof Date)
-          .map((d) => d.getTime());
+        const times = [before.oldest, before.newest, ...(allowed ? [now] : [])].filter((d): d is Date => d instanceof Date).map((d) => d.getTime());
         return {
           allowed,
           count: allowed ? count + 1 : count,

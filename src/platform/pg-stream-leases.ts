@@ -22,7 +22,9 @@ export function createPgStreamLeases(db: Db, clock: Clock): StreamLeases {
         oc
           .column('user_id')
           .doUpdateSet((eb) => ({ token: eb.ref('excluded.token'), expires_at: eb.ref('excluded.expires_at') }))
-          .where((eb) => (renewing ? eb.or([eb('stream_leases.token', '=', token), eb('stream_leases.expires_at', '<=', now)]) : eb('stream_leases.expires_at', '<=', now))),
+          .where((eb) =>
+            renewing ? eb.or([eb('stream_leases.token', '=', token), eb('stream_leases.expires_at', '<=', now)]) : eb('stream_leases.expires_at', '<=', now),
+          ),
       )
       .returning('token')
       .executeTakeFirst();

@@ -132,8 +132,15 @@ for (const backend of backends) {
         const subject = uniqueSubject();
         const decisions = await Promise.all(Array.from({ length: 200 }, (_, i) => (i % 2 ? a : b).hit(rule, subject)));
         assert.equal(decisions.filter((d) => d.allowed).length, 30);
-        const remaining = decisions.filter((d) => d.allowed).map((d) => d.remaining).sort((x, y) => x - y);
-        assert.deepEqual(remaining, Array.from({ length: 30 }, (_, i) => i), 'each admitted hit saw a distinct count');
+        const remaining = decisions
+          .filter((d) => d.allowed)
+          .map((d) => d.remaining)
+          .sort((x, y) => x - y);
+        assert.deepEqual(
+          remaining,
+          Array.from({ length: 30 }, (_, i) => i),
+          'each admitted hit saw a distinct count',
+        );
       }));
 
     test('DESIGN §4: rolling window — 10 hits at t, 11th at t+3599s refused with retryAfterMs 1000, at t+3600s admitted', () =>
@@ -231,7 +238,10 @@ describe('rate limiter (Redis outage)', () => {
         await Promise.all(proxies.map((p) => p.reopen()));
         const back = performance.now();
         for (;;) {
-          const ok = await limiter.hit(keySaves, 'u').then(() => true, () => false);
+          const ok = await limiter.hit(keySaves, 'u').then(
+            () => true,
+            () => false,
+          );
           if (ok) break;
           assert.ok(performance.now() - back < 5000, 'recovered within 5 s');
           await delay(100);
@@ -254,8 +264,7 @@ describe('DESIGN §3: rate-limit headers', () => {
   });
 
   test('a refused request gets Retry-After in whole seconds rounded up, never 0', () => {
-    const refused = (retryAfterMs: number) =>
-      rateLimitHeaders(rule, { allowed: false, limit: 10, remaining: 0, retryAfterMs, resetMs: 5000 })['Retry-After'];
+    const refused = (retryAfterMs: number) => rateLimitHeaders(rule, { allowed: false, limit: 10, remaining: 0, retryAfterMs, resetMs: 5000 })['Retry-After'];
     assert.equal(refused(1000), '1');
     assert.equal(refused(1001), '2');
     assert.equal(refused(1), '1');

@@ -17,7 +17,7 @@ import { createRedisStreamLeases } from './redis-stream-leases.ts';
 
 const cluster = REDIS_UNDER_TEST?.clusterNodes ? REDIS_UNDER_TEST : undefined;
 
-test('DESIGN §15: with REDIS_CLUSTER_NODES and REDIS_URL both set, every cluster node takes REDIS_URL\'s user, password and TLS', async () => {
+test("DESIGN §15: with REDIS_CLUSTER_NODES and REDIS_URL both set, every cluster node takes REDIS_URL's user, password and TLS", async () => {
   const client = openRedis({ url: 'rediss://app:p%40ss@ignored.example:6380/0', clusterNodes: [{ host: '127.0.0.1', port: await unusedPort() }] });
   try {
     assert.ok(client instanceof Cluster);
@@ -52,7 +52,7 @@ if (!cluster) {
       return found.flat();
     };
 
-    test('DESIGN §15: every key of one user\'s operations (rate-limit windows of two rules, the stream lease) lies in the slot of {u:<user>}, every key of one turn\'s log in the slot of {t:<turn>}', async () => {
+    test("DESIGN §15: every key of one user's operations (rate-limit windows of two rules, the stream lease) lies in the slot of {u:<user>}, every key of one turn's log in the slot of {t:<turn>}", async () => {
       const client = openRedis(cluster);
       try {
         const user = `user-${randomBytes(6).toString('hex')}`;

@@ -80,7 +80,13 @@ export function createRedisFrameStore(opts: RedisFrameStoreOptions): FrameStore 
     async read(turnId, after): Promise<StoredFrames | undefined> {
       const k = key(turnId);
       // The entries above `after` hold every frame after it (the snapshot's among them when `after` is older).
-      const replies = await redisCall(client, (c) => c.multi().exists(k).xrange(k, `${after + 1}-0`, '+').exec());
+      const replies = await redisCall(client, (c) =>
+        c
+          .multi()
+          .exists(k)
+          .xrange(k, `${after + 1}-0`, '+')
+          .exec(),
+      );
       const [exists, range] = replies ?? [];
       if (exists?.[1] !== 1) return undefined;
       const frames: Frame[] = [];

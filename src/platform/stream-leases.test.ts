@@ -177,7 +177,7 @@ for (const backend of backends) {
         assert.equal(await a.renew(user, token, ttl), true);
       }));
 
-    test('DESIGN §4: a lease that vanished (expired, or a store restarted empty) is taken back by its holder\'s renewal, so no second stream starts beside it', () =>
+    test("DESIGN §4: a lease that vanished (expired, or a store restarted empty) is taken back by its holder's renewal, so no second stream starts beside it", () =>
       withInstances(async ({ a, b, elapse }) => {
         const user = uniqueUser();
         const token = await a.acquire(user, ttl);

@@ -219,7 +219,7 @@ export class TurnLog {
   async #writeAll(): Promise<void> {
     const giveUpAt = Date.now() + FLUSH_GIVE_UP_MS;
     let batch: FrameBatch | undefined;
-    for (let wait = FLUSH_RETRY_MS; this.#written < this.#lastId; ) {
+    for (let wait = FLUSH_RETRY_MS; this.#written < this.#lastId;) {
       batch ??= this.#nextBatch();
       try {
         const outcome = await this.#store.write(this.turnId, batch, batch.end ? this.#opts.retentionMs : this.#opts.maxDurationMs + this.#opts.retentionMs);

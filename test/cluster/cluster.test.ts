@@ -42,7 +42,10 @@ if (CLUSTER_AVAILABLE) {
       const probesBefore = setup.fake.requests.filter((r) => r.path === '/v1/models').length;
       const results = await all(200, () => c().call(user, 'PUT', '/api/advisor/provider-keys/openai', { apiKey: setup.fake.validKey }).then(outcome));
       assert.deepEqual(tally(results), { '200': 10, '429 RATE_LIMITED': 190 });
-      assertRateLimited(results.filter((r) => r.status === 429), 'provider-key-saves');
+      assertRateLimited(
+        results.filter((r) => r.status === 429),
+        'provider-key-saves',
+      );
       assert.ok(results.filter((r) => r.status === 200).every((r) => (r.json as { verified: boolean }).verified));
       // A refused save reaches no provider.
       assert.equal(setup.fake.requests.filter((r) => r.path === '/v1/models').length - probesBefore, 10);
@@ -59,7 +62,10 @@ if (CLUSTER_AVAILABLE) {
       const results = await all(20, () => c().call(user, 'POST', streamPath(), message()).then(outcome));
       assert.deepEqual(tally(results), { '200': 1, '409 STREAM_IN_PROGRESS': 19 });
       const winner = results.find((r) => r.status === 200);
-      assert.deepEqual(winner?.frames.map((f) => f.event), ['start', 'delta', 'delta', 'delta', 'delta', 'delta', 'done']);
+      assert.deepEqual(
+        winner?.frames.map((f) => f.event),
+        ['start', 'delta', 'delta', 'delta', 'delta', 'delta', 'done'],
+      );
       // The refused starts stored nothing and called no provider.
       assert.equal(setup.fake.streams.length - upstreamBefore, 1);
       const [rows] = await c().sql<{ conversations: number; messages: number }>(
@@ -93,7 +99,11 @@ if (CLUSTER_AVAILABLE) {
       // holds the rate limiter's Redis answer past its 1 s command timeout, as the suite's first pass saw
       // with another file running beside it. None is admitted, and the money below is exact either way.
       const refused = tally(burst);
-      assert.deepEqual(Object.keys(refused).filter((k) => k !== '429 RATE_LIMITED' && k !== '503 SERVICE_UNAVAILABLE'), [], JSON.stringify(refused));
+      assert.deepEqual(
+        Object.keys(refused).filter((k) => k !== '429 RATE_LIMITED' && k !== '503 SERVICE_UNAVAILABLE'),
+        [],
+        JSON.stringify(refused),
+      );
       assert.ok((refused['429 RATE_LIMITED'] ?? 0) > 0, JSON.stringify(refused));
       // Allowance turns remain on the free tier, so an unaffordable paid model says so.
       const noCredits = counts['402 INSUFFICIENT_CREDITS_ALLOWANCE_AVAILABLE'] ?? 0;
@@ -106,7 +116,10 @@ if (CLUSTER_AVAILABLE) {
       const m = await money(c(), user);
       assert.deepEqual(m, { balance: 0, ledgerSum: 0, apiCredits: 0, turnCharges: { charged: 7 } });
       const kinds = await c().sql('select kind, count(*)::int as n from ledger_entries where user_id = $1 group by kind order by kind', [user]);
-      assert.deepEqual(kinds, [{ kind: 'grant', n: 1 }, { kind: 'turn', n: 7 }]);
+      assert.deepEqual(kinds, [
+        { kind: 'grant', n: 1 },
+        { kind: 'turn', n: 7 },
+      ]);
       process.stdout.write(`# outcomes of the 500 attempts: ${JSON.stringify(counts)}\n`);
     });
 
@@ -115,7 +128,10 @@ if (CLUSTER_AVAILABLE) {
       const sessionsBefore = setup.stripe.checkouts.length;
       const results = await all(30, () => c().call(user, 'POST', '/api/billing/checkout', { packId: 'credits_500' }).then(outcome));
       assert.deepEqual(tally(results), { '200': 10, '429 RATE_LIMITED': 20 });
-      assertRateLimited(results.filter((r) => r.status === 429), 'checkouts');
+      assertRateLimited(
+        results.filter((r) => r.status === 429),
+        'checkouts',
+      );
       // A refused checkout reaches no payment processor and records nothing.
       assert.equal(setup.stripe.checkouts.length - sessionsBefore, 10);
       const [pending] = await c().sql<{ n: number }>("select count(*)::int as n from purchases where user_id = $1 and status = 'pending'", [user]);

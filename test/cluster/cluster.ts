@@ -160,9 +160,7 @@ export async function startCluster(opts: { instances: number; env?: Record<strin
     },
     startInstance,
     async close() {
-      await Promise.all(
-        instances.filter((x) => x.child.exitCode === null && x.child.signalCode === null).map((x) => x.kill('SIGKILL')),
-      );
+      await Promise.all(instances.filter((x) => x.child.exitCode === null && x.child.signalCode === null).map((x) => x.kill('SIGKILL')));
       await sqlClient.end();
       await dbProxy.stop();
       await redis.stop();

@@ -83,11 +83,13 @@ if (CLUSTER_AVAILABLE) {
     test('DESIGN §4: Redis down → key saves, stream starts and checkouts fail closed with 503 SERVICE_UNAVAILABLE and Retry-After; each recovers within 5 s of Redis returning', async () => {
       const live = liveInstances(c());
       // One user per instance, so the recovery polls of one instance never meet another's stream lease.
-      const users = await Promise.all(live.map(async (i) => {
-        const user = newUser(`redis-down-${i}`);
-        await saveKey(c(), user, setup.fake.validKey);
-        return user;
-      }));
+      const users = await Promise.all(
+        live.map(async (i) => {
+          const user = newUser(`redis-down-${i}`);
+          await saveKey(c(), user, setup.fake.validKey);
+          return user;
+        }),
+      );
       const routes = {
         'key save': (user: string, i: number) => c().call(user, 'PUT', '/api/advisor/provider-keys/openai', { apiKey: setup.fake.validKey }, i),
         'stream start': (user: string, i: number) => c().call(user, 'POST', streamPath(), message(), i),
@@ -117,10 +119,15 @@ if (CLUSTER_AVAILABLE) {
       await Promise.all(
         live.map(async (i, n) => {
           for (const [route, send] of Object.entries(routes)) {
-            const res = await waitFor(`${route} on instance ${i}`, async () => {
-              const r = await outcome(await send(users[n] ?? '', i));
-              return r.status === 503 ? undefined : r;
-            }, 10_000, 100);
+            const res = await waitFor(
+              `${route} on instance ${i}`,
+              async () => {
+                const r = await outcome(await send(users[n] ?? '', i));
+                return r.status === 503 ? undefined : r;
+              },
+              10_000,
+              100,
+            );
             const recoveredAfter = performance.now() - restoredAt;
             assert.equal(res.status, 200, `${route} on instance ${i}: ${res.status} ${res.code ?? ''}`);
             assert.ok(recoveredAfter < 5000, `${route} on instance ${i} recovered after ${Math.round(recoveredAfter)} ms`);
@@ -164,10 +171,15 @@ if (CLUSTER_AVAILABLE) {
       }
 
       // Stripe retries the same delivery (same bytes, same signature) until it gets a 2xx.
-      const replayed = await waitFor('the replayed delivery', async () => {
-        const r = await deliver(live[0] ?? 0);
-        return r.status === 503 ? undefined : r;
-      }, 10_000, 200);
+      const replayed = await waitFor(
+        'the replayed delivery',
+        async () => {
+          const r = await deliver(live[0] ?? 0);
+          return r.status === 503 ? undefined : r;
+        },
+        10_000,
+        200,
+      );
       assert.equal(replayed.status, 200, JSON.stringify(replayed.json));
       for (const i of live) assert.equal((await deliver(i)).status, 200);
 
@@ -210,7 +222,10 @@ if (CLUSTER_AVAILABLE) {
       for (const key of Object.keys(counts)) assert.ok(['200', '503 SERVICE_UNAVAILABLE', '402 BILLING_NOT_AVAILABLE'].includes(key), JSON.stringify(counts));
       const served = results.filter((r) => r.res.status === 200);
       for (const { res } of served) {
-        assert.deepEqual(res.frames.map((f) => f.event), ['start', 'delta', 'delta', 'done']);
+        assert.deepEqual(
+          res.frames.map((f) => f.event),
+          ['start', 'delta', 'delta', 'done'],
+        );
         assert.deepEqual(res.frames[0]?.data['billing'], { source: 'credits', credits: PAID_TURN_CREDITS });
       }
       // What the client was told is what is stored (DESIGN §7: the last frame comes after storage).
@@ -225,10 +240,15 @@ if (CLUSTER_AVAILABLE) {
       assert.equal(replies.length, served.length);
 
       // A reservation whose turn was refused after it committed is returned by the sweeper.
-      await waitFor('every reservation settled', async () => {
-        const [open] = await c().sql<{ n: number }>("select count(*)::int as n from turn_charges where status = 'reserved' and user_id = any($1)", [users]);
-        return open?.n === 0 ? true : undefined;
-      }, SWEEP_AFTER_MS + 10_000, 250);
+      await waitFor(
+        'every reservation settled',
+        async () => {
+          const [open] = await c().sql<{ n: number }>("select count(*)::int as n from turn_charges where status = 'reserved' and user_id = any($1)", [users]);
+          return open?.n === 0 ? true : undefined;
+        },
+        SWEEP_AFTER_MS + 10_000,
+        250,
+      );
       for (const user of users) {
         const streamed = served.filter((r) => r.user === user).length;
         const m = await money(c(), user);
@@ -244,11 +264,13 @@ if (CLUSTER_AVAILABLE) {
 
     test('issue 14 item 8: Redis frozen (SIGSTOP) 3 s while users start streams → each start is answered 503 within the command timeout; once Redis wakes, none holds a phantom lease: every next start is 200', async () => {
       const live = liveInstances(c());
-      const users = await Promise.all(Array.from({ length: 6 }, async (_, n) => {
-        const user = newUser(`redis-frozen-${n}`);
-        await saveKey(c(), user, setup.fake.validKey);
-        return user;
-      }));
+      const users = await Promise.all(
+        Array.from({ length: 6 }, async (_, n) => {
+          const user = newUser(`redis-frozen-${n}`);
+          await saveKey(c(), user, setup.fake.validKey);
+          return user;
+        }),
+      );
       c().redis.signal('SIGSTOP');
       let woke = 0;
       try {
@@ -279,11 +301,13 @@ if (CLUSTER_AVAILABLE) {
       let running = true;
       const loop = (async () => {
         while (running) {
-          await Promise.all(liveInstances(c()).map(async (i) => {
-            const t0 = performance.now();
-            const res = await fetch(`${c().instances[i]?.url}/healthz`).catch(() => undefined);
-            if (res?.status === 200) worst = Math.max(worst, performance.now() - t0);
-          }));
+          await Promise.all(
+            liveInstances(c()).map(async (i) => {
+              const t0 = performance.now();
+              const res = await fetch(`${c().instances[i]?.url}/healthz`).catch(() => undefined);
+              if (res?.status === 200) worst = Math.max(worst, performance.now() - t0);
+            }),
+          );
           await sleep(50);
         }
       })();
@@ -339,13 +363,18 @@ if (CLUSTER_AVAILABLE) {
           `content-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
       );
       try {
-        const [reply] = await waitFor('the stalled reply to end', async () => {
-          const rows = await c().sql<{ status: string; content_length: number }>(
-            "select status, length(content) as content_length from messages where user_id = $1 and role = 'assistant' and status <> 'streaming'",
-            [user],
-          );
-          return rows.length > 0 ? rows : undefined;
-        }, STALL_MS + 10_000, 100);
+        const [reply] = await waitFor(
+          'the stalled reply to end',
+          async () => {
+            const rows = await c().sql<{ status: string; content_length: number }>(
+              "select status, length(content) as content_length from messages where user_id = $1 and role = 'assistant' and status <> 'streaming'",
+              [user],
+            );
+            return rows.length > 0 ? rows : undefined;
+          },
+          STALL_MS + 10_000,
+          100,
+        );
         assert.equal(reply?.status, 'interrupted');
         assert.ok((reply?.content_length ?? 0) > 0);
         setup.fake.enqueueStream({ chunks: ['next'] });
@@ -384,12 +413,14 @@ if (CLUSTER_AVAILABLE) {
       if (i === undefined) throw new Error('no live instance');
       const instance = c().instances[i];
       const users = await Promise.all(Array.from({ length: 3 }, async (_, n) => payingUser(setup, `sigterm-${n}`, 1)));
-      const streams = await Promise.all(users.map(async (user) => {
-        setup.fake.enqueueStream({ chunks: Array.from({ length: 100 }, (_, n) => `s${n} `), delayMs: 100 });
-        const res = await c().call(user, 'POST', streamPath(), message(), i);
-        assert.equal(res.status, 200);
-        return res;
-      }));
+      const streams = await Promise.all(
+        users.map(async (user) => {
+          setup.fake.enqueueStream({ chunks: Array.from({ length: 100 }, (_, n) => `s${n} `), delayMs: 100 });
+          const res = await c().call(user, 'POST', streamPath(), message(), i);
+          assert.equal(res.status, 200);
+          return res;
+        }),
+      );
       // A client trickling a request body, one byte every 200 ms.
       const url = new URL(instance?.url ?? '');
       const slow = net.connect(Number(url.port), url.hostname);
@@ -438,24 +469,39 @@ if (CLUSTER_AVAILABLE) {
         const killedAt = performance.now();
 
         // Every 2.5 s, so the polls stay far below the 30 starts per minute.
-        const next = await waitFor('a new stream on another instance', async () => {
-          const r = await outcome(await c().call(user, 'POST', streamPath(), message(), other));
-          if (r.status === 200) return r;
-          assert.deepEqual([r.status, r.code], [409, 'STREAM_IN_PROGRESS']);
-          return undefined;
-        }, 60_000, 2500);
+        const next = await waitFor(
+          'a new stream on another instance',
+          async () => {
+            const r = await outcome(await c().call(user, 'POST', streamPath(), message(), other));
+            if (r.status === 200) return r;
+            assert.deepEqual([r.status, r.code], [409, 'STREAM_IN_PROGRESS']);
+            return undefined;
+          },
+          60_000,
+          2500,
+        );
         const freedAfter = performance.now() - killedAt;
         assert.ok(freedAfter < 60_000, `the lease freed after ${Math.round(freedAfter)} ms`);
         assert.equal(lastFrame(next)?.event, 'done');
 
-        await waitFor('the killed turn returned by the sweeper', async () => {
-          const [row] = await c().sql<{ status: string }>('select status from turn_charges where turn_id = $1', [turnId]);
-          return row?.status === 'returned' ? true : undefined;
-        }, SWEEP_AFTER_MS + 10_000, 250);
+        await waitFor(
+          'the killed turn returned by the sweeper',
+          async () => {
+            const [row] = await c().sql<{ status: string }>('select status from turn_charges where turn_id = $1', [turnId]);
+            return row?.status === 'returned' ? true : undefined;
+          },
+          SWEEP_AFTER_MS + 10_000,
+          250,
+        );
         const [reply] = await c().sql('select status, error_code from messages where id = $1', [turnId]);
         assert.deepEqual(reply, { status: 'interrupted', error_code: 'SHUTTING_DOWN' });
         const m = await money(c(), user);
-        assert.deepEqual(m, { balance: PAID_TURN_CREDITS, ledgerSum: PAID_TURN_CREDITS, apiCredits: PAID_TURN_CREDITS, turnCharges: { charged: 1, returned: 1 } });
+        assert.deepEqual(m, {
+          balance: PAID_TURN_CREDITS,
+          ledgerSum: PAID_TURN_CREDITS,
+          apiCredits: PAID_TURN_CREDITS,
+          turnCharges: { charged: 1, returned: 1 },
+        });
         const [returned] = await c().sql('select amount::int as amount from ledger_entries where reference = $1', [`turn-return:${turnId}`]);
         assert.deepEqual(returned, { amount: PAID_TURN_CREDITS });
       } finally {
@@ -481,10 +527,7 @@ if (CLUSTER_AVAILABLE) {
         const res = await outcome(await c().call(user, 'PUT', '/api/advisor/provider-keys/openai', { apiKey: setup.fake.validKey }));
         const elapsed = performance.now() - startedAt;
         assert.equal(res.status, 200, JSON.stringify(res.json));
-        assert.deepEqual(
-          [(res.json as { verified: boolean }).verified, (res.json as { lastVerifiedAt: unknown }).lastVerifiedAt],
-          [false, null],
-        );
+        assert.deepEqual([(res.json as { verified: boolean }).verified, (res.json as { lastVerifiedAt: unknown }).lastVerifiedAt], [false, null]);
         // The rule is about time: the probe gave up at the configured timeout, not the 5 s default.
         assert.ok(elapsed >= PROBE_TIMEOUT_MS - 50 && elapsed < 5000, `answered after ${Math.round(elapsed)} ms`);
       } finally {
@@ -499,25 +542,33 @@ if (CLUSTER_AVAILABLE) {
       const silent = await outcome(await c().call(user, 'POST', streamPath(), message()));
       const elapsed = performance.now() - startedAt;
       assert.equal(silent.status, 200);
-      assert.deepEqual(silent.frames.map((f) => f.event), ['start', 'error']);
+      assert.deepEqual(
+        silent.frames.map((f) => f.event),
+        ['start', 'error'],
+      );
       assert.deepEqual(lastFrame(silent)?.data, { code: 'UPSTREAM_TIMEOUT', message: 'The provider sent nothing for too long', retryable: true });
       assert.ok(elapsed >= IDLE_TIMEOUT_MS - 50 && elapsed < 10_000, `ended after ${Math.round(elapsed)} ms`);
 
       setup.fake.enqueueStream({ chunks: ['Half', ' an answer'], stallAfterChunks: 1 });
       const partial = await outcome(await c().call(user, 'POST', streamPath(), message()));
-      assert.deepEqual(partial.frames.map((f) => f.event), ['start', 'delta', 'error']);
+      assert.deepEqual(
+        partial.frames.map((f) => f.event),
+        ['start', 'delta', 'error'],
+      );
       assert.equal(lastFrame(partial)?.data['code'], 'UPSTREAM_TIMEOUT');
 
-      const replies = await c().sql(
-        `select status, content, error_code from messages where user_id = $1 and role = 'assistant' order by created_at`,
-        [user],
-      );
+      const replies = await c().sql(`select status, content, error_code from messages where user_id = $1 and role = 'assistant' order by created_at`, [user]);
       assert.deepEqual(replies, [
         { status: 'failed', content: '', error_code: 'UPSTREAM_TIMEOUT' },
         { status: 'failed', content: 'Half', error_code: 'UPSTREAM_TIMEOUT' },
       ]);
       const m = await money(c(), user);
-      assert.deepEqual(m, { balance: PAID_TURN_CREDITS, ledgerSum: PAID_TURN_CREDITS, apiCredits: PAID_TURN_CREDITS, turnCharges: { returned: 1, charged: 1 } });
+      assert.deepEqual(m, {
+        balance: PAID_TURN_CREDITS,
+        ledgerSum: PAID_TURN_CREDITS,
+        apiCredits: PAID_TURN_CREDITS,
+        turnCharges: { returned: 1, charged: 1 },
+      });
     });
   });
 } else {

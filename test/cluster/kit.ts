@@ -99,10 +99,9 @@ export interface Money {
 export async function money(cluster: Cluster, user: string): Promise<Money> {
   const [wallet] = await cluster.sql<{ balance: number }>('select balance::int as balance from wallets where user_id = $1', [user]);
   const [ledger] = await cluster.sql<{ sum: number }>('select coalesce(sum(amount), 0)::int as sum from ledger_entries where user_id = $1', [user]);
-  const charges = await cluster.sql<{ status: string; n: number }>(
-    'select status, count(*)::int as n from turn_charges where user_id = $1 group by status',
-    [user],
-  );
+  const charges = await cluster.sql<{ status: string; n: number }>('select status, count(*)::int as n from turn_charges where user_id = $1 group by status', [
+    user,
+  ]);
   const api = await outcome(await cluster.call(user, 'GET', '/api/billing/wallet'));
   assert.equal(api.status, 200);
   return {
@@ -144,7 +143,10 @@ export function liveInstances(cluster: Cluster): number[] {
 export function reportDeadInstances(cluster: Cluster | undefined): void {
   for (const [i, instance] of (cluster?.instances ?? []).entries()) {
     if (instance.child.exitCode === null) continue;
-    const lastWords = instance.output().split('\n').filter((line) => !line.startsWith('{"level"'));
+    const lastWords = instance
+      .output()
+      .split('\n')
+      .filter((line) => !line.startsWith('{"level"'));
     process.stderr.write(`instance ${i} exited ${instance.child.exitCode}:\n${lastWords.join('\n').slice(-4000)}\n`);
   }
 }

@@ -40,7 +40,10 @@ function loggedBy(instances: readonly Instance[], msg: string, field: 'reqId' | 
 }
 
 /** A plain HTTP request from CLIENT_ADDRESS: its status, headers and body. */
-function request(url: string, opts: { method?: string; headers?: Record<string, string> } = {}): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
+function request(
+  url: string,
+  opts: { method?: string; headers?: Record<string, string> } = {},
+): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
   return new Promise((resolve, reject) => {
     const req = http.request(url, { method: opts.method ?? 'GET', headers: opts.headers, localAddress: CLIENT_ADDRESS }, (res) => {
       let body = '';
@@ -81,7 +84,10 @@ if (!CLUSTER_AVAILABLE) {
       assert.deepEqual(await settles(post.deltas(2), 'the first two deltas through nginx while the provider holds the rest'), chunks(2));
       held.open();
       const frames = await framesAtEnd(post, 15_000);
-      assert.deepEqual(frames.map((f) => f.event), ['start', 'delta', 'delta', 'delta', 'delta', 'delta', 'done']);
+      assert.deepEqual(
+        frames.map((f) => f.event),
+        ['start', 'delta', 'delta', 'delta', 'delta', 'delta', 'done'],
+      );
     });
 
     test('DESIGN §15 behind nginx: a client cut mid-turn resumes through nginx on another instance, and a stop sent through nginx lands on a third: 202, the provider call aborted, the resumed stream ends done "stopped" with every frame once', async () => {
@@ -112,13 +118,21 @@ if (!CLUSTER_AVAILABLE) {
         assert.equal(rest.at(-1)?.event, 'done');
         assert.equal(rest.at(-1)?.data['finishReason'], 'stopped');
         const all = [...had, ...rest];
-        assert.deepEqual(all.map((f) => f.id), Array.from({ length: all.length }, (_, i) => i + 1), 'no frame twice, none missing');
+        assert.deepEqual(
+          all.map((f) => f.id),
+          Array.from({ length: all.length }, (_, i) => i + 1),
+          'no frame twice, none missing',
+        );
 
         const instances = c().instances;
-        const turnOn = await waitFor('the turn\'s end in an instance\'s log', async () => loggedBy(instances, 'advisor stream ended', 'conversationId', conversationId), 10_000);
-        const stoppedOn = await waitFor('the stop in an instance\'s log', async () => loggedBy(instances, 'request', 'reqId', ids.stop), 10_000);
+        const turnOn = await waitFor(
+          "the turn's end in an instance's log",
+          async () => loggedBy(instances, 'advisor stream ended', 'conversationId', conversationId),
+          10_000,
+        );
+        const stoppedOn = await waitFor("the stop in an instance's log", async () => loggedBy(instances, 'request', 'reqId', ids.stop), 10_000);
         assert.notEqual(stoppedOn.instance, turnOn.instance, 'the stop landed on another instance than the turn');
-        const attachedOn = await waitFor('the resume in an instance\'s log', async () => loggedBy(instances, 'request', 'reqId', ids.attach), 10_000);
+        const attachedOn = await waitFor("the resume in an instance's log", async () => loggedBy(instances, 'request', 'reqId', ids.attach), 10_000);
         assert.notEqual(attachedOn.instance, turnOn.instance, 'the resume landed on another instance than the turn');
         assert.notEqual(stoppedOn.instance, attachedOn.instance, 'the stop landed on a third instance');
       } finally {
@@ -154,7 +168,7 @@ if (!CLUSTER_AVAILABLE) {
       assert.equal(errorCode(res.body), 'PAYLOAD_TOO_LARGE');
     });
 
-    test('DESIGN §15: X-Forwarded-For is believed only from the proxy TRUST_PROXY names — through nginx an instance logs the client\'s address, not one it forged; a client connecting directly is logged as itself whatever it sends; an instance without TRUST_PROXY logs nginx\'s address', async () => {
+    test("DESIGN §15: X-Forwarded-For is believed only from the proxy TRUST_PROXY names — through nginx an instance logs the client's address, not one it forged; a client connecting directly is logged as itself whatever it sends; an instance without TRUST_PROXY logs nginx's address", async () => {
       const forged = { 'x-forwarded-for': FORGED };
       const viaNginx = requestId('xff-nginx');
       assert.equal((await request(`${nginx.url}/healthz`, { headers: { ...forged, 'x-request-id': viaNginx } })).status, 200);

@@ -16,11 +16,20 @@ const chunks = (n: number): string[] => Array.from({ length: n }, (_, i) => `c${
 
 if (CLUSTER_AVAILABLE) {
   describe(`streams across instances, ${CLUSTER_STORES_NAME} (DESIGN §12)`, () => {
-    const setup = clusterWithFakes({ STRIPE_WEBHOOK_SECRET: 'whsec_cluster_test', STREAM_HEARTBEAT_MS: String(HEARTBEAT_MS), STREAM_DETACH_GRACE_MS: String(GRACE_MS) });
+    const setup = clusterWithFakes({
+      STRIPE_WEBHOOK_SECRET: 'whsec_cluster_test',
+      STREAM_HEARTBEAT_MS: String(HEARTBEAT_MS),
+      STREAM_DETACH_GRACE_MS: String(GRACE_MS),
+    });
     const c = setup.cluster;
     let pgOnly: Instance[] = [];
 
-    async function turnOn(instance: Instance, user: string, n: number, delayMs: number): Promise<{ post: LiveStream; conversationId: string; upstream: number }> {
+    async function turnOn(
+      instance: Instance,
+      user: string,
+      n: number,
+      delayMs: number,
+    ): Promise<{ post: LiveStream; conversationId: string; upstream: number }> {
       setup.fake.enqueueStream({ chunks: chunks(n), delayMs });
       const upstream = setup.fake.streams.length;
       const post = openStream(instance.url, await c().token(user), message());
@@ -43,8 +52,18 @@ if (CLUSTER_AVAILABLE) {
         const resumed = attachStream(two.url, await c().token(user), conversationId, had.at(-1)?.id);
         const rest = await ended(resumed);
         const all = [...had, ...rest];
-        assert.deepEqual(ids(all), Array.from({ length: all.length }, (_, i) => i + 1), 'no frame twice, none missing');
-        assert.equal(all.filter((f) => f.event === 'delta').map((f) => f.data['text']).join(''), chunks(12).join(''));
+        assert.deepEqual(
+          ids(all),
+          Array.from({ length: all.length }, (_, i) => i + 1),
+          'no frame twice, none missing',
+        );
+        assert.equal(
+          all
+            .filter((f) => f.event === 'delta')
+            .map((f) => f.data['text'])
+            .join(''),
+          chunks(12).join(''),
+        );
         assert.equal(rest.at(-1)?.data['finishReason'], 'stop');
         assert.equal(setup.fake.streams[upstream]?.closedByClient, false, 'the provider call ran to its end');
       });
@@ -58,13 +77,18 @@ if (CLUSTER_AVAILABLE) {
         const other = attachStream(two.url, await c().token(user), conversationId, 0);
         await other.deltas(2);
         const askedAt = Date.now();
-        const res = await fetch(`${three.url}/api/advisor/conversations/${conversationId}/stop`, { method: 'POST', headers: { authorization: `Bearer ${await c().token(user)}` } });
+        const res = await fetch(`${three.url}/api/advisor/conversations/${conversationId}/stop`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${await c().token(user)}` },
+        });
         assert.equal(res.status, 202);
         const closedAt = await setup.fake.streams[upstream]?.closed;
         assert.ok(closedAt !== undefined && closedAt - askedAt < 1000, `upstream closed ${Number(closedAt) - askedAt} ms after the stop`);
         for (const s of [post, other]) assert.equal((await ended(s)).at(-1)?.data['finishReason'], 'stopped');
         assert.deepEqual(ids(other.frames), ids(post.frames));
-        const [row] = await c().sql<{ status: string; finish_reason: string }>('select status, finish_reason from messages where id = $1', [post.frames[0]?.data['assistantMessageId']]);
+        const [row] = await c().sql<{ status: string; finish_reason: string }>('select status, finish_reason from messages where id = $1', [
+          post.frames[0]?.data['assistantMessageId'],
+        ]);
         assert.deepEqual(row, { status: 'interrupted', finish_reason: 'stopped' });
       });
     }
@@ -105,7 +129,11 @@ if (CLUSTER_AVAILABLE) {
       const late = attachStream(survivor.url, await c().token(user), conversationId, last?.id);
       const lateFrames = await ended(late, 10_000);
       assert.ok(lateFrames.length === 0 || lateFrames.at(-1)?.event === 'error', JSON.stringify(lateFrames));
-      await waitFor('nothing else died', async () => (c().instances.filter((i) => i !== victim && i.child.exitCode !== null).length === 0 ? true : undefined), 1000);
+      await waitFor(
+        'nothing else died',
+        async () => (c().instances.filter((i) => i !== victim && i.child.exitCode !== null).length === 0 ? true : undefined),
+        1000,
+      );
     });
   });
 } else {

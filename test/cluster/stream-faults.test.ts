@@ -122,10 +122,15 @@ if (CLUSTER_AVAILABLE) {
       assert.equal(await post.status, 200);
       await post.deltas(2);
       await c().redis.restartEmpty();
-      const second = await waitFor('a stream start once Redis answers again', async () => {
-        const r = await outcome(await c().call(user, 'POST', streamPath(), message(), b));
-        return r.status === 503 ? undefined : r;
-      }, 10_000, 200);
+      const second = await waitFor(
+        'a stream start once Redis answers again',
+        async () => {
+          const r = await outcome(await c().call(user, 'POST', streamPath(), message(), b));
+          return r.status === 503 ? undefined : r;
+        },
+        10_000,
+        200,
+      );
       assert.deepEqual([second.status, second.code], [409, 'STREAM_IN_PROGRESS']);
       const frames = await ended(post);
       assert.deepEqual([frames.at(-1)?.event, frames.at(-1)?.data['finishReason']], ['done', 'stop'], 'the running turn was not superseded');
@@ -152,22 +157,40 @@ if (CLUSTER_AVAILABLE) {
         const conversationId = String(post.frames[0]?.data['conversationId']);
         const assistantMessageId = String(post.frames[0]?.data['assistantMessageId']);
 
-        await waitFor('the sweeper settling the killed turn', async () => {
-          const [row] = await c().sql<{ status: string }>('select status from turn_charges where turn_id = $1', [assistantMessageId]);
-          return row?.status === 'reserved' ? undefined : row?.status;
-        }, SWEEP_AFTER_MS + 20_000, 250);
+        await waitFor(
+          'the sweeper settling the killed turn',
+          async () => {
+            const [row] = await c().sql<{ status: string }>('select status from turn_charges where turn_id = $1', [assistantMessageId]);
+            return row?.status === 'reserved' ? undefined : row?.status;
+          },
+          SWEEP_AFTER_MS + 20_000,
+          250,
+        );
         const stored = await storedReply(assistantMessageId);
         assert.equal(stored.status, 'interrupted');
         assert.ok(stored.content.length >= chunks(50).join('').length, `the reply keeps the text its log held (${stored.content.length} characters)`);
-        assert.ok(seen.startsWith(stored.content) || stored.content.startsWith(seen), 'what was stored is what the client was sent, up to the last write interval');
+        assert.ok(
+          seen.startsWith(stored.content) || stored.content.startsWith(seen),
+          'what was stored is what the client was sent, up to the last write interval',
+        );
         const m = await money(c(), user);
-        assert.deepEqual(m, { balance: PAID_TURN_CREDITS, ledgerSum: PAID_TURN_CREDITS, apiCredits: PAID_TURN_CREDITS, turnCharges: { charged: 1 } }, 'charged, not made free');
+        assert.deepEqual(
+          m,
+          { balance: PAID_TURN_CREDITS, ledgerSum: PAID_TURN_CREDITS, apiCredits: PAID_TURN_CREDITS, turnCharges: { charged: 1 } },
+          'charged, not made free',
+        );
 
         const began = performance.now();
         const resumed = await ended(attachStream(url(other), token, conversationId, post.frames.at(-1)?.id), 10_000);
         const tookMs = performance.now() - began;
         assert.ok(tookMs < 3000, `the resume answered at once (${Math.round(tookMs)} ms)`);
-        assert.deepEqual(resumed.map((f) => [f.event, f.id]), [['snapshot', CRASHED_TERMINAL_ID - 1], ['error', CRASHED_TERMINAL_ID]]);
+        assert.deepEqual(
+          resumed.map((f) => [f.event, f.id]),
+          [
+            ['snapshot', CRASHED_TERMINAL_ID - 1],
+            ['error', CRASHED_TERMINAL_ID],
+          ],
+        );
         assert.equal(assembled([...post.frames, ...resumed]), stored.content, 'the client ends with the stored text');
         const fromStart = await ended(attachStream(url(other), token, conversationId), 10_000);
         assertRising(fromStart, 'a replay from the first frame');
@@ -223,7 +246,10 @@ if (CLUSTER_AVAILABLE) {
         assert.deepEqual([refused.status, refused.code], [503, 'SERVICE_UNAVAILABLE']);
         assert.ok(Number(refused.headers.get('retry-after')) > 0, 'Retry-After');
         const stored = await ended(attachStream(url(b), token, endedConversation), 10_000);
-        assert.deepEqual(stored.map((f) => f.event), ['snapshot', 'done']);
+        assert.deepEqual(
+          stored.map((f) => f.event),
+          ['snapshot', 'done'],
+        );
         assert.equal(assembled(stored), 'An ended reply');
         assert.deepEqual(ids(stored), [(done.at(-1)?.id ?? 0) - 1, done.at(-1)?.id], 'the ids of the stream it had');
       } finally {

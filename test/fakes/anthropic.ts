@@ -22,12 +22,7 @@ export interface AnthropicFake extends FakeServer, KeyRing, Omit<StreamControl, 
   setModels(models: string[]): void;
 }
 
-const DEFAULT_MODELS = [
-  'claude-sonnet-4-5-20250929',
-  'claude-haiku-4-5-20251001',
-  'claude-opus-4-1-20250805',
-  'claude-3-5-haiku-20241022',
-];
+const DEFAULT_MODELS = ['claude-sonnet-4-5-20250929', 'claude-haiku-4-5-20251001', 'claude-opus-4-1-20250805', 'claude-3-5-haiku-20241022'];
 
 const ERRORS: Record<number, [type: string, message: string]> = {
   400: ['invalid_request_error', 'Invalid request'],
@@ -178,8 +173,7 @@ function message(model: string, script: ResolvedScript, complete: boolean): Reco
 }
 
 function eventWriter(res: ServerResponse, model: string, script: ResolvedScript): StreamWriter {
-  const event = (type: string, data: Record<string, unknown>): void =>
-    void res.write(`event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`);
+  const event = (type: string, data: Record<string, unknown>): void => void res.write(`event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`);
   return {
     open() {
       res.writeHead(200, { ...SSE_HEADERS, 'request-id': randomId('req_') });

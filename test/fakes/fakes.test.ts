@@ -15,7 +15,11 @@ import {
 } from './index.ts';
 import { settles } from '../helpers/events.ts';
 
-interface SseEvent { event?: string; data?: string; comments: string[] }
+interface SseEvent {
+  event?: string;
+  data?: string;
+  comments: string[];
+}
 
 function parseSse(text: string): SseEvent[] {
   return text
@@ -224,7 +228,11 @@ test('anthropic: headers, pagination, stream events, in-stream error', async () 
     let after: string | undefined;
     for (;;) {
       const q = after === undefined ? '' : `?after_id=${after}`;
-      const page = (await (await fetch(`${fake.url}/models${q}`, { headers: h })).json()) as { data: { id: string; type: string }[]; has_more: boolean; last_id: string };
+      const page = (await (await fetch(`${fake.url}/models${q}`, { headers: h })).json()) as {
+        data: { id: string; type: string }[];
+        has_more: boolean;
+        last_id: string;
+      };
       assert.ok(page.data.length <= 2 && page.data.every((m) => m.type === 'model'));
       ids.push(...page.data.map((m) => m.id));
       if (!page.has_more) break;
@@ -235,12 +243,15 @@ test('anthropic: headers, pagination, stream events, in-stream error', async () 
     assert.equal(noVersion.status, 400);
     const bad = await fetch(`${fake.url}/models`, { headers: { ...h, 'x-api-key': 'bad' } });
     assert.equal(bad.status, 401);
-    assert.deepEqual((await bad.json() as { error: unknown }).error, { type: 'authentication_error', message: 'invalid x-api-key' });
+    assert.deepEqual(((await bad.json()) as { error: unknown }).error, { type: 'authentication_error', message: 'invalid x-api-key' });
     const msg = { model: 'claude-x', max_tokens: 100, stream: true, system: 'be brief', messages: [{ role: 'user', content: 'hi' }] };
     assert.equal((await post(`${fake.url}/messages`, h, { ...msg, max_tokens: undefined })).status, 400);
     const events = parseSse(await (await post(`${fake.url}/messages`, h, msg)).text());
-    assert.deepEqual(events.map((e) => e.event), ['message_start', 'content_block_start', 'ping', 'content_block_delta', 'content_block_delta', 'content_block_stop', 'message_delta', 'message_stop']);
-    assert.equal(((json(events[6])['delta']) as { stop_reason: string }).stop_reason, 'end_turn');
+    assert.deepEqual(
+      events.map((e) => e.event),
+      ['message_start', 'content_block_start', 'ping', 'content_block_delta', 'content_block_delta', 'content_block_stop', 'message_delta', 'message_stop'],
+    );
+    assert.equal((json(events[6])['delta'] as { stop_reason: string }).stop_reason, 'end_turn');
     fake.enqueueStream({ errorAfterChunks: 1 });
     const errored = parseSse(await (await post(`${fake.url}/messages`, h, msg)).text());
     assert.equal(errored.at(-1)?.event, 'error');
@@ -253,18 +264,28 @@ test('anthropic: headers, pagination, stream events, in-stream error', async () 
 test('gemini: key forms, pagination, SSE chunks with CRLF', async () => {
   const fake = await startGeminiFake({ pageSize: 3 });
   try {
-    const p1 = (await (await fetch(`${fake.url}/models`, { headers: { 'x-goog-api-key': fake.validKey } })).json()) as { models: { name: string }[]; nextPageToken?: string };
+    const p1 = (await (await fetch(`${fake.url}/models`, { headers: { 'x-goog-api-key': fake.validKey } })).json()) as {
+      models: { name: string }[];
+      nextPageToken?: string;
+    };
     assert.equal(p1.models.length, 3);
     assert.ok(p1.models[0]?.name.startsWith('models/'));
     assert.ok(p1.nextPageToken);
-    const p2 = (await (await fetch(`${fake.url}/models?key=${fake.validKey}&pageToken=${p1.nextPageToken}`)).json()) as { models: unknown[]; nextPageToken?: string };
+    const p2 = (await (await fetch(`${fake.url}/models?key=${fake.validKey}&pageToken=${p1.nextPageToken}`)).json()) as {
+      models: unknown[];
+      nextPageToken?: string;
+    };
     assert.equal(p2.models.length, 1);
     assert.equal(p2.nextPageToken, undefined);
     const bad = await fetch(`${fake.url}/models?key=nope`);
     assert.equal(bad.status, 400);
     assert.equal(((await bad.json()) as { error: { details: { reason: string }[] } }).error.details[0]?.reason, 'API_KEY_INVALID');
     fake.scriptStream({ chunks: ['a', 'b'], usage: { input: 4, output: 6 } });
-    const res = await post(`${fake.url}/models/gemini-2.5-flash:streamGenerateContent?alt=sse`, { 'x-goog-api-key': fake.validKey }, { contents: [{ role: 'user', parts: [{ text: 'hi' }] }] });
+    const res = await post(
+      `${fake.url}/models/gemini-2.5-flash:streamGenerateContent?alt=sse`,
+      { 'x-goog-api-key': fake.validKey },
+      { contents: [{ role: 'user', parts: [{ text: 'hi' }] }] },
+    );
     const raw = await res.text();
     assert.ok(raw.includes('\r\n\r\n'));
     const chunks = parseSse(raw).map(json);
@@ -276,7 +297,11 @@ test('gemini: key forms, pagination, SSE chunks with CRLF', async () => {
     assert.equal(cand(chunks[1] ?? {})?.finishReason, 'STOP');
     assert.equal((chunks[1]?.['usageMetadata'] as { totalTokenCount: number }).totalTokenCount, 10);
     fake.enqueueStream({ errorAfterChunks: 1 });
-    const errored = parseSse(await (await post(`${fake.url}/models/gemini-2.5-flash:streamGenerateContent?alt=sse&key=${fake.validKey}`, {}, { contents: [{ parts: [{ text: 'x' }] }] })).text());
+    const errored = parseSse(
+      await (
+        await post(`${fake.url}/models/gemini-2.5-flash:streamGenerateContent?alt=sse&key=${fake.validKey}`, {}, { contents: [{ parts: [{ text: 'x' }] }] })
+      ).text(),
+    );
     assert.equal((json(errored.at(-1))['error'] as { status: string }).status, 'INTERNAL');
   } finally {
     await fake.close();
@@ -322,17 +347,22 @@ test('stripe: stripe-node session create, idempotency, errors, webhook signature
     assert.equal(session.amount_total, 1000);
     assert.equal(session.url, `${fake.url}/c/pay/${session.id}`);
     assert.deepEqual(session.metadata, { userId: 'user-1', packId: 'credits_500' });
-    const params = fake.checkouts[0]?.params as { line_items: { price_data: { unit_amount: string } }[]; payment_intent_data: { metadata: Record<string, string> } };
+    const params = fake.checkouts[0]?.params as {
+      line_items: { price_data: { unit_amount: string } }[];
+      payment_intent_data: { metadata: Record<string, string> };
+    };
     assert.equal(params.line_items[0]?.price_data.unit_amount, '500');
     assert.deepEqual(params.payment_intent_data.metadata, { userId: 'user-1' });
     assert.equal((await stripe.checkout.sessions.retrieve(session.id)).id, session.id);
 
-    const form = 'mode=payment&line_items[0][price_data][currency]=usd&line_items[0][price_data][unit_amount]=100&line_items[0][price_data][product_data][name]=x';
-    const send = (body: string): Promise<Response> => fetch(`${fake.url}/v1/checkout/sessions`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${fake.validKey}`, 'content-type': 'application/x-www-form-urlencoded', 'idempotency-key': 'idem-1' },
-      body,
-    });
+    const form =
+      'mode=payment&line_items[0][price_data][currency]=usd&line_items[0][price_data][unit_amount]=100&line_items[0][price_data][product_data][name]=x';
+    const send = (body: string): Promise<Response> =>
+      fetch(`${fake.url}/v1/checkout/sessions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${fake.validKey}`, 'content-type': 'application/x-www-form-urlencoded', 'idempotency-key': 'idem-1' },
+        body,
+      });
     const a = (await (await send(form)).json()) as { id: string };
     const replay = await send(form);
     assert.equal(replay.headers.get('idempotent-replayed'), 'true');
@@ -343,7 +373,10 @@ test('stripe: stripe-node session create, idempotency, errors, webhook signature
 
     fake.failNext(402);
     await assert.rejects(stripe.checkout.sessions.retrieve(session.id), { type: 'StripeCardError' });
-    await assert.rejects(new Stripe('sk_test_wrong_key_0000', { host: '127.0.0.1', port: fake.port, protocol: 'http' }).checkout.sessions.retrieve(session.id), { type: 'StripeAuthenticationError' });
+    await assert.rejects(
+      new Stripe('sk_test_wrong_key_0000', { host: '127.0.0.1', port: fake.port, protocol: 'http' }).checkout.sessions.retrieve(session.id),
+      { type: 'StripeAuthenticationError' },
+    );
 
     const payload = JSON.stringify(makeStripeEvent('checkout.session.completed', fake.completeSession(session.id)));
     const event = stripe.webhooks.constructEvent(payload, signStripePayload(payload, 'whsec_test'), 'whsec_test');

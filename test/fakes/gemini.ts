@@ -73,7 +73,11 @@ export async function startGeminiFake(opts: GeminiFakeOptions = {}): Promise<Gem
     const key = req.headers['x-goog-api-key'] ?? req.query['key'];
     if (keys.isValid(key)) return false;
     if (key === undefined) {
-      fail(res, 403, "Method doesn't allow unregistered callers (callers without established identity). Please use API Key or other form of API consumer identity to call this API.");
+      fail(
+        res,
+        403,
+        "Method doesn't allow unregistered callers (callers without established identity). Please use API Key or other form of API consumer identity to call this API.",
+      );
     } else {
       sendJson(res, 400, BAD_KEY);
     }
@@ -202,8 +206,9 @@ function chunkBody(model: string, script: ResolvedScript, i: number, text: strin
 function sseWriter(res: ServerResponse, model: string, script: ResolvedScript, eol: string): StreamWriter {
   const n = script.chunks.length;
   // The finishReason rides on the last text chunk, unless the script breaks the stream first.
-  const interrupted = [script.errorAfterChunks, script.dropAfterChunks, script.stallAfterChunks, script.malformedAfterChunks]
-    .some((v) => v !== undefined && v <= n);
+  const interrupted = [script.errorAfterChunks, script.dropAfterChunks, script.stallAfterChunks, script.malformedAfterChunks].some(
+    (v) => v !== undefined && v <= n,
+  );
   const data = (o: unknown): void => void res.write(`data: ${JSON.stringify(o)}${eol}${eol}`);
   return {
     open: () => res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', 'x-goog-request-id': randomId('') }),

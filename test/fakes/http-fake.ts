@@ -6,14 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
 
-export type ProbeBehaviour =
-  | 'ok'
-  | 'unauthorized'
-  | 'forbidden'
-  | 'bad-key-400'
-  | 'rate-limited'
-  | 'server-error'
-  | 'stall';
+export type ProbeBehaviour = 'ok' | 'unauthorized' | 'forbidden' | 'bad-key-400' | 'rate-limited' | 'server-error' | 'stall';
 
 export interface RecordedRequest {
   method: string;
@@ -28,11 +21,7 @@ export interface RecordedRequest {
   receivedAt: number;
 }
 
-export type FakeHandler = (
-  req: RecordedRequest,
-  res: ServerResponse,
-  raw: IncomingMessage,
-) => void | Promise<void>;
+export type FakeHandler = (req: RecordedRequest, res: ServerResponse, raw: IncomingMessage) => void | Promise<void>;
 
 export interface FakeServer {
   /** Origin, e.g. `http://127.0.0.1:43121` (no trailing slash). */
@@ -106,12 +95,7 @@ function record(raw: IncomingMessage, body: string): RecordedRequest {
   return recorded;
 }
 
-export function sendJson(
-  res: ServerResponse,
-  status: number,
-  body: unknown,
-  headers: Record<string, string> = {},
-): void {
+export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
   const text = JSON.stringify(body);
   res.writeHead(status, {
     'content-type': 'application/json',

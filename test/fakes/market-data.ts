@@ -171,7 +171,11 @@ export async function startPolygonFake(): Promise<MarketDataFake> {
       status === 403
         ? { status: 'NOT_AUTHORIZED', request_id, message: 'You are not entitled to this data. Please upgrade your plan at https://polygon.io/pricing' }
         : status === 429
-          ? { status: 'ERROR', request_id, error: "You've exceeded the maximum requests per minute, please wait or upgrade your subscription to continue. https://polygon.io/pricing" }
+          ? {
+              status: 'ERROR',
+              request_id,
+              error: "You've exceeded the maximum requests per minute, please wait or upgrade your subscription to continue. https://polygon.io/pricing",
+            }
           : status === 404
             ? { status: 'NOT_FOUND', request_id, message: text ?? 'Route not found' }
             : { status: 'ERROR', request_id, error: text ?? (status >= 500 ? 'Internal server error' : 'Unknown API Key') };
@@ -212,7 +216,12 @@ export async function startPolygonFake(): Promise<MarketDataFake> {
       if (req.query['sort'] === 'desc') rows = rows.reverse();
       const limit = Math.min(Number(req.query['limit'] ?? 5000), 50_000);
       const results = rows.slice(0, limit).map((b, n) => ({ v: b.v, vw: round2((b.o + b.c) / 2), o: b.o, c: b.c, h: b.h, l: b.l, t: b.t, n: 10 + n }));
-      const body: Record<string, unknown> = { ticker: symbol, queryCount: results.length, resultsCount: results.length, adjusted: req.query['adjusted'] !== 'false' };
+      const body: Record<string, unknown> = {
+        ticker: symbol,
+        queryCount: results.length,
+        resultsCount: results.length,
+        adjusted: req.query['adjusted'] !== 'false',
+      };
       if (results.length > 0) Object.assign(body, { results, count: results.length });
       if (rows.length > limit) body['next_url'] = `${fake.url}/v2/aggs/ticker/${rawSymbol}/range/${mult}/${span}/${from}/${to}?cursor=${randomId('', 8)}`;
       return ok(res, body);
@@ -255,8 +264,25 @@ function snapshot(symbol: string, f: Fixture): Record<string, unknown> {
     todaysChange: change,
     updated: nowNs,
     day: { o: round2(f.prevClose * 1.001), h: round2(f.price + 1.2), l: round2(f.prevClose - 1.1), c: f.price, v: 44489128, vw: round2(f.price - 0.3) },
-    min: { av: 44489128, t: Date.now() - 60_000, n: 812, o: round2(f.price - 0.05), h: round2(f.price + 0.04), l: round2(f.price - 0.08), c: f.price, v: 120_331, vw: f.price },
-    prevDay: { o: round2(f.prevClose - 0.7), h: round2(f.prevClose + 1.3), l: round2(f.prevClose - 1.9), c: f.prevClose, v: 51_222_917, vw: round2(f.prevClose - 0.2) },
+    min: {
+      av: 44489128,
+      t: Date.now() - 60_000,
+      n: 812,
+      o: round2(f.price - 0.05),
+      h: round2(f.price + 0.04),
+      l: round2(f.price - 0.08),
+      c: f.price,
+      v: 120_331,
+      vw: f.price,
+    },
+    prevDay: {
+      o: round2(f.prevClose - 0.7),
+      h: round2(f.prevClose + 1.3),
+      l: round2(f.prevClose - 1.9),
+      c: f.prevClose,
+      v: 51_222_917,
+      vw: round2(f.prevClose - 0.2),
+    },
     lastQuote: { P: round2(f.price + 0.01), S: 2, p: f.price, s: 3, t: nowNs - 1e9 },
     lastTrade: { c: [14, 41], i: '71675577320245', p: f.price, s: 100, t: nowNs - 2e9, x: 4 },
   };
@@ -271,7 +297,18 @@ function marketStatus(session: Script['session']): unknown {
     currencies: { crypto: 'open', fx: 'open' },
     earlyHours: session === 'pre-market',
     exchanges: { nasdaq: exchange, nyse: exchange, otc: exchange },
-    indicesGroups: { s_and_p: 'open', societe_generale: 'open', msci: 'open', ftse_russell: 'open', mstar: 'open', mstarc: 'open', cccy: 'open', cgi: 'open', nasdaq: 'open', dow_jones: 'open' },
+    indicesGroups: {
+      s_and_p: 'open',
+      societe_generale: 'open',
+      msci: 'open',
+      ftse_russell: 'open',
+      mstar: 'open',
+      mstarc: 'open',
+      cccy: 'open',
+      cgi: 'open',
+      nasdaq: 'open',
+      dow_jones: 'open',
+    },
     market,
     serverTime: new Date().toISOString().replace(/\.\d{3}Z$/, '-00:00'),
   };
@@ -334,7 +371,18 @@ export async function startFmpFake(): Promise<MarketDataFake> {
       // FMP lists newest first; daily rows carry the symbol and the day's change.
       const out = rows.reverse().map((b) =>
         daily
-          ? { symbol, date: b.date, open: b.o, high: b.h, low: b.l, close: b.c, volume: b.v, change: round2(b.c - b.o), changePercent: round2(((b.c - b.o) / b.o) * 100), vwap: round2((b.o + b.c) / 2) }
+          ? {
+              symbol,
+              date: b.date,
+              open: b.o,
+              high: b.h,
+              low: b.l,
+              close: b.c,
+              volume: b.v,
+              change: round2(b.c - b.o),
+              changePercent: round2(((b.c - b.o) / b.o) * 100),
+              vwap: round2((b.o + b.c) / 2),
+            }
           : { date: b.local, open: b.o, low: b.l, high: b.h, close: b.c, volume: b.v },
       );
       return sendJson(res, 200, out);
@@ -352,7 +400,14 @@ export async function startFmpFake(): Promise<MarketDataFake> {
         hours('NYSE', 'New York Stock Exchange'),
         hours('NASDAQ', 'NASDAQ'),
         hours('AMEX', 'New York Stock Exchange Arca'),
-        { exchange: 'LSE', name: 'London Stock Exchange', openingHour: '08:00 AM +00:00', closingHour: '04:30 PM +00:00', timezone: 'Europe/London', isMarketOpen: false },
+        {
+          exchange: 'LSE',
+          name: 'London Stock Exchange',
+          openingHour: '08:00 AM +00:00',
+          closingHour: '04:30 PM +00:00',
+          timezone: 'Europe/London',
+          isMarketOpen: false,
+        },
       ]);
     }
     if (path === '/search-symbol' || path === '/search-name') {
@@ -362,7 +417,13 @@ export async function startFmpFake(): Promise<MarketDataFake> {
       const out = Object.entries(MARKET_FIXTURES)
         .filter(([s, x]) => q !== '' && (bySymbol ? s.toLowerCase().startsWith(q) : x.name.toLowerCase().includes(q)))
         .slice(0, limit)
-        .map(([s, x]) => ({ symbol: s, name: x.name, currency: 'USD', exchangeFullName: x.fmpExchange === 'NASDAQ' ? 'NASDAQ Global Select' : x.fmpExchange, exchange: x.fmpExchange }));
+        .map(([s, x]) => ({
+          symbol: s,
+          name: x.name,
+          currency: 'USD',
+          exchangeFullName: x.fmpExchange === 'NASDAQ' ? 'NASDAQ Global Select' : x.fmpExchange,
+          exchange: x.fmpExchange,
+        }));
       return sendJson(res, 200, out);
     }
     fail(res, 404);

@@ -14,8 +14,7 @@ export interface OpenAiCompatibleFakeOptions {
   models?: string[];
 }
 
-export interface OpenAiCompatibleFake
-  extends FakeServer, KeyRing, Omit<StreamControl, 'take' | 'track'> {
+export interface OpenAiCompatibleFake extends FakeServer, KeyRing, Omit<StreamControl, 'take' | 'track'> {
   /** Base URL including the version segment: `…/v1` (OpenRouter: `…/api/v1`). */
   url: string;
   /** Bare origin, e.g. `http://127.0.0.1:40123`. */
@@ -75,11 +74,31 @@ function badKeyAnswer(flavor: OpenAiFlavor, key: string | undefined): [number, u
     case 'groq':
       return [401, { error: { message: 'Invalid API Key', type: 'invalid_request_error', code: 'invalid_api_key' } }];
     case 'deepseek':
-      return [401, { error: { message: `Authentication Fails, Your api key: ****${k.slice(-4)} is invalid`, type: 'authentication_error', param: null, code: 'invalid_request_error' } }];
+      return [
+        401,
+        {
+          error: {
+            message: `Authentication Fails, Your api key: ****${k.slice(-4)} is invalid`,
+            type: 'authentication_error',
+            param: null,
+            code: 'invalid_request_error',
+          },
+        },
+      ];
     case 'openrouter':
       return [401, { error: { message: key === undefined ? 'No auth credentials found' : 'User not found.', code: 401 } }];
     case 'openai':
-      return [401, { error: { message: `Incorrect API key provided: ${maskKey(k)}. You can find your API key at https://platform.openai.com/account/api-keys.`, type: 'invalid_request_error', param: null, code: 'invalid_api_key' } }];
+      return [
+        401,
+        {
+          error: {
+            message: `Incorrect API key provided: ${maskKey(k)}. You can find your API key at https://platform.openai.com/account/api-keys.`,
+            type: 'invalid_request_error',
+            param: null,
+            code: 'invalid_api_key',
+          },
+        },
+      ];
   }
 }
 
@@ -136,7 +155,15 @@ export async function startOpenAiCompatibleFake(opts: OpenAiCompatibleFakeOption
       if (probeOverride(res) || rejectKey(req, res)) return;
       const label = maskKey(bearer(req) ?? '', 11, 3);
       return sendJson(res, 200, {
-        data: { label, limit: null, usage: 0.1015, is_free_tier: false, is_provisioning_key: false, limit_remaining: null, rate_limit: { requests: 50, interval: '10s' } },
+        data: {
+          label,
+          limit: null,
+          usage: 0.1015,
+          is_free_tier: false,
+          is_provisioning_key: false,
+          limit_remaining: null,
+          rate_limit: { requests: 50, interval: '10s' },
+        },
       });
     }
     if (route === 'GET /models') {
@@ -157,7 +184,13 @@ export async function startOpenAiCompatibleFake(opts: OpenAiCompatibleFakeOption
     const messages = body['messages'];
     if (typeof model !== 'string' || !Array.isArray(messages) || messages.length === 0) {
       const [s, b] = statusAnswer(flavor, 400);
-      return sendJson(res, s, flavor === 'xai' ? b : { error: { message: 'you must provide a model parameter and a non-empty messages array', type: 'invalid_request_error', param: null, code: null } });
+      return sendJson(
+        res,
+        s,
+        flavor === 'xai'
+          ? b
+          : { error: { message: 'you must provide a model parameter and a non-empty messages array', type: 'invalid_request_error', param: null, code: null } },
+      );
     }
     const toolProblem = openAiToolProblem(messages, flavor === 'mistral');
     if (toolProblem !== undefined) {
@@ -259,13 +292,7 @@ function completion(flavor: OpenAiFlavor, model: string, script: ResolvedScript)
   };
 }
 
-function chunkWriter(
-  flavor: OpenAiFlavor,
-  res: ServerResponse,
-  model: string,
-  script: ResolvedScript,
-  includeUsage: boolean,
-): StreamWriter {
+function chunkWriter(flavor: OpenAiFlavor, res: ServerResponse, model: string, script: ResolvedScript, includeUsage: boolean): StreamWriter {
   const id = randomId('chatcmpl-');
   const created = Math.floor(Date.now() / 1000);
   const data = (o: unknown): void => void res.write(`data: ${JSON.stringify(o)}\n\n`);

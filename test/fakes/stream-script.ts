@@ -173,13 +173,7 @@ function resolveCall(c: ScriptedCall): ResolvedCall {
 }
 
 /** Plays a script through a provider's writer. Stops as soon as the client or the fake goes away. */
-export async function playScript(
-  script: ResolvedScript,
-  res: ServerResponse,
-  tracked: Tracked,
-  writer: StreamWriter,
-  lifetime: AbortSignal,
-): Promise<void> {
+export async function playScript(script: ResolvedScript, res: ServerResponse, tracked: Tracked, writer: StreamWriter, lifetime: AbortSignal): Promise<void> {
   const gone = new AbortController();
   res.once('close', () => gone.abort());
   const signal = AbortSignal.any([gone.signal, lifetime]);

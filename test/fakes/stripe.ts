@@ -38,7 +38,11 @@ const ERRORS: Record<number, Record<string, string>> = {
   403: { type: 'invalid_request_error', code: 'secret_key_required', message: 'The provided key does not have the required permissions for this endpoint.' },
   404: { type: 'invalid_request_error', code: 'resource_missing', message: 'Unrecognized request URL.' },
   409: { type: 'idempotency_error', message: 'There is currently another in-progress request using this Idempotency Key.' },
-  429: { type: 'invalid_request_error', code: 'rate_limit', message: 'Request rate limit exceeded. Learn more about rate limits here https://stripe.com/docs/rate-limits.' },
+  429: {
+    type: 'invalid_request_error',
+    code: 'rate_limit',
+    message: 'Request rate limit exceeded. Learn more about rate limits here https://stripe.com/docs/rate-limits.',
+  },
   500: { type: 'api_error', message: "Something went wrong on Stripe's end." },
 };
 
@@ -72,7 +76,10 @@ export async function startStripeFake(opts: StripeFakeOptions = {}): Promise<Str
     if (forced !== undefined) return stripeError(res, forced);
     const key = bearer(req);
     if (key === undefined) {
-      return stripeError(res, 401, { message: "You did not provide an API key. You need to provide your API key in the Authorization header, using Bearer auth (e.g. 'Authorization: Bearer YOUR_SECRET_KEY'). See https://stripe.com/docs/api#authentication for details, or we can help at https://support.stripe.com/." });
+      return stripeError(res, 401, {
+        message:
+          "You did not provide an API key. You need to provide your API key in the Authorization header, using Bearer auth (e.g. 'Authorization: Bearer YOUR_SECRET_KEY'). See https://stripe.com/docs/api#authentication for details, or we can help at https://support.stripe.com/.",
+      });
     }
     if (!keys.isValid(key)) return stripeError(res, 401, { type: 'invalid_request_error', message: `Invalid API Key provided: ${maskSecret(key)}` });
     if (req.method === 'POST' && req.path === '/v1/checkout/sessions') return create(req, res);
@@ -95,7 +102,10 @@ export async function startStripeFake(opts: StripeFakeOptions = {}): Promise<Str
     if (idempotencyKey !== undefined) {
       const prior = idempotent.get(idempotencyKey);
       if (prior !== undefined && prior.fingerprint !== req.body) {
-        return stripeError(res, 400, { type: 'idempotency_error', message: `Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '${idempotencyKey}' if you meant to execute a different request.` });
+        return stripeError(res, 400, {
+          type: 'idempotency_error',
+          message: `Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '${idempotencyKey}' if you meant to execute a different request.`,
+        });
       }
       if (prior !== undefined) {
         entry.replayed = true;
@@ -204,7 +214,7 @@ export function parseStripeForm(body: string): Record<string, unknown> {
         node[k] = value;
       } else {
         const next = node[k];
-        node = isObj(next) ? next : (node[k] = {}) as Record<string, unknown>;
+        node = isObj(next) ? next : ((node[k] = {}) as Record<string, unknown>);
       }
     }
   }
@@ -244,10 +254,7 @@ export function makeStripeEvent(type: string, object: Record<string, unknown>, i
  * A Dispute object as Stripe puts it in `charge.dispute.*` events for a completed session's payment:
  * `charge` and `payment_intent` unexpanded (ids), `amount` the disputed amount in minor units.
  */
-export function makeStripeDispute(
-  session: StripeSession,
-  o: { id?: string; amount?: number; status?: string; reason?: string } = {},
-): Record<string, unknown> {
+export function makeStripeDispute(session: StripeSession, o: { id?: string; amount?: number; status?: string; reason?: string } = {}): Record<string, unknown> {
   const paymentIntent = session['payment_intent'];
   if (typeof paymentIntent !== 'string') throw new Error('stripe fake: a dispute needs a completed session (payment_intent)');
   const created = Math.floor(Date.now() / 1000);

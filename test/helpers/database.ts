@@ -30,7 +30,10 @@ export async function ensureDatabase(url: string): Promise<void> {
     await admin.query(`create database "${name.replaceAll('"', '""')}"`);
   } catch (err) {
     if (pgErrorCode(err) === DUPLICATE_DATABASE) return;
-    throw new Error(`database "${name}" (DATABASE_URL) does not exist and could not be created through the "postgres" database (${(err as Error).message}): ${how}`, { cause: err });
+    throw new Error(
+      `database "${name}" (DATABASE_URL) does not exist and could not be created through the "postgres" database (${(err as Error).message}): ${how}`,
+      { cause: err },
+    );
   } finally {
     await admin.end().catch(() => undefined);
   }

@@ -75,7 +75,6 @@ export class TcpProxy {
   }
 }
 
-
 function flow([client, upstream]: [Socket, Socket]): void {
   client.pipe(upstream);
   upstream.pipe(client);
@@ -141,8 +140,6 @@ export async function rawExchange(port: number, parts: (string | Buffer)[], paus
   const head = split < 0 ? raw : raw.slice(0, split);
   const [statusLine = '', ...lines] = head.split('\r\n');
   const status = /^HTTP\/1\.1 (\d{3})/.exec(statusLine)?.[1];
-  const headers = Object.fromEntries(
-    lines.map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()] as const),
-  );
+  const headers = Object.fromEntries(lines.map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()] as const));
   return { raw, status: status ? Number(status) : undefined, headers, body: split < 0 ? '' : raw.slice(split + 4), error, closedAfterMs };
 }

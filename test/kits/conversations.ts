@@ -72,7 +72,11 @@ export async function send(t: TestApp, user: string, conversationId: string | nu
 }
 
 export const startOf = (r: StreamResult): Record<string, unknown> => r.frames[0]?.data ?? {};
-export const textOf = (r: StreamResult): string => r.frames.filter((f) => f.event === 'delta').map((f) => String(f.data['text'])).join('');
+export const textOf = (r: StreamResult): string =>
+  r.frames
+    .filter((f) => f.event === 'delta')
+    .map((f) => String(f.data['text']))
+    .join('');
 
 export async function countRows(t: TestApp): Promise<{ conversations: number; messages: number; attachments: number }> {
   const count = async (table: 'conversations' | 'messages' | 'attachments'): Promise<number> => {
@@ -143,7 +147,13 @@ export interface LiveStream {
   destroy(): void;
 }
 
-export function openStream(baseUrl: string, token: string, body: unknown, conversationId: string | null = null, extraHeaders: Record<string, string> = {}): LiveStream {
+export function openStream(
+  baseUrl: string,
+  token: string,
+  body: unknown,
+  conversationId: string | null = null,
+  extraHeaders: Record<string, string> = {},
+): LiveStream {
   const payload = JSON.stringify(body);
   return openSse(`${baseUrl}/api/advisor/conversations/${conversationId ?? 'new'}/messages/stream`, {
     method: 'POST',

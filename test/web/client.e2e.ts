@@ -42,9 +42,13 @@ function png(w = 4, h = 4): Buffer {
   ihdr.writeUInt32BE(h, 4);
   ihdr.set([8, 0, 0, 0, 0], 8);
   const rows = Buffer.concat(Array.from({ length: h }, () => Buffer.concat([Buffer.from([0]), Buffer.alloc(w, 128)])));
-  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk('IHDR', ihdr), chunk('IDAT', deflateSync(rows)), chunk('IEND', Buffer.alloc(0))]);
+  return Buffer.concat([
+    Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+    chunk('IHDR', ihdr),
+    chunk('IDAT', deflateSync(rows)),
+    chunk('IEND', Buffer.alloc(0)),
+  ]);
 }
-
 
 describe('serving and sign-in', () => {
   test('issue 18: local sign-in on the embedded default (loopback) → the chat page as that user; axe finds no serious violation', async () => {
@@ -61,7 +65,13 @@ describe('serving and sign-in', () => {
   });
 
   test('issue 18: a token handed over in the URL fragment signs in and leaves the address bar; a bad pasted token is refused in words', async () => {
-    const minted = (await (await fetch(`${bed.origin}/api/local-sign-in`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ userId: 'handover-user' }) })).json()) as { token: string };
+    const minted = (await (
+      await fetch(`${bed.origin}/api/local-sign-in`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ userId: 'handover-user' }),
+      })
+    ).json()) as { token: string };
     const context = await bed.browser.newContext({ baseURL: bed.origin });
     const page = await context.newPage();
     await page.goto(`/keys#access_token=${minted.token}`);
@@ -122,7 +132,10 @@ describe('keys', () => {
     for (let i = 0; i < 8; i++) await bed.api(token, 'PUT', '/api/advisor/provider-keys/openai', { apiKey: `sk-wrong-${i}` });
     await form.getByLabel('API key').fill('sk-one-too-many');
     await form.getByRole('button', { name: 'Verify and save' }).click();
-    await form.getByRole('alert').filter({ hasText: /Too many requests\. Try again in \d+ seconds?\./ }).waitFor();
+    await form
+      .getByRole('alert')
+      .filter({ hasText: /Too many requests\. Try again in \d+ seconds?\./ })
+      .waitFor();
     await context.close();
   });
 });
@@ -206,7 +219,9 @@ describe('chat', () => {
     await assistant(page).getByText('Stopped').waitFor();
     await page.getByRole('button', { name: 'Send' }).waitFor();
     const id = new URL(page.url()).pathname.split('/').at(-1) ?? '';
-    const stored = (await (await bed.api(token, 'GET', `/api/advisor/conversations/${id}`)).json()) as { messages: { role: string; status: string; finishReason: string }[] };
+    const stored = (await (await bed.api(token, 'GET', `/api/advisor/conversations/${id}`)).json()) as {
+      messages: { role: string; status: string; finishReason: string }[];
+    };
     const reply = stored.messages.at(-1);
     assert.equal(reply?.status, 'interrupted');
     assert.equal(reply?.finishReason, 'stopped');
@@ -348,7 +363,10 @@ describe('chat', () => {
     const { page, token, context } = await bed.signedIn('tools');
     await withOpenAiKey(bed, token);
     assert.equal((await bed.api(token, 'PUT', '/api/advisor/market-data-key', { apiKey: bed.polygon.validKey })).status, 200);
-    assert.equal((await bed.api(token, 'POST', '/api/accounts', { name: 'Swing', currency: 'USD', timezone: 'America/New_York', startingBalance: '25000' })).status, 201);
+    assert.equal(
+      (await bed.api(token, 'POST', '/api/accounts', { name: 'Swing', currency: 'USD', timezone: 'America/New_York', startingBalance: '25000' })).status,
+      201,
+    );
     bed.openai.enqueueStream({
       toolCalls: [
         { name: 'get_quote', arguments: { symbol: 'AAPL' } },
@@ -440,7 +458,11 @@ describe('credits and usage', () => {
     const session = bed.stripe.completeSession(sessionId);
     assert.equal(session['client_reference_id'] ?? (session['metadata'] as Record<string, string> | undefined)?.['userId'], userId);
     const payload = JSON.stringify(makeStripeEvent('checkout.session.completed', session));
-    const hook = await fetch(`${bed.origin}/api/billing/webhooks/stripe`, { method: 'POST', headers: { 'content-type': 'application/json', 'stripe-signature': signStripePayload(payload, WEBHOOK_SECRET) }, body: payload });
+    const hook = await fetch(`${bed.origin}/api/billing/webhooks/stripe`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'stripe-signature': signStripePayload(payload, WEBHOOK_SECRET) },
+      body: payload,
+    });
     assert.equal(hook.status, 200);
     await page.goto(String(session['success_url']).replace('{CHECKOUT_SESSION_ID}', sessionId));
     await page.getByRole('status').filter({ hasText: '100 credits are in your wallet' }).waitFor();
@@ -508,9 +530,17 @@ describe('figures', () => {
       samples.push(ms as number);
     }
     samples.sort((a, b) => a - b);
-    const figure = { samples: samples.length, p50Ms: samples[Math.floor(samples.length / 2)], maxMs: samples.at(-1), chromium: bed.browser.version(), date: new Date().toISOString() };
+    const figure = {
+      samples: samples.length,
+      p50Ms: samples[Math.floor(samples.length / 2)],
+      maxMs: samples.at(-1),
+      chromium: bed.browser.version(),
+      date: new Date().toISOString(),
+    };
     writeFileSync(path.join(ARTEFACTS, 'first-text.json'), `${JSON.stringify(figure, null, 2)}\n`);
-    process.stdout.write(`first frame → text on screen: p50 ${figure.p50Ms?.toFixed(1)} ms, max ${figure.maxMs?.toFixed(1)} ms over ${samples.length} replies\n`);
+    process.stdout.write(
+      `first frame → text on screen: p50 ${figure.p50Ms?.toFixed(1)} ms, max ${figure.maxMs?.toFixed(1)} ms over ${samples.length} replies\n`,
+    );
     await context.close();
   });
 });

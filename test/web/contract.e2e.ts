@@ -21,14 +21,19 @@ describe('web client: typed against the contract', () => {
       return clientDiagnostics(types);
     };
     assert.deepEqual(await check(doc), []);
-    const changed = structuredClone(doc) as unknown as { components: { schemas: Record<string, { properties: Record<string, unknown>; required?: string[] }> } };
+    const changed = structuredClone(doc) as unknown as {
+      components: { schemas: Record<string, { properties: Record<string, unknown>; required?: string[] }> };
+    };
     const item = changed.components.schemas['ProviderKeyListItem'];
     assert.ok(item?.properties['keyHintTail']);
     item.properties['keyTail'] = item.properties['keyHintTail'];
     delete item.properties['keyHintTail'];
     item.required = item.required?.map((r) => (r === 'keyHintTail' ? 'keyTail' : r));
     const errors = await check(changed as unknown as OpenAPI3);
-    assert.ok(errors.some((e) => /Keys\.tsx.*keyHintTail/.test(e)), errors.join('\n'));
+    assert.ok(
+      errors.some((e) => /Keys\.tsx.*keyHintTail/.test(e)),
+      errors.join('\n'),
+    );
   });
 });
 
@@ -36,7 +41,11 @@ describe('web client: typed against the contract', () => {
 function clientDiagnostics(types: string): string[] {
   const webDir = path.resolve(import.meta.dirname, '../../web');
   const schemaFile = path.join(webDir, 'src/api/schema.d.ts');
-  const config = ts.getParsedCommandLineOfConfigFile(path.join(webDir, 'tsconfig.json'), {}, { ...ts.sys, onUnRecoverableConfigFileDiagnostic: () => undefined });
+  const config = ts.getParsedCommandLineOfConfigFile(
+    path.join(webDir, 'tsconfig.json'),
+    {},
+    { ...ts.sys, onUnRecoverableConfigFileDiagnostic: () => undefined },
+  );
   assert.ok(config);
   const host = ts.createCompilerHost(config.options);
   const readFile = host.readFile.bind(host);
@@ -44,5 +53,7 @@ function clientDiagnostics(types: string): string[] {
   host.readFile = (f) => (path.resolve(f) === schemaFile ? types : readFile(f));
   host.fileExists = (f) => path.resolve(f) === schemaFile || fileExists(f);
   const program = ts.createProgram({ rootNames: [...new Set([...config.fileNames, schemaFile])], options: config.options, host });
-  return ts.getPreEmitDiagnostics(program).map((d) => `${d.file ? path.relative(webDir, d.file.fileName) : ''}: ${ts.flattenDiagnosticMessageText(d.messageText, '\n')}`);
+  return ts
+    .getPreEmitDiagnostics(program)
+    .map((d) => `${d.file ? path.relative(webDir, d.file.fileName) : ''}: ${ts.flattenDiagnosticMessageText(d.messageText, '\n')}`);
 }

@@ -41,7 +41,11 @@ describe('defect 1: the checkout return', () => {
     assert.equal(await page.getByText('went through').count(), 0);
     await screenshot(page, 'd1-billing-pending');
     const payload = JSON.stringify(makeStripeEvent('checkout.session.completed', bed.stripe.completeSession(sessionId)));
-    const hook = await fetch(`${bed.origin}/api/billing/webhooks/stripe`, { method: 'POST', headers: { 'content-type': 'application/json', 'stripe-signature': signStripePayload(payload, WEBHOOK_SECRET) }, body: payload });
+    const hook = await fetch(`${bed.origin}/api/billing/webhooks/stripe`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'stripe-signature': signStripePayload(payload, WEBHOOK_SECRET) },
+      body: payload,
+    });
     assert.equal(hook.status, 200);
     await state.filter({ hasText: '100 credits are in your wallet' }).waitFor({ timeout: 15_000 });
     await page.getByTestId('credits').filter({ hasText: '100' }).waitFor();
@@ -49,7 +53,17 @@ describe('defect 1: the checkout return', () => {
     // A session whose 24 hours ran out unpaid.
     await page.route('**/api/billing/checkout/cs_expired_test', (route) =>
       route.fulfill({
-        json: { sessionId: 'cs_expired_test', state: 'expired', packId: 'starter', credits: 100, amount: 500, currency: 'usd', createdAt: '2030-01-01T00:00:00.000Z', expiresAt: '2030-01-02T00:00:00.000Z', creditedAt: null },
+        json: {
+          sessionId: 'cs_expired_test',
+          state: 'expired',
+          packId: 'starter',
+          credits: 100,
+          amount: 500,
+          currency: 'usd',
+          createdAt: '2030-01-01T00:00:00.000Z',
+          expiresAt: '2030-01-02T00:00:00.000Z',
+          creditedAt: null,
+        },
       }),
     );
     await page.goto('/billing/success?session_id=cs_expired_test');
@@ -118,7 +132,11 @@ describe('defects 2, 3, 6 and 10: while a reply streams', () => {
     const rows = page.getByRole('navigation', { name: 'Conversations' }).getByRole('listitem');
     assert.equal(await rows.count(), 9);
     for (let i = 0; i < 9; i++) {
-      const stops = await rows.nth(i).evaluate((li) => [...li.querySelectorAll('a[href], button, input, select, textarea, [tabindex]')].filter((el) => el.getAttribute('tabindex') !== '-1').length);
+      const stops = await rows
+        .nth(i)
+        .evaluate(
+          (li) => [...li.querySelectorAll('a[href], button, input, select, textarea, [tabindex]')].filter((el) => el.getAttribute('tabindex') !== '-1').length,
+        );
       assert.equal(stops, 1, `row ${i}`);
     }
     // The first stop of the page (the box already has the focus, so it is reached here directly).
@@ -141,10 +159,24 @@ describe('defect 4: a phone', () => {
   test('issue 29 defect 4: at 390 px the conversation fits the screen with its box on it, and Keys, Accounts and Usage fit with their actions on screen', async () => {
     const { page, token, context } = await bed.signedIn('d4', { size: 'phone' });
     await withOpenAiKey(bed, token);
-    assert.equal((await bed.api(token, 'POST', '/api/accounts', { name: 'Swing account with a long name', currency: 'USD', timezone: 'America/New_York', startingBalance: '25000.12345678' })).status, 201);
+    assert.equal(
+      (
+        await bed.api(token, 'POST', '/api/accounts', {
+          name: 'Swing account with a long name',
+          currency: 'USD',
+          timezone: 'America/New_York',
+          startingBalance: '25000.12345678',
+        })
+      ).status,
+      201,
+    );
     assert.equal((await bed.api(token, 'PUT', '/api/advisor/market-data-key', { apiKey: bed.polygon.validKey })).status, 200);
     bed.openai.enqueueStream({ toolCalls: [{ name: 'get_quote', arguments: { symbol: 'AAPL' } }] });
-    bed.openai.enqueueStream({ chunks: ['A long word: supercalifragilisticexpialidocious_and_then_some_more_text_without_spaces.\n\n| Level | Price | Note |\n|---|---|---|\n| Support | 228.40 | the 50-day average |'] });
+    bed.openai.enqueueStream({
+      chunks: [
+        'A long word: supercalifragilisticexpialidocious_and_then_some_more_text_without_spaces.\n\n| Level | Price | Note |\n|---|---|---|\n| Support | 228.40 | the 50-day average |',
+      ],
+    });
     await ask(page, 'Hello from a phone');
     await replyDone(page);
     for (let i = 0; i < 4; i++) {
@@ -154,7 +186,12 @@ describe('defect 4: a phone', () => {
     }
     // Open it again as a trader would: from the list.
     await page.goto('/chat');
-    await page.getByRole('link', { name: 'Conversations' }).or(page.getByRole('button', { name: 'Conversations' })).first().click().catch(() => undefined);
+    await page
+      .getByRole('link', { name: 'Conversations' })
+      .or(page.getByRole('button', { name: 'Conversations' }))
+      .first()
+      .click()
+      .catch(() => undefined);
     await page.getByRole('link', { name: /Hello from a phone/ }).click();
     await replyDone(page);
     assert.equal(await sidewaysOverflow(page), 0, 'chat');
@@ -274,7 +311,18 @@ describe('defect 8: money on screen', () => {
     await assistant(page).locator('.reply-footer', { hasText: 'Stopped' }).filter({ hasText: '1 free turn' }).waitFor();
 
     // A credits model: the footer says the credits.
-    await bed.t.deps.db.insertInto('ledger_entries').values({ id: crypto.randomUUID(), user_id: userId, amount: 50, kind: 'grant', reference: `grant:${crypto.randomUUID()}`, note: null, created_at: new Date() }).execute();
+    await bed.t.deps.db
+      .insertInto('ledger_entries')
+      .values({
+        id: crypto.randomUUID(),
+        user_id: userId,
+        amount: 50,
+        kind: 'grant',
+        reference: `grant:${crypto.randomUUID()}`,
+        note: null,
+        created_at: new Date(),
+      })
+      .execute();
     await bed.t.deps.db.updateTable('wallets').set({ balance: 50 }).where('user_id', '=', userId).execute();
     assert.equal((await bed.api(token, 'PATCH', '/api/advisor/provider-keys/openai', { defaultModel: 'gpt-4o' })).status, 200);
     await page.getByRole('link', { name: 'New conversation' }).click();
@@ -286,21 +334,35 @@ describe('defect 8: money on screen', () => {
     await page.getByRole('link', { name: 'Keys' }).click();
     const editor = page.getByLabel('Default model for OpenAI');
     await editor.fill('gpt-4o-mini');
-    await page.getByRole('row', { name: /OpenAI/ }).getByText('Free allowance turns').waitFor();
+    await page
+      .getByRole('row', { name: /OpenAI/ })
+      .getByText('Free allowance turns')
+      .waitFor();
     await editor.fill('gpt-4o');
-    await page.getByRole('row', { name: /OpenAI/ }).getByText('5 credits per turn').waitFor();
+    await page
+      .getByRole('row', { name: /OpenAI/ })
+      .getByText('5 credits per turn')
+      .waitFor();
 
     await page.getByRole('link', { name: 'Credits' }).click();
     const size = page.getByRole('listitem').filter({ has: page.getByRole('heading', { name: '500 credits' }) });
     await size.getByText('$0.03 per credit').waitFor();
     const shown = (await size.locator(':scope > :not(button)').allInnerTexts()).join('\n');
     assert.equal(shown.match(/500 credits/g)?.length, 1, shown);
-    await page.getByRole('listitem').filter({ has: page.getByRole('heading', { name: 'Starter' }) }).getByText('$0.05 per credit').waitFor();
+    await page
+      .getByRole('listitem')
+      .filter({ has: page.getByRole('heading', { name: 'Starter' }) })
+      .getByText('$0.05 per credit')
+      .waitFor();
     await page.getByRole('button', { name: 'Buy Starter' }).click();
     await page.waitForURL(/\/c\/pay\/cs_/);
     const sessionId = new URL(page.url()).pathname.split('/').at(-1) ?? '';
     const payload = JSON.stringify(makeStripeEvent('checkout.session.completed', bed.stripe.completeSession(sessionId)));
-    await fetch(`${bed.origin}/api/billing/webhooks/stripe`, { method: 'POST', headers: { 'content-type': 'application/json', 'stripe-signature': signStripePayload(payload, WEBHOOK_SECRET) }, body: payload });
+    await fetch(`${bed.origin}/api/billing/webhooks/stripe`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'stripe-signature': signStripePayload(payload, WEBHOOK_SECRET) },
+      body: payload,
+    });
     await page.goto('/billing');
     await page.getByRole('row', { name: /Purchase · Starter · \$5\.00 \+100/ }).waitFor();
     await screenshot(page, 'd8-billing');
@@ -342,7 +404,9 @@ describe('defect 9: charts and quotes', () => {
     await quote.getByText('USD').waitFor();
     await quote.getByText('Market open').waitFor();
     const id = new URL(page.url()).pathname.split('/').at(-1) ?? '';
-    const stored = (await (await bed.api(token, 'GET', `/api/advisor/conversations/${id}`)).json()) as { messages: { parts: { type: string; result?: { asOf?: string } }[] }[] };
+    const stored = (await (await bed.api(token, 'GET', `/api/advisor/conversations/${id}`)).json()) as {
+      messages: { parts: { type: string; result?: { asOf?: string } }[] }[];
+    };
     const asOf = stored.messages.at(-1)?.parts.find((p) => p.type === 'tool_result')?.result?.asOf ?? '';
     const newYork = new Intl.DateTimeFormat('en-US', { timeZone: 'America/New_York', hour: 'numeric', minute: '2-digit' }).format(new Date(asOf));
     await quote.getByText(`${newYork} New York time`, { exact: false }).waitFor();
@@ -360,7 +424,11 @@ describe('defect 10: brokerages', () => {
     await page.getByRole('region', { name: 'Brokerages' }).getByText('Interactive Brokers').waitFor();
     await field.fill('interactive brokers ');
     await page.getByRole('button', { name: 'Add brokerage' }).click();
-    await page.getByRole('region', { name: 'Brokerages' }).getByRole('alert').filter({ hasText: 'You already have a brokerage named Interactive Brokers' }).waitFor();
+    await page
+      .getByRole('region', { name: 'Brokerages' })
+      .getByRole('alert')
+      .filter({ hasText: 'You already have a brokerage named Interactive Brokers' })
+      .waitFor();
     assert.equal(await page.getByRole('region', { name: 'Brokerages' }).getByRole('listitem').count(), 1);
     await context.close();
   });

@@ -49,7 +49,10 @@ describe('messages', () => {
     const sent = JSON.stringify(bed.openai.streams.at(-1)?.request.json);
     assert.ok(!sent.includes('A first take.'), 'the replaced reply is not in the context');
     const stored = (await (await bed.api(token, 'GET', `/api/advisor/conversations/${conversationId(page)}`)).json()) as Stored;
-    assert.deepEqual(stored.messages.map((m) => m.text), ['Is it a breakout?', 'A second take.']);
+    assert.deepEqual(
+      stored.messages.map((m) => m.text),
+      ['Is it a breakout?', 'A second take.'],
+    );
     await context.close();
   });
 
@@ -80,7 +83,10 @@ describe('messages', () => {
   test('issue 29: Export downloads the conversation as Markdown: its text, its tool calls as readable blocks, and what each reply used', async () => {
     const { page, token, context } = await bed.signedIn('export');
     await withOpenAiKey(bed, token);
-    assert.equal((await bed.api(token, 'POST', '/api/accounts', { name: 'Swing', currency: 'USD', timezone: 'America/New_York', startingBalance: '25000' })).status, 201);
+    assert.equal(
+      (await bed.api(token, 'POST', '/api/accounts', { name: 'Swing', currency: 'USD', timezone: 'America/New_York', startingBalance: '25000' })).status,
+      201,
+    );
     bed.openai.enqueueStream({ toolCalls: [{ name: 'list_my_accounts', arguments: {} }] });
     bed.openai.enqueueStream({ chunks: ['You have **one** account.'], usage: { input: 1200, output: 300 } });
     await ask(page, 'Which accounts do I have?');
@@ -161,18 +167,31 @@ describe('the list', () => {
     const ages = [0, 1, 3, 40];
     for (const days of ages) {
       bed.openai.enqueueStream({ chunks: ['Ok.'] });
-      const r = await bed.api(token, 'POST', '/api/advisor/conversations/new/messages/stream', { text: `${days} days old`, clientMessageId: crypto.randomUUID() });
+      const r = await bed.api(token, 'POST', '/api/advisor/conversations/new/messages/stream', {
+        text: `${days} days old`,
+        clientMessageId: crypto.randomUUID(),
+      });
       await r.json().catch(() => undefined);
       // Noon of that day, local to the browser (UTC here), so the group does not depend on the hour the test runs.
       const noon = new Date();
       noon.setUTCHours(12, 0, 0, 0);
       const at = new Date(noon.getTime() - days * 86_400_000);
-      if (days > 0) await bed.t.deps.db.updateTable('conversations').set({ updated_at: at, last_message_at: at }).where('user_id', '=', userId).where('title', '=', `${days} days old`).execute();
+      if (days > 0)
+        await bed.t.deps.db
+          .updateTable('conversations')
+          .set({ updated_at: at, last_message_at: at })
+          .where('user_id', '=', userId)
+          .where('title', '=', `${days} days old`)
+          .execute();
     }
     await page.reload();
     const list = page.getByRole('navigation', { name: 'Conversations' });
     await list.getByRole('link', { name: /40 days old/ }).waitFor();
-    const groups = await list.locator('section').evaluateAll((sections) => sections.map((s) => [s.querySelector('h2')?.textContent ?? '', [...s.querySelectorAll('li .title')].map((t) => t.textContent ?? '')]));
+    const groups = await list
+      .locator('section')
+      .evaluateAll((sections) =>
+        sections.map((s) => [s.querySelector('h2')?.textContent ?? '', [...s.querySelectorAll('li .title')].map((t) => t.textContent ?? '')]),
+      );
     assert.deepEqual(groups, [
       ['Today', ['0 days old']],
       ['Yesterday', ['1 days old']],
@@ -202,9 +221,22 @@ describe('layout', () => {
         },
       ],
       ['keys', async () => void (await page.goto('/keys'), await page.getByRole('row', { name: /OpenAI/ }).waitFor())],
-      ['accounts', async () => void (await page.goto('/accounts'), await page.getByRole('button', { name: /^Edit / }).first().waitFor())],
+      [
+        'accounts',
+        async () =>
+          void (
+            await page.goto('/accounts'),
+            await page
+              .getByRole('button', { name: /^Edit / })
+              .first()
+              .waitFor()
+          ),
+      ],
       ['billing', async () => void (await page.goto('/billing'), await page.getByRole('button', { name: 'Buy Starter' }).waitFor())],
-      ['billing-success', async () => void (await page.goto('/billing/success?session_id=cs_test_unknown'), await page.getByRole('heading', { level: 1 }).waitFor())],
+      [
+        'billing-success',
+        async () => void (await page.goto('/billing/success?session_id=cs_test_unknown'), await page.getByRole('heading', { level: 1 }).waitFor()),
+      ],
       ['billing-cancel', async () => void (await page.goto('/billing/cancel'), await page.getByText('Nothing was charged.').waitFor())],
       ['usage', async () => void (await page.goto('/usage'), await page.locator('.usage-chart svg').waitFor())],
       ['sign-in', async () => void (await page.evaluate('sessionStorage.clear()'), await page.goto('/'), await page.getByLabel('User id').waitFor())],
@@ -217,10 +249,23 @@ describe('layout', () => {
         const { page, token, context } = await bed.signedIn(`layout-${size}-${colorScheme}`, { size, colorScheme });
         await withOpenAiKey(bed, token);
         assert.equal((await bed.api(token, 'PUT', '/api/advisor/market-data-key', { apiKey: bed.polygon.validKey })).status, 200);
-        assert.equal((await bed.api(token, 'POST', '/api/accounts', { name: 'Swing trading account', currency: 'USD', timezone: 'America/New_York', startingBalance: '25000' })).status, 201);
+        assert.equal(
+          (
+            await bed.api(token, 'POST', '/api/accounts', {
+              name: 'Swing trading account',
+              currency: 'USD',
+              timezone: 'America/New_York',
+              startingBalance: '25000',
+            })
+          ).status,
+          201,
+        );
         bed.openai.enqueueStream({ toolCalls: [{ name: 'get_quote', arguments: { symbol: 'AAPL' } }] });
         bed.openai.enqueueStream({ chunks: ['AAPL is **up** today.\n\n| Level | Price |\n|---|---|\n| Support | 228.40 |'] });
-        const r = await bed.api(token, 'POST', '/api/advisor/conversations/new/messages/stream', { text: 'How is AAPL doing today compared with its support?', clientMessageId: crypto.randomUUID() });
+        const r = await bed.api(token, 'POST', '/api/advisor/conversations/new/messages/stream', {
+          text: 'How is AAPL doing today compared with its support?',
+          clientMessageId: crypto.randomUUID(),
+        });
         await r.json().catch(() => undefined);
         const problems: string[] = [];
         for (const [name, open] of visit(page)) {

@@ -8,7 +8,14 @@ import { chromium, type Browser, type BrowserContext, type Page } from 'playwrig
 import { AxeBuilder } from '@axe-core/playwright';
 import { buildTestApp, type TestApp } from '../helpers/app.ts';
 import { unusedPort } from '../helpers/net.ts';
-import { startOpenAiCompatibleFake, startPolygonFake, startStripeFake, type MarketDataFake, type OpenAiCompatibleFake, type StripeFake } from '../fakes/index.ts';
+import {
+  startOpenAiCompatibleFake,
+  startPolygonFake,
+  startStripeFake,
+  type MarketDataFake,
+  type OpenAiCompatibleFake,
+  type StripeFake,
+} from '../fakes/index.ts';
 
 export const ARTEFACTS = path.resolve(import.meta.dirname, '../../test-results/web');
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
@@ -90,7 +97,15 @@ export async function startBed(): Promise<Bed> {
     executablePath: CHROMIUM,
     headless: true,
     // As the machine's probe starts it: no sandbox as root, and no calls to Google's hosts (closed network).
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    args: [
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
   });
   mkdirSync(ARTEFACTS, { recursive: true });
   let n = 0;
@@ -152,7 +167,13 @@ export async function screenshot(page: Page, name: string): Promise<void> {
 /** axe-core's WCAG 2.1 A/AA and best-practice rules on the page as it is: every violation, whatever its impact. */
 export async function axeViolations(page: Page): Promise<string[]> {
   const result = await new AxeBuilder({ page }).withTags(['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa', 'best-practice']).analyze();
-  return result.violations.map((v) => `${v.id} (${v.impact}): ${v.help} — ${v.nodes.map((n) => n.target.join(' ')).slice(0, 3).join(', ')}`);
+  return result.violations.map(
+    (v) =>
+      `${v.id} (${v.impact}): ${v.help} — ${v.nodes
+        .map((n) => n.target.join(' '))
+        .slice(0, 3)
+        .join(', ')}`,
+  );
 }
 
 /**

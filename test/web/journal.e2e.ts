@@ -52,7 +52,11 @@ async function createAccount(token: string, name: string): Promise<string> {
 }
 
 async function importCsv(token: string, accountId: string, csv: string): Promise<unknown> {
-  const res = await fetch(`${bed.origin}/api/accounts/${accountId}/trades/import`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'text/csv' }, body: csv });
+  const res = await fetch(`${bed.origin}/api/accounts/${accountId}/trades/import`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'text/csv' },
+    body: csv,
+  });
   assert.equal(res.status, 200);
   return res.json();
 }
@@ -96,14 +100,34 @@ describe('journal page', () => {
     await tradeRows(page).last().getByText('Breakout, first try').waitFor();
 
     // Totals: the service's figures, shown in the account's currency.
-    const journal = (await (await bed.api(token, 'GET', `/api/accounts/${accountId}/journal`)).json()) as { totals: Record<string, string | number | null>; balance: string };
+    const journal = (await (await bed.api(token, 'GET', `/api/accounts/${accountId}/journal`)).json()) as {
+      totals: Record<string, string | number | null>;
+      balance: string;
+    };
     assert.deepEqual(
       { ...journal.totals, balance: journal.balance },
-      { realizedPnl: '80', fees: '2', netPnl: '78', roundTrips: 2, wins: 1, losses: 1, winRate: '0.5', profitFactor: '4.9', expectancy: '39', averageWin: '98', averageLoss: '-20', largestWin: '98', largestLoss: '-20', maxDrawdown: '20', balance: '10078' },
+      {
+        realizedPnl: '80',
+        fees: '2',
+        netPnl: '78',
+        roundTrips: 2,
+        wins: 1,
+        losses: 1,
+        winRate: '0.5',
+        profitFactor: '4.9',
+        expectancy: '39',
+        averageWin: '98',
+        averageLoss: '-20',
+        largestWin: '98',
+        largestLoss: '-20',
+        maxDrawdown: '20',
+        balance: '10078',
+      },
     );
     const card = (key: string) => page.getByTestId(`total-${key}`).locator('dd').first();
     const shown: Record<string, string> = {};
-    for (const key of ['netPnl', 'realizedPnl', 'fees', 'roundTrips', 'winRate', 'profitFactor', 'expectancy', 'averageLoss', 'maxDrawdown', 'balance']) shown[key] = await card(key).innerText();
+    for (const key of ['netPnl', 'realizedPnl', 'fees', 'roundTrips', 'winRate', 'profitFactor', 'expectancy', 'averageLoss', 'maxDrawdown', 'balance'])
+      shown[key] = await card(key).innerText();
     assert.deepEqual(shown, {
       netPnl: '+$78.00',
       realizedPnl: '+$80.00',
@@ -153,7 +177,9 @@ describe('journal page', () => {
     await page.getByRole('button', { name: 'Export CSV' }).click();
     const file = await download;
     assert.match(file.suggestedFilename(), /^trades-swing-\d{4}-\d{2}-\d{2}\.csv$/);
-    const exported = readFileSync(await file.path(), 'utf8').trim().split(/\r\n/);
+    const exported = readFileSync(await file.path(), 'utf8')
+      .trim()
+      .split(/\r\n/);
     assert.equal(exported[0], 'symbol,side,quantity,price,fee,executedAt,externalId,note');
     assert.equal(exported.length, 6);
     assert.ok(exported.includes(`AAPL,buy,10,100,1,${D1}T14:30:00.000Z,ex-1,"Breakout, first try"`), exported.join('\n'));
@@ -221,7 +247,10 @@ describe('journal page', () => {
     await page.getByLabel('To', { exact: true }).fill(utcDay(-59));
     await page.getByRole('button', { name: 'Show', exact: true }).click();
     await page.getByText('1 trade shown (all of the range)').waitFor();
-    await page.getByRole('region', { name: 'Open positions table', exact: true }).getByRole('row', { name: /QQQ Long 3/ }).waitFor();
+    await page
+      .getByRole('region', { name: 'Open positions table', exact: true })
+      .getByRole('row', { name: /QQQ Long 3/ })
+      .waitFor();
 
     // Keyboard: Tab reaches the range, the chart's figures, the trades' box, the filter, the import and export.
     await page.locator('body').click({ position: { x: 5, y: 5 } });
@@ -229,10 +258,23 @@ describe('journal page', () => {
     for (let i = 0; i < 60; i++) {
       await page.keyboard.press('Tab');
       // What has focus: its tag, its label or text, its type.
-      reached.add(await page.evaluate<string>("(el => el ? `${el.tagName.toLowerCase()}:${el.getAttribute('aria-label') ?? el.textContent.trim()}:${el.type ?? ''}` : '')(document.activeElement)"));
+      reached.add(
+        await page.evaluate<string>(
+          "(el => el ? `${el.tagName.toLowerCase()}:${el.getAttribute('aria-label') ?? el.textContent.trim()}:${el.type ?? ''}` : '')(document.activeElement)",
+        ),
+      );
     }
     const seen = [...reached].join('\n');
-    for (const want of [/^button:Export CSV/m, /^input:.*:date$/m, /^button:Show/m, /^div:Trades table:/m, /^button:Filter/m, /^input:.*:file$/m, /^summary:Daily figures/m]) assert.match(seen, want);
+    for (const want of [
+      /^button:Export CSV/m,
+      /^input:.*:date$/m,
+      /^button:Show/m,
+      /^div:Trades table:/m,
+      /^button:Filter/m,
+      /^input:.*:file$/m,
+      /^summary:Daily figures/m,
+    ])
+      assert.match(seen, want);
 
     await page.goto('/accounts/0190c7e2-0000-7000-8000-000000000000/journal');
     await page.getByRole('alert').first().waitFor();
@@ -271,7 +313,13 @@ describe('advisor cards', () => {
     const size = page.locator('[data-tool=position_size]');
     const figure = async (key: string) => size.getByTestId(`size-${key}`).locator('dd').innerText();
     assert.deepEqual(
-      { shares: await figure('shares'), risk: await figure('riskAmount'), perShare: await figure('perShareRisk'), value: await figure('positionValue'), balance: await figure('balance') },
+      {
+        shares: await figure('shares'),
+        risk: await figure('riskAmount'),
+        perShare: await figure('perShareRisk'),
+        value: await figure('positionValue'),
+        balance: await figure('balance'),
+      },
       { shares: '50', risk: '$100.78', perShare: '$2.00', value: '$2,500.00', balance: '$10,078.00' },
     );
 
@@ -286,7 +334,9 @@ describe('advisor cards', () => {
         assert.ok(await fitsWidth(page), `no sideways scroll at ${w} px (${scheme}): ${await overflowing(page)}`);
         await screenshot(page, `journal-chat-${name}-${scheme}`);
         // The chat scrolls inside its message list: the cards themselves, whole.
-        await journal.locator('xpath=ancestor::*[contains(@class, "message")][1]').screenshot({ path: path.join(ARTEFACTS, `journal-chat-cards-${name}-${scheme}.png`) });
+        await journal
+          .locator('xpath=ancestor::*[contains(@class, "message")][1]')
+          .screenshot({ path: path.join(ARTEFACTS, `journal-chat-cards-${name}-${scheme}.png`) });
         assert.deepEqual(await axeViolations(page), [], `${name} ${scheme}`);
       }
     }

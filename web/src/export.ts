@@ -25,7 +25,8 @@ function fenced(text: string, lang: string): string {
 
 function partText(p: Part): string {
   if (p.type === 'text') return p.text;
-  if (p.type === 'tool_call') return `**Tool call: \`${p.name}\`** (${TOOL_NAMES[p.name] ?? p.name})\n\n${fenced(JSON.stringify(p.arguments, null, 2), 'json')}`;
+  if (p.type === 'tool_call')
+    return `**Tool call: \`${p.name}\`** (${TOOL_NAMES[p.name] ?? p.name})\n\n${fenced(JSON.stringify(p.arguments, null, 2), 'json')}`;
   if (p.ok) return `**Result of \`${p.name}\`**\n\n${fenced(JSON.stringify(p.result, null, 2), 'json')}`;
   return `**\`${p.name}\` failed:** ${p.error.code} — ${p.error.message}`;
 }
@@ -52,7 +53,13 @@ export function conversationMarkdown(c: Conversation, messages: readonly Message
 
 /** A file name from the title: lower case, words joined by dashes, with the date. */
 export function exportFileName(c: Conversation): string {
-  const slug = c.title.toLowerCase().normalize('NFKD').replace(/[^\p{L}\p{N}]+/gu, '-').replace(/^-+|-+$/g, '').slice(0, 60) || 'conversation';
+  const slug =
+    c.title
+      .toLowerCase()
+      .normalize('NFKD')
+      .replace(/[^\p{L}\p{N}]+/gu, '-')
+      .replace(/^-+|-+$/g, '')
+      .slice(0, 60) || 'conversation';
   return `${slug}-${c.createdAt.slice(0, 10)}.md`;
 }
 

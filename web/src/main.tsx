@@ -93,7 +93,17 @@ function App() {
  * The frame of every page. `fill`: the page takes the window's height and scrolls inside itself (the
  * chat, whose box stays on screen); `skipTo`: where "Skip to…" leads (the content, else).
  */
-function Shell({ nav, children, fill, skipTo }: { nav?: preact.ComponentChildren; children: preact.ComponentChildren; fill?: boolean; skipTo?: { id: string; label: string } | undefined }) {
+function Shell({
+  nav,
+  children,
+  fill,
+  skipTo,
+}: {
+  nav?: preact.ComponentChildren;
+  children: preact.ComponentChildren;
+  fill?: boolean;
+  skipTo?: { id: string; label: string } | undefined;
+}) {
   const target = skipTo ?? { id: 'content', label: 'Skip to content' };
   return (
     <div class={`shell${fill ? ' fill' : ''}`} onClick={onLinkClick}>

@@ -53,7 +53,10 @@ export function applyFrame(reply: Reply, frame: Frame): Reply {
     case 'delta': {
       const { text } = frame.data as Schemas['StreamDeltaFrame'];
       const last = reply.parts.at(-1);
-      const parts = last?.type === 'text' ? [...reply.parts.slice(0, -1), { type: 'text' as const, text: last.text + text }] : [...reply.parts, { type: 'text' as const, text }];
+      const parts =
+        last?.type === 'text'
+          ? [...reply.parts.slice(0, -1), { type: 'text' as const, text: last.text + text }]
+          : [...reply.parts, { type: 'text' as const, text }];
       return { ...next, parts };
     }
     case 'tool_call':

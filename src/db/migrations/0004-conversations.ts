@@ -40,9 +40,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
   // A turn's two messages are seq n (user) and n + 1 (assistant); the index orders and pairs them.
   await sql`create unique index messages_conversation_seq_uq on messages (conversation_id, seq)`.execute(db);
   // The idempotency key (DESIGN §7): concurrent duplicates cannot both be stored.
-  await sql`create unique index messages_user_client_id_uq on messages (user_id, client_message_id) where client_message_id is not null`.execute(
-    db,
-  );
+  await sql`create unique index messages_user_client_id_uq on messages (user_id, client_message_id) where client_message_id is not null`.execute(db);
   // Replies left 'streaming' by a crashed instance are found (and closed) through this.
   await sql`create index messages_user_streaming_idx on messages (user_id) where status = 'streaming'`.execute(db);
   await sql`

@@ -7,4 +7,3 @@ import { sql, type Kysely } from 'kysely';
 export async function up(db: Kysely<unknown>): Promise<void> {
   await sql`alter table messages add column parts jsonb`.execute(db);
 }
-

@@ -32,7 +32,10 @@ describe('accounts', () => {
       assert.equal(a.startingBalance, '10000.50');
       assert.equal(a.brokerageId, null);
       const list = await t.call('GET', '/api/accounts', { user: 'u-happy' });
-      assert.deepEqual(list.json<{ items: Account[] }>().items.map((x) => x.id), [a.id]);
+      assert.deepEqual(
+        list.json<{ items: Account[] }>().items.map((x) => x.id),
+        [a.id],
+      );
       const got = await t.call('GET', `/api/accounts/${a.id}`, { user: 'u-happy' });
       assert.deepEqual(got.json(), a);
     });
@@ -134,10 +137,14 @@ describe('accounts', () => {
       assert.equal(codeOf(res), 'BROKERAGE_NOT_FOUND');
     });
 
-    test('spec 4.4 rule 4: unknown account, or another user\'s → 404 ACCOUNT_NOT_FOUND', async () => {
+    test("spec 4.4 rule 4: unknown account, or another user's → 404 ACCOUNT_NOT_FOUND", async () => {
       const theirs = await create('u-owner');
       for (const id of [randomUUID(), theirs.id]) {
-        for (const [method, body] of [['GET', undefined], ['PUT', { name: 'x' }], ['DELETE', undefined]] as const) {
+        for (const [method, body] of [
+          ['GET', undefined],
+          ['PUT', { name: 'x' }],
+          ['DELETE', undefined],
+        ] as const) {
           const res = await t.call(method, `/api/accounts/${id}`, { user: 'u-e4', body });
           assert.equal(res.statusCode, 404, `${method} ${id}`);
           assert.equal(codeOf(res), 'ACCOUNT_NOT_FOUND');
@@ -166,9 +173,7 @@ describe('accounts', () => {
 
     test('spec 4.4 rule 5: 20 concurrent renames of different accounts to one name → exactly one 200, 19 × 409', async () => {
       const accounts = await Promise.all(Array.from({ length: 20 }, () => create('u-race')));
-      const results = await Promise.all(
-        accounts.map((a) => t.call('PUT', `/api/accounts/${a.id}`, { user: 'u-race', body: { name: 'The One' } })),
-      );
+      const results = await Promise.all(accounts.map((a) => t.call('PUT', `/api/accounts/${a.id}`, { user: 'u-race', body: { name: 'The One' } })));
       const statuses = results.map((r) => r.statusCode).sort();
       assert.deepEqual(statuses, [200, ...Array<number>(19).fill(409)]);
       assert.ok(results.filter((r) => r.statusCode === 409).every((r) => codeOf(r) === 'ACCOUNT_NAME_TAKEN'));
@@ -209,7 +214,18 @@ describe('accounts', () => {
 
     test('issue 14 item 10: 20 concurrent renames to look-alike spellings of one name, and 20 concurrent creates → exactly one wins each, the rest 409 ACCOUNT_NAME_TAKEN', async () => {
       const u = `u-look-race-${randomUUID()}`;
-      const spellings = ['Joint', 'J\u043eint', 'JOINT', 'Jo\u200bint', '\uff2a\uff4f\uff49\uff4e\uff54', 'J\u03bfint', 'joint ', 'Jo\u00adint', 'J\u043e\u0456nt', 'jOiNt'];
+      const spellings = [
+        'Joint',
+        'J\u043eint',
+        'JOINT',
+        'Jo\u200bint',
+        '\uff2a\uff4f\uff49\uff4e\uff54',
+        'J\u03bfint',
+        'joint ',
+        'Jo\u00adint',
+        'J\u043e\u0456nt',
+        'jOiNt',
+      ];
       const accounts = await Promise.all(Array.from({ length: 20 }, () => create(u)));
       const renames = await Promise.all(
         accounts.map((a, i) => t.call('PUT', `/api/accounts/${a.id}`, { user: u, body: { name: spellings[i % spellings.length] } })),
@@ -259,7 +275,10 @@ describe('accounts', () => {
         assert.equal(res.statusCode, 400, JSON.stringify(body));
         assert.equal(codeOf(res), 'VALIDATION_ERROR');
         const details = res.json<{ error: { details: { path: string }[] } }>().error.details;
-        assert.ok(details.some((d) => d.path.startsWith(field)), `${JSON.stringify(body)} → ${JSON.stringify(details)}`);
+        assert.ok(
+          details.some((d) => d.path.startsWith(field)),
+          `${JSON.stringify(body)} → ${JSON.stringify(details)}`,
+        );
       }
       const neg = await t.call('POST', '/api/accounts', { user: 'u-e8', body: { ...base, startingBalance: '-5' } });
       assert.equal(codeOf(neg), 'VALIDATION_ERROR');
@@ -269,7 +288,7 @@ describe('accounts', () => {
       assert.equal(codeOf(badAt), 'VALIDATION_ERROR');
     });
 
-    test('DESIGN §2: another user\'s brokerage cannot be deleted → 404 BROKERAGE_NOT_FOUND', async () => {
+    test("DESIGN §2: another user's brokerage cannot be deleted → 404 BROKERAGE_NOT_FOUND", async () => {
       const b = (await t.call('POST', '/api/brokerages', { user: 'u-b1', body: { name: 'Mine' } })).json<{ id: string }>();
       const res = await t.call('DELETE', `/api/brokerages/${b.id}`, { user: 'u-b2' });
       assert.equal(res.statusCode, 404);

@@ -9,7 +9,24 @@ import { accountNameKey } from './name-key.ts';
 describe('issue 14 item 10: account name keys', () => {
   test('one key for names a reader cannot tell apart; distinct keys for names that differ', () => {
     const same: [string, string[]][] = [
-      ['main', ['Main', 'MAIN', 'M\u0430in', '\uff2d\uff41\uff49\uff4e', 'Ma\u200bin', 'Ma\u200cin', 'Ma\u200din', 'M\u00adain', 'Main\ufeff', 'Ma\u2060in', 'Ma\u202ein', '  Main ', '\u039c\u0430\u0456n']],
+      [
+        'main',
+        [
+          'Main',
+          'MAIN',
+          'M\u0430in',
+          '\uff2d\uff41\uff49\uff4e',
+          'Ma\u200bin',
+          'Ma\u200cin',
+          'Ma\u200din',
+          'M\u00adain',
+          'Main\ufeff',
+          'Ma\u2060in',
+          'Ma\u202ein',
+          '  Main ',
+          '\u039c\u0430\u0456n',
+        ],
+      ],
       ['café', ['Caf\u00e9', 'Cafe\u0301', 'CAF\u00c9', 'CAFE\u0301']],
       ['joint account', ['Joint Account', 'Joint  Account', 'Joint\u00a0Account', 'Joint\tAccount', 'JOINT\u2003ACCOUNT']],
       ['strasse', ['Stra\u00dfe', 'STRASSE']],

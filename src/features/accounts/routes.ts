@@ -26,9 +26,13 @@ export async function accountsRoutes(parent: FastifyInstance, { deps }: { deps: 
     { schema: { operationId: 'createAccount', tags, summary: 'Create an account', body: CreateAccountBody, response: responses({ 201: Account }) } },
     async (req, reply) => reply.code(201).send(await service.createAccount(deps, req.user.id, req.body)),
   );
-  app.get('/accounts', { schema: { operationId: 'listAccounts', tags, summary: "List the caller's accounts", response: responses({ 200: AccountList }) } }, async (req) => ({
-    items: await service.listAccounts(deps, req.user.id),
-  }));
+  app.get(
+    '/accounts',
+    { schema: { operationId: 'listAccounts', tags, summary: "List the caller's accounts", response: responses({ 200: AccountList }) } },
+    async (req) => ({
+      items: await service.listAccounts(deps, req.user.id),
+    }),
+  );
   app.get(
     '/accounts/:id',
     { schema: { operationId: 'getAccount', tags, summary: 'Get an account', params: IdParams, response: responses({ 200: Account }) } },
@@ -79,7 +83,9 @@ export async function accountsRoutes(parent: FastifyInstance, { deps }: { deps: 
         operationId: 'listTimezones',
         tags,
         summary: 'Canonical IANA time zones an account may use',
-        description: 'What a timezone picker shows: the canonical zones, and the link names the service also accepts with the zone each is stored as (an account given Asia/Calcutta stores Asia/Kolkata).',
+        description:
+          'What a timezone picker shows: the canonical zones, and the link names the service also accepts with the zone each is stored as (an account ' +
+          'given Asia/Calcutta stores Asia/Kolkata).',
         response: responses({ 200: TimezoneList }),
       },
     },
@@ -89,15 +95,35 @@ export async function accountsRoutes(parent: FastifyInstance, { deps }: { deps: 
   const btags = ['brokerages'];
   app.post(
     '/brokerages',
-    { schema: { operationId: 'createBrokerage', tags: btags, summary: 'Create a brokerage link', body: CreateBrokerageBody, response: responses({ 201: Brokerage }) } },
+    {
+      schema: {
+        operationId: 'createBrokerage',
+        tags: btags,
+        summary: 'Create a brokerage link',
+        body: CreateBrokerageBody,
+        response: responses({ 201: Brokerage }),
+      },
+    },
     async (req, reply) => reply.code(201).send(await service.createBrokerage(deps, req.user.id, req.body.name)),
   );
-  app.get('/brokerages', { schema: { operationId: 'listBrokerages', tags: btags, summary: 'List brokerage links', response: responses({ 200: BrokerageList }) } }, async (req) => ({
-    items: await service.listBrokerages(deps, req.user.id),
-  }));
+  app.get(
+    '/brokerages',
+    { schema: { operationId: 'listBrokerages', tags: btags, summary: 'List brokerage links', response: responses({ 200: BrokerageList }) } },
+    async (req) => ({
+      items: await service.listBrokerages(deps, req.user.id),
+    }),
+  );
   app.delete(
     '/brokerages/:id',
-    { schema: { operationId: 'deleteBrokerage', tags: btags, summary: 'Delete a brokerage link (accounts are unlinked)', params: IdParams, response: responses({ 204: NoContent }) } },
+    {
+      schema: {
+        operationId: 'deleteBrokerage',
+        tags: btags,
+        summary: 'Delete a brokerage link (accounts are unlinked)',
+        params: IdParams,
+        response: responses({ 204: NoContent }),
+      },
+    },
     async (req, reply) => {
       await service.deleteBrokerage(deps, req.user.id, req.params.id);
       return reply.code(204).send(null);

@@ -61,9 +61,7 @@ export const AccountList = ref(AccountListSchema);
 
 export const TradingDayQuery = Type.Object(
   {
-    at: Type.Optional(
-      Instant('Instant to evaluate; default now. One whose day in the account’s timezone is after 9999-12-31 → 400 VALIDATION_ERROR'),
-    ),
+    at: Type.Optional(Instant('Instant to evaluate; default now. One whose day in the account’s timezone is after 9999-12-31 → 400 VALIDATION_ERROR')),
   },
   { additionalProperties: false },
 );

@@ -150,12 +150,7 @@ export async function deleteAccount(deps: AccountDeps, userId: string, id: strin
   if (!(await repo.deleteAccount(deps.db, userId, id))) throw new AppError('ACCOUNT_NOT_FOUND', 'account not found');
 }
 
-export async function tradingDay(
-  deps: AccountDeps,
-  userId: string,
-  id: string,
-  at: Date | undefined,
-): Promise<{ tradingDay: string; timezone: string }> {
+export async function tradingDay(deps: AccountDeps, userId: string, id: string, at: Date | undefined): Promise<{ tradingDay: string; timezone: string }> {
   const { account, timezones } = await accountWithZones(deps.db, userId, id);
   const instant = at ?? deps.clock.now();
   const timezone = zoneAt(timezones, instant.getTime()) ?? account.timezone;

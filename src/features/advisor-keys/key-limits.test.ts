@@ -17,7 +17,9 @@ describe('key save limits (spec 4.1 rule 6, 4.2 rule 7, DESIGN §4)', () => {
 
   // The store the limiter runs on: in-process (one instance), and when configured PostgreSQL and
   // Redis, each shared by two instances.
-  const stores: { name: string; env: Record<string, string | undefined>; instances: 1 | 2 }[] = [{ name: 'memory', env: { DATABASE_URL: undefined, REDIS_URL: undefined }, instances: 1 }];
+  const stores: { name: string; env: Record<string, string | undefined>; instances: 1 | 2 }[] = [
+    { name: 'memory', env: { DATABASE_URL: undefined, REDIS_URL: undefined }, instances: 1 },
+  ];
   if (STORES.databaseUrl) stores.push({ name: 'PostgreSQL', env: { REDIS_URL: undefined }, instances: 2 });
   if (STORES.redisUrl) stores.push({ name: 'Redis', env: {}, instances: 2 });
 
@@ -42,7 +44,10 @@ describe('key save limits (spec 4.1 rule 6, 4.2 rule 7, DESIGN §4)', () => {
           // Each admitted save's probe reached the fake and was answered (a probe cut by its deadline
           // would store the key unverified and might never reach the fake), so the fake's count is
           // the admitted saves' probes alone.
-          assert.ok(admitted.every((r) => r.json<{ verified: boolean }>().verified), 'every admitted save was verified by its probe');
+          assert.ok(
+            admitted.every((r) => r.json<{ verified: boolean }>().verified),
+            'every admitted save was verified by its probe',
+          );
           assert.equal(fake.requests.length - before, 10, 'a refused save calls no provider');
         } finally {
           if (b !== a) await b.close();

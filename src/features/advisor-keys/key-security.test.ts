@@ -86,11 +86,19 @@ describe('key secrets (DESIGN §5)', () => {
   test('DESIGN §5: a ciphertext copied to another user or provider row fails to decrypt → 409 PROVIDER_KEY_DECRYPTION_FAILED', async () => {
     const alice = newUser('alice');
     const bob = newUser('bob');
-    for (const [user, p] of [[alice, 'openai'], [alice, 'anthropic'], [bob, 'openai']] as const) {
+    for (const [user, p] of [
+      [alice, 'openai'],
+      [alice, 'anthropic'],
+      [bob, 'openai'],
+    ] as const) {
       await t.call('PUT', `/api/advisor/provider-keys/${p}`, { user, body: { apiKey: fakes.providers[p].validKey } });
     }
-    const source = await t.deps.db.selectFrom('provider_keys').select(['key_id', 'nonce', 'ciphertext', 'tag'])
-      .where('user_id', '=', alice).where('provider', '=', 'openai').executeTakeFirstOrThrow();
+    const source = await t.deps.db
+      .selectFrom('provider_keys')
+      .select(['key_id', 'nonce', 'ciphertext', 'tag'])
+      .where('user_id', '=', alice)
+      .where('provider', '=', 'openai')
+      .executeTakeFirstOrThrow();
     const copyTo = (user: string, provider: string) =>
       t.deps.db.updateTable('provider_keys').set(source).where('user_id', '=', user).where('provider', '=', provider).execute();
     await copyTo(bob, 'openai');
@@ -123,7 +131,12 @@ describe('key secrets (DESIGN §5)', () => {
     const lost = users[0] ?? '';
     await t.deps.db.updateTable('provider_keys').set({ key_id: 'gone' }).where('user_id', '=', lost).where('provider', '=', 'google').execute();
     const countRows = async (table: 'provider_keys' | 'market_data_keys') =>
-      (await t.deps.db.selectFrom(table).select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n;
+      (
+        await t.deps.db
+          .selectFrom(table)
+          .select((eb) => eb.fn.countAll<number>().as('n'))
+          .executeTakeFirstOrThrow()
+      ).n;
     const providerRows = await countRows('provider_keys');
     const marketRows = await countRows('market_data_keys');
     const before = await t.deps.db.selectFrom('provider_keys').selectAll().execute();

@@ -102,7 +102,11 @@ describe('market-data key (spec 4.1)', () => {
         assert.deepEqual(await status(user), first);
       });
 
-      for (const [behaviour, what] of [['rate-limited', '429'], ['server-error', '5xx'], ['stall', 'a stall past the timeout']] as const) {
+      for (const [behaviour, what] of [
+        ['rate-limited', '429'],
+        ['server-error', '5xx'],
+        ['stall', 'a stall past the timeout'],
+      ] as const) {
         test(`spec 4.1 rule 5: ${provider} probe ${what} → 200 stored with verified false`, async () => {
           const user = newUser();
           fake().setProbe(behaviour);
@@ -131,7 +135,16 @@ describe('market-data key (spec 4.1)', () => {
   test('DESIGN §6: GET with no key → 200 configured false; DELETE → 204, then 404 MARKET_DATA_KEY_NOT_FOUND', async () => {
     const t = apps.polygon;
     const user = newUser();
-    const none: Status = { configured: false, keyHintTail: null, verified: false, provider: null, lastVerifiedAt: null, rejectedAt: null, rejectedReason: null, updatedAt: null };
+    const none: Status = {
+      configured: false,
+      keyHintTail: null,
+      verified: false,
+      provider: null,
+      lastVerifiedAt: null,
+      rejectedAt: null,
+      rejectedReason: null,
+      updatedAt: null,
+    };
     assert.deepEqual((await t.call('GET', URL_, { user })).json(), none);
     await t.call('PUT', URL_, { user, body: { apiKey: fakes.polygon.validKey } });
     assert.equal((await t.call('DELETE', URL_, { user })).statusCode, 204);

@@ -83,7 +83,10 @@ export interface UsableMarketDataKey {
  * provider the service no longer reads, or one that cannot be decrypted (logged; saving it again is
  * the remedy).
  */
-export function openMarketDataKey(deps: Pick<Deps, 'vault' | 'logger' | 'marketData'>, row: SealedColumns & { user_id: string; provider: string }): UsableMarketDataKey | undefined {
+export function openMarketDataKey(
+  deps: Pick<Deps, 'vault' | 'logger' | 'marketData'>,
+  row: SealedColumns & { user_id: string; provider: string },
+): UsableMarketDataKey | undefined {
   if (row.provider !== deps.marketData.provider) return undefined;
   try {
     return { apiKey: deps.vault.open(sealedOf(row), marketDataSlot(row.user_id, row.provider)), version: row.nonce };
@@ -99,7 +102,12 @@ export function openMarketDataKey(deps: Pick<Deps, 'vault' | 'logger' | 'marketD
  * unverified, with when and why, so the client can ask for a new one; a key saved since then is
  * another key and stays as it is.
  */
-export async function markMarketDataKeyRefused(deps: Pick<Deps, 'db' | 'logger' | 'clock'>, userId: string, key: UsableMarketDataKey, status: number | undefined): Promise<void> {
+export async function markMarketDataKeyRefused(
+  deps: Pick<Deps, 'db' | 'logger' | 'clock'>,
+  userId: string,
+  key: UsableMarketDataKey,
+  status: number | undefined,
+): Promise<void> {
   const reason = `the market-data provider refused the key${status === undefined ? '' : ` (HTTP ${status})`} during an advisor turn`;
   if (await repo.markKeyRejected(deps.db, 'market_data_keys', userId, key.version, deps.clock.now(), reason)) {
     deps.logger.info({ userId }, 'market-data key refused during a turn: marked unverified');

@@ -24,7 +24,13 @@ async function withFake(handler: FakeHandler, run: (fake: FakeServer) => Promise
 
 describe('probe pagination reaches the default model on a later page (DESIGN §6)', () => {
   let t: TestApp;
-  const anthropicModels = ['claude-opus-4-1-20250805', 'claude-sonnet-4-20250514', 'claude-3-7-sonnet-20250219', 'claude-3-haiku-20240307', 'claude-haiku-4-5-20251001'];
+  const anthropicModels = [
+    'claude-opus-4-1-20250805',
+    'claude-sonnet-4-20250514',
+    'claude-3-7-sonnet-20250219',
+    'claude-3-haiku-20240307',
+    'claude-haiku-4-5-20251001',
+  ];
   const geminiModels = ['gemini-1.5-pro', 'text-embedding-004', 'gemini-2.5-pro', 'gemma-3-27b-it', 'gemini-2.5-flash'];
   let anthropic: Awaited<ReturnType<typeof startAnthropicFake>>;
   let gemini: Awaited<ReturnType<typeof startGeminiFake>>;
@@ -42,7 +48,10 @@ describe('probe pagination reaches the default model on a later page (DESIGN §6
     const res = await t.call('PUT', '/api/advisor/provider-keys/anthropic', { user: newUser(), body: { apiKey: anthropic.validKey } });
     assert.equal(res.statusCode, 200, res.body);
     assert.equal(res.json<{ defaultModel: string }>().defaultModel, 'claude-haiku-4-5-20251001');
-    assert.deepEqual(anthropic.requests.map((r) => r.query['after_id']), [undefined, 'claude-sonnet-4-20250514', 'claude-3-haiku-20240307']);
+    assert.deepEqual(
+      anthropic.requests.map((r) => r.query['after_id']),
+      [undefined, 'claude-sonnet-4-20250514', 'claude-3-haiku-20240307'],
+    );
   });
 
   test('spec 4.2 rule 6: Gemini pages with pageToken, strips models/ and skips non-chat models', async () => {
@@ -52,7 +61,10 @@ describe('probe pagination reaches the default model on a later page (DESIGN §6
     assert.equal(gemini.requests.length, 3);
     assert.equal(gemini.requests[0]?.query['pageToken'], undefined);
     assert.ok(gemini.requests.slice(1).every((r) => typeof r.query['pageToken'] === 'string'));
-    const listed = await t.call('PUT', '/api/advisor/provider-keys/google', { user: newUser(), body: { apiKey: gemini.validKey, defaultModel: 'text-embedding-004' } });
+    const listed = await t.call('PUT', '/api/advisor/provider-keys/google', {
+      user: newUser(),
+      body: { apiKey: gemini.validKey, defaultModel: 'text-embedding-004' },
+    });
     assert.equal(listed.statusCode, 400, 'an embedding model is not a chat model the key can use');
   });
 });
@@ -61,7 +73,8 @@ describe('probe reading of edge answers (DESIGN §6)', () => {
   test('Google: a 400 without reason API_KEY_INVALID is transient', async () => {
     await withFake(
       (_req, res) => sendJson(res, 400, { error: { code: 400, message: 'Request contains an invalid argument.', status: 'INVALID_ARGUMENT' } }),
-      async (f) => assert.deepEqual(await probeProviderKey('google', 'AIza-something', opts(`${f.url}/v1beta`)), { outcome: 'transient', reason: 'unexpected' }),
+      async (f) =>
+        assert.deepEqual(await probeProviderKey('google', 'AIza-something', opts(`${f.url}/v1beta`)), { outcome: 'transient', reason: 'unexpected' }),
     );
   });
 
@@ -137,7 +150,10 @@ describe('probe deadline (spec 4.2 rules 2 and 5: one 5 s timeout, then the key 
   test('a stalled provider is cut at the deadline → transient "timeout"; a finished probe leaves no timer scheduled', async () => {
     await withFake(stalled, async (f) => {
       const started = performance.now();
-      assert.deepEqual(await probeProviderKey('openai', 'sk-x-12345678', { baseUrl: `${f.url}/v1`, timeoutMs: PROBE_DEADLINE_MS.stalled }), { outcome: 'transient', reason: 'timeout' });
+      assert.deepEqual(await probeProviderKey('openai', 'sk-x-12345678', { baseUrl: `${f.url}/v1`, timeoutMs: PROBE_DEADLINE_MS.stalled }), {
+        outcome: 'transient',
+        reason: 'timeout',
+      });
       // The fake never answers, so only the deadline ends the probe: nothing else would within undici's own 300 s.
       assert.ok(performance.now() - started < 30_000);
     });
@@ -145,7 +161,10 @@ describe('probe deadline (spec 4.2 rules 2 and 5: one 5 s timeout, then the key 
       (_req, res) => sendJson(res, 200, { data: [{ id: 'gpt-4o' }] }),
       async (f) => {
         const before = timeouts();
-        assert.deepEqual(await probeProviderKey('openai', 'sk-x-12345678', { baseUrl: `${f.url}/v1`, timeoutMs: 60_000 }), { outcome: 'valid', models: ['gpt-4o'] });
+        assert.deepEqual(await probeProviderKey('openai', 'sk-x-12345678', { baseUrl: `${f.url}/v1`, timeoutMs: 60_000 }), {
+          outcome: 'valid',
+          models: ['gpt-4o'],
+        });
         assert.equal(timeouts(), before);
       },
     );
@@ -173,9 +192,27 @@ describe('probe deadline (spec 4.2 rules 2 and 5: one 5 s timeout, then the key 
 
 describe('default model rule (spec 4.2 rule 6)', () => {
   const catalogue = BUILT_IN_CATALOGUE;
-  const pool = ['gpt-4o-mini', 'gpt-4.1-mini', 'gpt-5-mini', 'gpt-4o', 'o3', 'o4-mini', 'chatgpt-4o-latest', 'text-embedding-3-small', 'whisper-1',
-    'tts-1-hd', 'dall-e-3', 'gpt-image-1', 'omni-moderation-latest', 'gpt-4o-realtime-preview', 'gpt-4o-mini-transcribe', 'gpt-4o-search-preview',
-    'davinci-002', 'zzz-custom', 'aaa-custom-embed'];
+  const pool = [
+    'gpt-4o-mini',
+    'gpt-4.1-mini',
+    'gpt-5-mini',
+    'gpt-4o',
+    'o3',
+    'o4-mini',
+    'chatgpt-4o-latest',
+    'text-embedding-3-small',
+    'whisper-1',
+    'tts-1-hd',
+    'dall-e-3',
+    'gpt-image-1',
+    'omni-moderation-latest',
+    'gpt-4o-realtime-preview',
+    'gpt-4o-mini-transcribe',
+    'gpt-4o-search-preview',
+    'davinci-002',
+    'zzz-custom',
+    'aaa-custom-embed',
+  ];
 
   test('the same set of models in any order (with duplicates) gives the same default', () => {
     fc.assert(
@@ -189,7 +226,10 @@ describe('default model rule (spec 4.2 rule 6)', () => {
 
   test('preferences first (dated snapshots count, newest wins), then priced chat models, then any chat model', () => {
     assert.equal(chooseDefaultModel(catalogue, 'openai', ['gpt-5-mini', 'gpt-4.1-mini']), 'gpt-4.1-mini');
-    assert.equal(chooseDefaultModel(catalogue, 'anthropic', ['claude-haiku-4-5-20251001', 'claude-haiku-4-5-20260101', 'claude-sonnet-4-5']), 'claude-haiku-4-5-20260101');
+    assert.equal(
+      chooseDefaultModel(catalogue, 'anthropic', ['claude-haiku-4-5-20251001', 'claude-haiku-4-5-20260101', 'claude-sonnet-4-5']),
+      'claude-haiku-4-5-20260101',
+    );
     assert.equal(chooseDefaultModel(catalogue, 'openai', ['chatgpt-4o-latest', 'o3', 'text-embedding-3-small']), 'o3');
     assert.equal(chooseDefaultModel(catalogue, 'openai', ['zzz-custom', 'whisper-1', 'aaa-custom-embed']), 'zzz-custom');
     assert.equal(chooseDefaultModel(catalogue, 'openai', ['whisper-1', 'dall-e-3']), 'gpt-4o-mini');

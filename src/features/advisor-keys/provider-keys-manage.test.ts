@@ -16,7 +16,13 @@ describe('provider keys: active key, PATCH, DELETE, errors (spec 4.2, DESIGN §6
       await put(user, 'openai', { apiKey: valid('openai') });
       clock.advance(1000);
       await put(user, 'anthropic', { apiKey: valid('anthropic') });
-      assert.deepEqual((await list(user)).map((i) => [i.provider, i.active]), [['anthropic', true], ['openai', false]]);
+      assert.deepEqual(
+        (await list(user)).map((i) => [i.provider, i.active]),
+        [
+          ['anthropic', true],
+          ['openai', false],
+        ],
+      );
       assert.equal((await usableKey(k.t.deps, user)).provider, 'anthropic');
       const openai = await usableKey(k.t.deps, user, 'openai');
       assert.deepEqual(openai, { provider: 'openai', model: 'gpt-4o-mini', apiKey: valid('openai'), version: openai.version });
@@ -32,14 +38,23 @@ describe('provider keys: active key, PATCH, DELETE, errors (spec 4.2, DESIGN §6
       assert.equal(again.createdAt, first.createdAt);
       assert.equal(again.updatedAt, clock.now().toISOString());
       assert.equal(again.keyHintTail, '-key');
-      assert.deepEqual((await list(user)).map((i) => [i.provider, i.active]), [['groq', false], ['openai', true]]);
+      assert.deepEqual(
+        (await list(user)).map((i) => [i.provider, i.active]),
+        [
+          ['groq', false],
+          ['openai', true],
+        ],
+      );
       assert.equal((await usableKey(k.t.deps, user)).apiKey, 'sk-second-openai-key');
     });
 
     test('DESIGN §6: concurrent saves of different providers leave exactly one active key', async () => {
       const user = newUser();
       const results = await Promise.all(PROVIDERS.map((p) => put(user, p, { apiKey: valid(p) })));
-      assert.deepEqual(results.map((r) => r.statusCode), PROVIDERS.map(() => 200));
+      assert.deepEqual(
+        results.map((r) => r.statusCode),
+        PROVIDERS.map(() => 200),
+      );
       const items = await list(user);
       assert.equal(items.length, PROVIDERS.length);
       assert.equal(items.filter((i) => i.active).length, 1);
@@ -64,10 +79,19 @@ describe('provider keys: active key, PATCH, DELETE, errors (spec 4.2, DESIGN §6
       assert.equal(moved.statusCode, 200, moved.body);
       assert.equal(moved.json<Item>().active, true);
       assert.equal(moved.json<Item>().updatedAt, clock.now().toISOString());
-      assert.deepEqual((await list(user)).map((i) => [i.provider, i.active]), [['mistral', false], ['openai', true]]);
+      assert.deepEqual(
+        (await list(user)).map((i) => [i.provider, i.active]),
+        [
+          ['mistral', false],
+          ['openai', true],
+        ],
+      );
       const off = await k.t.call('PATCH', '/api/advisor/provider-keys/openai', { user, body: { active: false } });
       assert.equal(off.json<Item>().active, false);
-      assert.deepEqual((await list(user)).map((i) => i.active), [false, false]);
+      assert.deepEqual(
+        (await list(user)).map((i) => i.active),
+        [false, false],
+      );
       await assert.rejects(usableKey(k.t.deps, user), { code: 'PROVIDER_KEY_NOT_CONFIGURED', status: 409 });
     });
 
@@ -97,7 +121,10 @@ describe('provider keys: active key, PATCH, DELETE, errors (spec 4.2, DESIGN §6
       assert.deepEqual(await list(user), []);
       await assert.rejects(usableKey(k.t.deps, user), { code: 'PROVIDER_KEY_NOT_CONFIGURED' });
       await assert.rejects(usableKey(k.t.deps, user, 'openai'), { code: 'PROVIDER_KEY_NOT_CONFIGURED' });
-      for (const [method, body] of [['DELETE', undefined], ['PATCH', { active: true }]] as const) {
+      for (const [method, body] of [
+        ['DELETE', undefined],
+        ['PATCH', { active: true }],
+      ] as const) {
         const res = await k.t.call(method, '/api/advisor/provider-keys/openai', { user, body });
         assert.equal(res.statusCode, 404);
         assert.equal(codeOf(res), 'PROVIDER_KEY_NOT_FOUND');
@@ -118,7 +145,11 @@ describe('provider keys: active key, PATCH, DELETE, errors (spec 4.2, DESIGN §6
   describe('errors', () => {
     test('DESIGN §6: a provider outside the list in the path → 400 VALIDATION_ERROR', async () => {
       const user = newUser();
-      for (const [method, body] of [['PUT', { apiKey: 'sk-something-long' }], ['PATCH', { active: true }], ['DELETE', undefined]] as const) {
+      for (const [method, body] of [
+        ['PUT', { apiKey: 'sk-something-long' }],
+        ['PATCH', { active: true }],
+        ['DELETE', undefined],
+      ] as const) {
         for (const provider of ['cohere', 'OpenAI', 'openai%20']) {
           const res = await k.t.call(method, `/api/advisor/provider-keys/${provider}`, { user, body });
           assert.equal(res.statusCode, 400, `${method} ${provider}`);
@@ -130,8 +161,18 @@ describe('provider keys: active key, PATCH, DELETE, errors (spec 4.2, DESIGN §6
     test('spec 4.2: an invalid body → 400 PROVIDER_KEY_INVALID, no provider called, nothing stored', async () => {
       const user = newUser();
       const before = k.fakes.providers.openai.requests.length;
-      const bodies: unknown[] = [{}, { apiKey: 42 }, { apiKey: '' }, { apiKey: 'short' }, { apiKey: 'has a space inside' }, { apiKey: 'x'.repeat(513) },
-        { apiKey: valid('openai'), extra: true }, { apiKey: valid('openai'), defaultModel: '' }, [valid('openai')], null];
+      const bodies: unknown[] = [
+        {},
+        { apiKey: 42 },
+        { apiKey: '' },
+        { apiKey: 'short' },
+        { apiKey: 'has a space inside' },
+        { apiKey: 'x'.repeat(513) },
+        { apiKey: valid('openai'), extra: true },
+        { apiKey: valid('openai'), defaultModel: '' },
+        [valid('openai')],
+        null,
+      ];
       for (const body of bodies) {
         const res = await put(user, 'openai', body);
         assert.equal(res.statusCode, 400, JSON.stringify(body));
@@ -151,7 +192,10 @@ describe('provider keys: active key, PATCH, DELETE, errors (spec 4.2, DESIGN §6
     });
 
     test('DESIGN §2: key routes need a bearer token → 401 UNAUTHENTICATED', async () => {
-      for (const [method, url] of [['GET', '/api/advisor/provider-keys'], ['PUT', '/api/advisor/provider-keys/openai']] as const) {
+      for (const [method, url] of [
+        ['GET', '/api/advisor/provider-keys'],
+        ['PUT', '/api/advisor/provider-keys/openai'],
+      ] as const) {
         const res = await k.t.call(method, url, { user: null, body: method === 'PUT' ? { apiKey: valid('openai') } : undefined });
         assert.equal(res.statusCode, 401);
         assert.equal(codeOf(res), 'UNAUTHENTICATED');
@@ -159,4 +203,3 @@ describe('provider keys: active key, PATCH, DELETE, errors (spec 4.2, DESIGN §6
     });
   });
 });
-

@@ -47,7 +47,10 @@ describe('provider keys (spec 4.2, DESIGN §6)', () => {
         assert.deepEqual(await list(user), []);
       });
 
-      for (const [behaviour, status] of [['unauthorized', 401], ['forbidden', 403]] as const) {
+      for (const [behaviour, status] of [
+        ['unauthorized', 401],
+        ['forbidden', 403],
+      ] as const) {
         test(`spec 4.2 rule 3: ${p} answers ${status} → 400 PROVIDER_KEY_INVALID, nothing stored`, async () => {
           const user = newUser();
           k.fakes.providers[p].setProbe(behaviour);
@@ -58,7 +61,11 @@ describe('provider keys (spec 4.2, DESIGN §6)', () => {
         });
       }
 
-      const transient: [ProbeBehaviour, string][] = [['rate-limited', '429'], ['server-error', '5xx'], ['stall', 'a stall past the timeout']];
+      const transient: [ProbeBehaviour, string][] = [
+        ['rate-limited', '429'],
+        ['server-error', '5xx'],
+        ['stall', 'a stall past the timeout'],
+      ];
       // Google and xAI refuse a bad key with 400; for the others a 400 says nothing about the key.
       if (p !== 'google' && p !== 'xai') transient.push(['bad-key-400', 'a 400 that is not its bad-key answer']);
       for (const [behaviour, what] of transient) {
@@ -106,7 +113,10 @@ describe('provider keys (spec 4.2, DESIGN §6)', () => {
       assert.equal(g?.path, '/v1beta/models');
       assert.deepEqual([g?.headers['x-goog-api-key'], g?.query['key'], g?.query['pageSize']], [valid('google'), undefined, '1000']);
       const or = k.fakes.providers.openrouter.requests.slice(seen['openrouter']);
-      assert.deepEqual(or.map((r) => r.path), ['/api/v1/key', '/api/v1/models']);
+      assert.deepEqual(
+        or.map((r) => r.path),
+        ['/api/v1/key', '/api/v1/models'],
+      );
       assert.equal(or[0]?.headers['authorization'], `Bearer ${valid('openrouter')}`);
       assert.equal(or[1]?.headers['authorization'], undefined, 'the public model list is read without the key');
     });
@@ -126,7 +136,10 @@ describe('provider keys (spec 4.2, DESIGN §6)', () => {
       const fake = k.fakes.providers.openai;
       const withPreference = ['o3', 'gpt-4.1-mini', 'text-embedding-3-large', 'gpt-4o', 'whisper-1', 'gpt-5-mini'];
       const fallback = ['tts-1', 'gpt-4o-realtime-preview', 'o4-mini', 'dall-e-3', 'omni-moderation-latest', 'chatgpt-4o-latest', 'babbage-002'];
-      for (const [models, expected] of [[withPreference, 'gpt-4.1-mini'], [fallback, 'o4-mini']] as const) {
+      for (const [models, expected] of [
+        [withPreference, 'gpt-4.1-mini'],
+        [fallback, 'o4-mini'],
+      ] as const) {
         const defaults = new Set<string>();
         for (let i = 0; i < 6; i++) {
           fake.setModels(shuffled(models, i));

@@ -109,13 +109,7 @@ export function updateProviderKey(
   provider: string,
   patch: Partial<Pick<ProviderKeyRow, 'default_model' | 'active' | 'updated_at'>>,
 ): Promise<ProviderKeyRow | undefined> {
-  return trx
-    .updateTable('provider_keys')
-    .set(patch)
-    .where('user_id', '=', userId)
-    .where('provider', '=', provider)
-    .returningAll()
-    .executeTakeFirst();
+  return trx.updateTable('provider_keys').set(patch).where('user_id', '=', userId).where('provider', '=', provider).returningAll().executeTakeFirst();
 }
 
 export async function deleteProviderKey(db: Db, userId: string, provider: string): Promise<boolean> {
@@ -226,11 +220,6 @@ export async function countByKeyId(db: Db, table: 'provider_keys' | 'market_data
 
 /** Every key id a stored key is sealed under (DESIGN §10: the start checks its keyring holds one). */
 export async function sealedKeyIds(db: Db): Promise<string[]> {
-  const rows = await db
-    .selectFrom('provider_keys')
-    .select('key_id')
-    .union(db.selectFrom('market_data_keys').select('key_id'))
-    .orderBy('key_id')
-    .execute();
+  const rows = await db.selectFrom('provider_keys').select('key_id').union(db.selectFrom('market_data_keys').select('key_id')).orderBy('key_id').execute();
   return rows.map((r) => r.key_id);
 }

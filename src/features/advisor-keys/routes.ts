@@ -26,8 +26,7 @@ export async function advisorKeysRoutes(parent: FastifyInstance, { deps }: { dep
   const app = parent.withTypeProvider<TypeBoxTypeProvider>();
   // Route-level onRequest: after authentication, before the body is read, so every attempt counts
   // whatever its outcome (bad body, rejected key) and a refused one reaches no provider.
-  const limited = (rule: RateLimitRule) => async (req: FastifyRequest, reply: FastifyReply) =>
-    enforceRateLimit(deps.limiter, rule, req.user.id, reply);
+  const limited = (rule: RateLimitRule) => async (req: FastifyRequest, reply: FastifyReply) => enforceRateLimit(deps.limiter, rule, req.user.id, reply);
   const tags = ['advisor keys'];
 
   app.put(

@@ -12,8 +12,7 @@ const ApiKey = Type.String({
   description: 'The plaintext key; write-only, never returned or logged',
 });
 
-const modelId = (description?: string) =>
-  Type.String({ minLength: 1, maxLength: 200, pattern: '^\\S+$', ...(description ? { description } : {}) });
+const modelId = (description?: string) => Type.String({ minLength: 1, maxLength: 200, pattern: '^\\S+$', ...(description ? { description } : {}) });
 
 export const ProviderParams = Type.Object({ provider: ProviderSchema });
 

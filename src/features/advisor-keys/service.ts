@@ -25,7 +25,10 @@ export interface UsableProviderKey {
 
 /** The keys a turn runs on. */
 export interface TurnKeys {
-  /** The provider key, or why there is none (409 PROVIDER_KEY_NOT_CONFIGURED / PROVIDER_KEY_DECRYPTION_FAILED), kept as a value so the turn raises it in its place. */
+  /**
+   * The provider key, or why there is none (409 PROVIDER_KEY_NOT_CONFIGURED / PROVIDER_KEY_DECRYPTION_FAILED),
+   * kept as a value so the turn raises it in its place.
+   */
   readonly key: UsableProviderKey | AppError;
   /** The market-data key the advisor's market tools use, when one it can use is stored. */
   readonly marketKey: UsableMarketDataKey | undefined;
@@ -93,12 +96,7 @@ export function probeResultLabel(probe: { outcome: string; reason?: string }): s
  * Spec 4.2: probe (no transaction is open across it), refuse a rejected key, pick the default model,
  * then store the sealed key as the user's one active key.
  */
-export async function saveProviderKey(
-  deps: KeyDeps,
-  userId: string,
-  provider: Provider,
-  input: SaveProviderKeyInput,
-): Promise<SavedProviderKeyDto> {
+export async function saveProviderKey(deps: KeyDeps, userId: string, provider: Provider, input: SaveProviderKeyInput): Promise<SavedProviderKeyDto> {
   const apiKey = input.apiKey.trim();
   const probe: ProviderProbeResult = await deps.llm.probe(provider, apiKey);
   deps.metrics.keyProbes.inc({ provider, result: probeResultLabel(probe) });
@@ -145,7 +143,12 @@ export async function saveProviderKey(
  * and why, so the client can ask for a new key instead of failing turn after turn. A key saved since
  * the turn began is another key and stays as it is.
  */
-export async function markProviderKeyRejected(deps: Pick<Deps, 'db' | 'logger' | 'clock'>, userId: string, key: UsableProviderKey, status: number | undefined): Promise<void> {
+export async function markProviderKeyRejected(
+  deps: Pick<Deps, 'db' | 'logger' | 'clock'>,
+  userId: string,
+  key: UsableProviderKey,
+  status: number | undefined,
+): Promise<void> {
   const reason = `${key.provider} refused the key${status === undefined ? '' : ` (HTTP ${status})`} during an advisor turn`;
   if (await repo.markKeyRejected(deps.db, 'provider_keys', userId, key.version, deps.clock.now(), reason)) {
     deps.logger.info({ userId, provider: key.provider }, 'provider key refused during a turn: marked unverified');

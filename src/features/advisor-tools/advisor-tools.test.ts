@@ -12,7 +12,19 @@ import type { MarketData } from '../../providers/market-data/index.ts';
 import type { RecordedRequest, ScriptedCall, StreamScript } from '../../../test/fakes/index.ts';
 import { buildTestApp, type TestApp } from '../../../test/helpers/app.ts';
 import { startKeyFakes, type KeyFakes } from '../../../test/kits/advisor-keys.ts';
-import { message, newUser, openStream, replyRow, saveKey, send, startOf, textOf, waitFor, type Frame, type StreamResult } from '../../../test/kits/conversations.ts';
+import {
+  message,
+  newUser,
+  openStream,
+  replyRow,
+  saveKey,
+  send,
+  startOf,
+  textOf,
+  waitFor,
+  type Frame,
+  type StreamResult,
+} from '../../../test/kits/conversations.ts';
 
 type Json = Record<string, unknown>;
 const CANARY = `pk-CANARY-${randomUUID()}`;
@@ -56,7 +68,10 @@ describe('advisor tools (DESIGN §11)', () => {
     fakes.polygon.addValidKey(CANARY);
     // No detach grace: a client that goes ends its turn at once (the grace has its own tests, DESIGN §12).
     // The longest read deadline: a read the fake answers never meets it, however busy the machine.
-    t = await buildTestApp({ env: fakes.env({ MARKET_DATA_TIMEOUT_MS: '120000', STREAM_DETACH_GRACE_MS: '0' }), deps: { marketData: (real) => (watched = watchMarketData(real)) } });
+    t = await buildTestApp({
+      env: fakes.env({ MARKET_DATA_TIMEOUT_MS: '120000', STREAM_DETACH_GRACE_MS: '0' }),
+      deps: { marketData: (real) => (watched = watchMarketData(real)) },
+    });
     // For the read the fake never answers: any deadline proves the rule, a short one keeps it quick.
     stalledReads = await buildTestApp({ env: fakes.env({ MARKET_DATA_TIMEOUT_MS: '200' }), shareWith: t });
     // A catalogue whose OpenAI models say `"tools": false`.
@@ -98,7 +113,12 @@ describe('advisor tools (DESIGN §11)', () => {
     const before = llm(p).streams.length;
     const res = await send(opts.app ?? t, userId, opts.conversationId ?? null, message(opts.text ?? 'Where is AAPL trading?'));
     assert.equal(res.statusCode, 200, res.body);
-    return { res, upstream: llm(p).streams.slice(before).map((s) => s.request) };
+    return {
+      res,
+      upstream: llm(p)
+        .streams.slice(before)
+        .map((s) => s.request),
+    };
   }
 
   const events = (r: StreamResult): string[] => r.frames.map((f) => f.event);
@@ -171,7 +191,10 @@ describe('advisor tools (DESIGN §11)', () => {
       const u = await user(p);
       const { res, upstream } = await turn(p, u, [{ toolCalls: [quoteCall('AAPL', { fragments: 4 })] }, { chunks: ['AAPL', ' looks fine'] }]);
       assert.deepEqual(events(res), ['start', 'tool_call', 'tool_result', 'delta', 'delta', 'done'], res.body);
-      assert.deepEqual(res.frames.map((f) => f.id), [1, 2, 3, 4, 5, 6]);
+      assert.deepEqual(
+        res.frames.map((f) => f.id),
+        [1, 2, 3, 4, 5, 6],
+      );
       const [call] = framesOf(res, 'tool_call');
       const [result] = framesOf(res, 'tool_result');
       assert.deepEqual([call?.['name'], call?.['arguments']], ['get_quote', { symbol: 'AAPL' }]);
@@ -185,7 +208,14 @@ describe('advisor tools (DESIGN §11)', () => {
 
       assert.equal(upstream.length, 2);
       assert.deepEqual(offered(p, upstream[0] as RecordedRequest).sort(), [
-        'get_journal', 'get_market_status', 'get_price_history', 'get_quote', 'list_my_accounts', 'list_trades', 'position_size', 'search_symbols',
+        'get_journal',
+        'get_market_status',
+        'get_price_history',
+        'get_quote',
+        'list_my_accounts',
+        'list_trades',
+        'position_size',
+        'search_symbols',
       ]);
       const [back] = returnedResults(p, upstream[1] as RecordedRequest);
       assert.deepEqual(back?.content, quote, 'the model is sent exactly the result the client saw');
@@ -212,8 +242,14 @@ describe('advisor tools (DESIGN §11)', () => {
       assert.deepEqual(events(res), ['start', 'tool_call', 'tool_call', 'tool_call', 'tool_result', 'tool_result', 'tool_result', 'delta', 'done'], res.body);
       assert.equal(watched.maxInFlight, 3);
       const results = framesOf(res, 'tool_result');
-      assert.deepEqual(results.map((r) => r['id']), framesOf(res, 'tool_call').map((c) => c['id']));
-      assert.deepEqual(returnedResults('openai', upstream[1] as RecordedRequest).map((r) => r.id), results.map((r) => r['id']));
+      assert.deepEqual(
+        results.map((r) => r['id']),
+        framesOf(res, 'tool_call').map((c) => c['id']),
+      );
+      assert.deepEqual(
+        returnedResults('openai', upstream[1] as RecordedRequest).map((r) => r.id),
+        results.map((r) => r['id']),
+      );
       assert.equal(done(res)['toolCalls'], 3);
     } finally {
       fakes.polygon.setLatency(0);
@@ -226,8 +262,14 @@ describe('advisor tools (DESIGN §11)', () => {
     const { res, upstream } = await turn('openai', u, [{ toolCalls: ten }, { chunks: ['Enough data'] }]);
     const results = framesOf(res, 'tool_result');
     assert.equal(results.length, 10);
-    assert.deepEqual(results.map((r) => r['ok']), [true, true, true, true, true, true, true, true, false, false]);
-    assert.deepEqual(results.slice(8).map((r) => (r['error'] as Json)['code']), ['TOOL_CALL_LIMIT_REACHED', 'TOOL_CALL_LIMIT_REACHED']);
+    assert.deepEqual(
+      results.map((r) => r['ok']),
+      [true, true, true, true, true, true, true, true, false, false],
+    );
+    assert.deepEqual(
+      results.slice(8).map((r) => (r['error'] as Json)['code']),
+      ['TOOL_CALL_LIMIT_REACHED', 'TOOL_CALL_LIMIT_REACHED'],
+    );
     assert.equal(done(res)['toolCalls'], 8);
     assert.equal(upstream.length, 2);
     assert.equal((upstream[1]?.json as Json)['tool_choice'], 'none');
@@ -253,11 +295,22 @@ describe('advisor tools (DESIGN §11)', () => {
   const failures: [string, () => void, ScriptedCall, string, app?: () => TestApp][] = [
     ['arguments that are not JSON', () => undefined, { name: 'get_quote', raw: '{"symbol": "AAPL"' }, 'TOOL_INVALID_ARGUMENTS'],
     ['arguments outside the schema (symbol pattern)', () => undefined, quoteCall('$$$ bad'), 'TOOL_INVALID_ARGUMENTS'],
-    ['an extra argument (additionalProperties: false)', () => undefined, { name: 'get_quote', arguments: { symbol: 'AAPL', venue: 'x' } }, 'TOOL_INVALID_ARGUMENTS'],
+    [
+      'an extra argument (additionalProperties: false)',
+      () => undefined,
+      { name: 'get_quote', arguments: { symbol: 'AAPL', venue: 'x' } },
+      'TOOL_INVALID_ARGUMENTS',
+    ],
     ['an unknown symbol', () => undefined, quoteCall('ZZZZZ'), 'UNKNOWN_SYMBOL'],
     ['a provider 429', () => fakes.polygon.setMarket('rate-limited'), quoteCall(), 'MARKET_DATA_RATE_LIMITED'],
     ['a provider 5xx', () => fakes.polygon.setMarket('server-error'), quoteCall(), 'MARKET_DATA_UNAVAILABLE'],
-    ['a provider that does not answer within MARKET_DATA_TIMEOUT_MS', () => fakes.polygon.setMarket('stall'), quoteCall(), 'MARKET_DATA_UNAVAILABLE', () => stalledReads],
+    [
+      'a provider that does not answer within MARKET_DATA_TIMEOUT_MS',
+      () => fakes.polygon.setMarket('stall'),
+      quoteCall(),
+      'MARKET_DATA_UNAVAILABLE',
+      () => stalledReads,
+    ],
     ['a plan not entitled to the data', () => fakes.polygon.setMarket('not-entitled'), quoteCall(), 'MARKET_DATA_NOT_ENTITLED'],
   ];
   for (const [what, arrange, call, code, appOf = () => t] of failures) {
@@ -305,7 +358,10 @@ describe('advisor tools (DESIGN §11)', () => {
     } finally {
       fakes.polygon.setMarket('ok');
     }
-    const ok = await turn('openai', u, [{ toolCalls: [quoteCall(), { name: 'get_price_history', arguments: { symbol: 'AAPL', interval: '1day', from: '2025-01-01', to: '2025-01-31' } }] }, {}]);
+    const ok = await turn('openai', u, [
+      { toolCalls: [quoteCall(), { name: 'get_price_history', arguments: { symbol: 'AAPL', interval: '1day', from: '2025-01-01', to: '2025-01-31' } }] },
+      {},
+    ]);
     const seenByModel = [...upstream, ...ok.upstream].map((r) => JSON.stringify(r.headers) + r.body).join('\n');
     assert.ok(!seenByModel.includes(CANARY), 'the model never sees the market-data key');
     assert.ok(!res.body.includes(CANARY) && !ok.res.body.includes(CANARY), 'no frame carries the key');
@@ -334,8 +390,14 @@ describe('advisor tools (DESIGN §11)', () => {
   test('DESIGN §11: list_my_accounts reads the caller’s own accounts only', async () => {
     const u = await user('google');
     const other = newUser('other');
-    for (const [owner, name] of [[u, 'Swing IBKR'], [other, 'Not yours']] as const) {
-      const res = await t.call('POST', '/api/accounts', { user: owner, body: { name, currency: 'USD', timezone: 'America/New_York', startingBalance: '25000.00' } });
+    for (const [owner, name] of [
+      [u, 'Swing IBKR'],
+      [other, 'Not yours'],
+    ] as const) {
+      const res = await t.call('POST', '/api/accounts', {
+        user: owner,
+        body: { name, currency: 'USD', timezone: 'America/New_York', startingBalance: '25000.00' },
+      });
       assert.equal(res.statusCode, 201, res.body);
     }
     const { res } = await turn('google', u, [{ toolCalls: [{ name: 'list_my_accounts' }] }, { chunks: ['You have one account'] }]);
@@ -351,14 +413,20 @@ describe('advisor tools (DESIGN §11)', () => {
       const second = await turn(p, u, [{ chunks: ['As I said'] }], { conversationId, text: 'And now?' });
       assert.equal(second.res.frames.at(-1)?.event, 'done', second.res.body);
       const req = second.upstream[0] as RecordedRequest;
-      assert.deepEqual(returnedCalls(p, req).map((c) => [c.name, c.args]), [['get_quote', { symbol: 'NVDA' }]]);
+      assert.deepEqual(
+        returnedCalls(p, req).map((c) => [c.name, c.args]),
+        [['get_quote', { symbol: 'NVDA' }]],
+      );
       const [result] = returnedResults(p, req);
       assert.equal(result?.content['symbol'], 'NVDA');
 
       const conv = (await t.call('GET', `/api/advisor/conversations/${conversationId}`, { user: u })).json<{ messages: Json[] }>();
       const reply = conv.messages.find((m) => m['role'] === 'assistant');
       const parts = reply?.['parts'] as Json[];
-      assert.deepEqual(parts.map((x) => x['type']), ['tool_call', 'tool_result', 'text']);
+      assert.deepEqual(
+        parts.map((x) => x['type']),
+        ['tool_call', 'tool_result', 'text'],
+      );
       assert.deepEqual([parts[0]?.['name'], parts[0]?.['arguments']], ['get_quote', { symbol: 'NVDA' }]);
       assert.equal(parts[1]?.['ok'], true);
       assert.equal(parts[2]?.['text'], 'NVDA is up');
@@ -368,7 +436,11 @@ describe('advisor tools (DESIGN §11)', () => {
 
   test('DESIGN §11: a multi-round turn is charged once', async () => {
     const u = await user('openai');
-    const { res } = await turn('openai', u, [{ toolCalls: [quoteCall()] }, { toolCalls: [{ name: 'get_market_status' }] }, { chunks: ['Two rounds of tools'] }]);
+    const { res } = await turn('openai', u, [
+      { toolCalls: [quoteCall()] },
+      { toolCalls: [{ name: 'get_market_status' }] },
+      { chunks: ['Two rounds of tools'] },
+    ]);
     assert.equal(done(res)['toolCalls'], 2);
     const charges = await sql<{ n: string | number }>`select count(*) as n from turn_charges where user_id = ${u}`.execute(t.deps.db);
     assert.equal(Number(charges.rows[0]?.n), 1);
@@ -395,7 +467,10 @@ describe('advisor tools (DESIGN §11)', () => {
         return r?.status === 'streaming' ? undefined : r;
       });
       assert.equal(row.status, 'interrupted');
-      assert.deepEqual((row.parts as Json[]).map((x) => x['type']), ['tool_call']);
+      assert.deepEqual(
+        (row.parts as Json[]).map((x) => x['type']),
+        ['tool_call'],
+      );
     } finally {
       fakes.polygon.setMarket('ok');
     }

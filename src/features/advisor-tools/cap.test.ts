@@ -3,7 +3,14 @@ import { describe, test } from 'node:test';
 import { capResult, MAX_RESULT_BYTES } from './cap.ts';
 
 describe('tool results are capped (DESIGN §11: 16 KB of JSON)', () => {
-  const bars = Array.from({ length: 500 }, (_, i) => ({ t: new Date(Date.UTC(2026, 0, 1) + i * 60_000).toISOString(), open: i, high: i, low: i, close: i, volume: i }));
+  const bars = Array.from({ length: 500 }, (_, i) => ({
+    t: new Date(Date.UTC(2026, 0, 1) + i * 60_000).toISOString(),
+    open: i,
+    high: i,
+    low: i,
+    close: i,
+    volume: i,
+  }));
 
   test('DESIGN §11: price bars over 16 KB keep the most recent ones, with truncated: true', () => {
     const capped = capResult('get_price_history', { symbol: 'AAPL', interval: '1min', bars, truncated: false });
@@ -23,7 +30,13 @@ describe('tool results are capped (DESIGN §11: 16 KB of JSON)', () => {
   });
 
   test('DESIGN §11: other lists keep their head', () => {
-    const accounts = Array.from({ length: 400 }, (_, i) => ({ name: `Account ${i}`, currency: 'USD', timezone: 'America/New_York', brokerage: null, startingBalance: '1000' }));
+    const accounts = Array.from({ length: 400 }, (_, i) => ({
+      name: `Account ${i}`,
+      currency: 'USD',
+      timezone: 'America/New_York',
+      brokerage: null,
+      startingBalance: '1000',
+    }));
     const capped = capResult('list_my_accounts', { accounts });
     const kept = capped['accounts'] as typeof accounts;
     assert.deepEqual(kept[0], accounts[0]);

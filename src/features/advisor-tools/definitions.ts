@@ -32,10 +32,7 @@ const Account = Type.String({
   maxLength: 100,
   description: 'The account’s name (or part of it) or id, as list_my_accounts shows; leave out when the user has one account',
 });
-const JournalArgs = Type.Object(
-  { account: Type.Optional(Account), from: Day, to: Day },
-  { additionalProperties: false },
-);
+const JournalArgs = Type.Object({ account: Type.Optional(Account), from: Day, to: Day }, { additionalProperties: false });
 const TradesArgs = Type.Object(
   {
     account: Type.Optional(Account),
@@ -65,7 +62,16 @@ export type PositionSizeInput = Static<typeof PositionSizeArgs>;
 export type PriceHistoryInput = Static<typeof PriceHistoryArgs>;
 export type SearchInput = Static<typeof SearchArgs>;
 
-export const TOOL_NAMES = ['get_quote', 'get_price_history', 'get_market_status', 'search_symbols', 'list_my_accounts', 'get_journal', 'list_trades', 'position_size'] as const;
+export const TOOL_NAMES = [
+  'get_quote',
+  'get_price_history',
+  'get_market_status',
+  'search_symbols',
+  'list_my_accounts',
+  'get_journal',
+  'list_trades',
+  'position_size',
+] as const;
 export type ToolName = (typeof TOOL_NAMES)[number];
 
 /** Tools that read the market with the user's market-data key: offered only when one is stored. */
@@ -82,8 +88,8 @@ export const TOOL_DEFINITIONS: Readonly<Record<ToolName, ToolDefinition>> = {
     name: 'get_quote',
     description:
       "The latest price of one symbol: last price, change and change % since the previous close, the day's open, high, low " +
-      'and volume, the previous close, when the price was last updated (asOf, UTC), the currency of the prices, the market\'s ' +
-      'session when it was read (marketState: open, pre-market, after-hours or closed) and the exchange\'s time zone.',
+      "and volume, the previous close, when the price was last updated (asOf, UTC), the currency of the prices, the market's " +
+      "session when it was read (marketState: open, pre-market, after-hours or closed) and the exchange's time zone.",
     parameters: QuoteArgs,
   },
   get_price_history: {
@@ -113,18 +119,21 @@ export const TOOL_DEFINITIONS: Readonly<Record<ToolName, ToolDefinition>> = {
     description:
       "The user's trading journal of one account between two trading days (both included, at most three years apart): realized and net P&L, " +
       'fees, round trips, wins and losses, win rate, profit factor, expectancy, average and largest win and loss, max drawdown, the daily figures ' +
-      '(the 60 most recent days with fills), open positions at the end of the range, and the balance. FIFO, exact; amounts are decimal strings in the account’s currency.',
+      '(the 60 most recent days with fills), open positions at the end of the range, and the balance. FIFO, exact; amounts are decimal strings in the ' +
+      'account’s currency.',
     parameters: JournalArgs,
   },
   list_trades: {
     name: 'list_trades',
-    description: "The user's recorded trades (fills) of one account between two trading days, newest first: symbol, side, quantity, price, fee, when, note and tags.",
+    description:
+      "The user's recorded trades (fills) of one account between two trading days, newest first: symbol, side, quantity, price, fee, when, note and tags.",
     parameters: TradesArgs,
   },
   position_size: {
     name: 'position_size',
     description:
-      'How many shares to buy or sell so that a move from entry to stop loses riskPercent of the balance: shares = floor(balance × riskPercent / 100 / |entry − stop|), ' +
+      'How many shares to buy or sell so that a move from entry to stop loses riskPercent of the balance: shares = floor(balance × riskPercent / 100 / ' +
+      '|entry − stop|), ' +
       'with the risk amount, the risk per share and the position value. Exact arithmetic; the balance is the account’s (from its journal) unless given.',
     parameters: PositionSizeArgs,
   },

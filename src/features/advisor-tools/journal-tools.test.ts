@@ -39,7 +39,10 @@ describe('journal tools (DESIGN §14, §11)', () => {
     return res.json<{ id: string }>().id;
   }
   async function fill(u: string, accountId: string, body: Json): Promise<void> {
-    const res = await t.call('POST', `/api/accounts/${accountId}/trades`, { user: u, body: { symbol: 'AAPL', quantity: '10', executedAt: '2026-03-16T15:00:00Z', ...body } });
+    const res = await t.call('POST', `/api/accounts/${accountId}/trades`, {
+      user: u,
+      body: { symbol: 'AAPL', quantity: '10', executedAt: '2026-03-16T15:00:00Z', ...body },
+    });
     assert.equal(res.statusCode, 201, res.body);
   }
   async function turn(p: Provider, u: string, rounds: StreamScript[]): Promise<{ res: StreamResult; upstream: RecordedRequest[] }> {
@@ -47,7 +50,12 @@ describe('journal tools (DESIGN §14, §11)', () => {
     const before = llm(p).streams.length;
     const res = await send(t, u, null, message('How did my week go?'));
     assert.equal(res.statusCode, 200, res.body);
-    return { res, upstream: llm(p).streams.slice(before).map((s) => s.request) };
+    return {
+      res,
+      upstream: llm(p)
+        .streams.slice(before)
+        .map((s) => s.request),
+    };
   }
   const results = (r: StreamResult): Json[] => r.frames.filter((f) => f.event === 'tool_result').map((f) => f.data);
   const only = (r: StreamResult): Json => results(r)[0] ?? assert.fail(r.body);
@@ -56,7 +64,8 @@ describe('journal tools (DESIGN §14, §11)', () => {
   function offered(p: Provider, req: RecordedRequest): string[] {
     const body = req.json as Json;
     if (p === 'anthropic') return ((body['tools'] as Json[] | undefined) ?? []).map((x) => String(x['name']));
-    if (p === 'google') return ((body['tools'] as Json[] | undefined) ?? []).flatMap((x) => (x['functionDeclarations'] as Json[]).map((d) => String(d['name'])));
+    if (p === 'google')
+      return ((body['tools'] as Json[] | undefined) ?? []).flatMap((x) => (x['functionDeclarations'] as Json[]).map((d) => String(d['name'])));
     return ((body['tools'] as Json[] | undefined) ?? []).map((x) => String((x['function'] as Json)['name']));
   }
   function systemText(p: Provider, req: RecordedRequest): string {
@@ -68,7 +77,9 @@ describe('journal tools (DESIGN §14, §11)', () => {
   function returned(p: Provider, req: RecordedRequest): Json | undefined {
     const body = req.json as Json;
     if (p === 'anthropic') {
-      const block = (body['messages'] as Json[]).flatMap((m) => (Array.isArray(m['content']) ? (m['content'] as Json[]) : [])).find((b) => b['type'] === 'tool_result');
+      const block = (body['messages'] as Json[])
+        .flatMap((m) => (Array.isArray(m['content']) ? (m['content'] as Json[]) : []))
+        .find((b) => b['type'] === 'tool_result');
       return block ? (JSON.parse(String(block['content'])) as Json) : undefined;
     }
     if (p === 'google') {
@@ -86,7 +97,10 @@ describe('journal tools (DESIGN §14, §11)', () => {
       await fill(u, a, { side: 'buy', price: '100', fee: '1' });
       await fill(u, a, { side: 'sell', price: '110', fee: '1', executedAt: '2026-03-17T15:00:00Z' });
       await fill(u, a, { side: 'buy', quantity: '5', price: '120', executedAt: '2026-03-18T15:00:00Z' });
-      const { res, upstream } = await turn(p, u, [{ toolCalls: [call('get_journal', { from: '2026-03-01', to: '2026-03-20' })] }, { chunks: ['Your week: +98'] }]);
+      const { res, upstream } = await turn(p, u, [
+        { toolCalls: [call('get_journal', { from: '2026-03-01', to: '2026-03-20' })] },
+        { chunks: ['Your week: +98'] },
+      ]);
       assert.deepEqual(offered(p, upstream[0] as RecordedRequest).sort(), ['get_journal', 'list_my_accounts', 'list_trades', 'position_size']);
       assert.match(systemText(p, upstream[0] as RecordedRequest), /never from memory or arithmetic of your own/);
       const r = only(res);
@@ -108,9 +122,24 @@ describe('journal tools (DESIGN §14, §11)', () => {
     await account(u, 'Other');
     const a = await account(u, 'Futures IBKR');
     for (let i = 0; i < 4; i++) await fill(u, a, { symbol: i % 2 ? 'MSFT' : 'AAPL', side: 'buy', price: `${100 + i}`, executedAt: `2026-03-1${i}T15:00:00Z` });
-    const { res } = await turn('openai', u, [{ toolCalls: [call('list_trades', { account: 'futures ibkr', from: '2026-03-01', to: '2026-03-20', symbol: 'aapl', limit: 1 })] }, { chunks: ['ok'] }]);
+    const { res } = await turn('openai', u, [
+      { toolCalls: [call('list_trades', { account: 'futures ibkr', from: '2026-03-01', to: '2026-03-20', symbol: 'aapl', limit: 1 })] },
+      { chunks: ['ok'] },
+    ]);
     const result = only(res)['result'] as Json;
-    assert.deepEqual(result['trades'], [{ symbol: 'AAPL', side: 'buy', quantity: '10', price: '102', fee: '0', executedAt: '2026-03-12T15:00:00.000Z', tradingDay: '2026-03-12', note: null, tags: [] }]);
+    assert.deepEqual(result['trades'], [
+      {
+        symbol: 'AAPL',
+        side: 'buy',
+        quantity: '10',
+        price: '102',
+        fee: '0',
+        executedAt: '2026-03-12T15:00:00.000Z',
+        tradingDay: '2026-03-12',
+        note: null,
+        tags: [],
+      },
+    ]);
     assert.equal(result['more'], true);
   });
 
@@ -121,12 +150,24 @@ describe('journal tools (DESIGN §14, §11)', () => {
     await fill(u, a, { side: 'sell', price: '99.9', fee: '0.1', executedAt: '2026-03-17T15:00:00Z' });
     await account(u, 'Second');
     const { res } = await turn('anthropic', u, [
-      { toolCalls: [call('position_size', { account: 'Main', entry: 187.5, stop: 182.25, riskPercent: 1 }), call('position_size', { entry: 0.3, stop: 0.1, riskPercent: 0.7, balance: 1000 })] },
+      {
+        toolCalls: [
+          call('position_size', { account: 'Main', entry: 187.5, stop: 182.25, riskPercent: 1 }),
+          call('position_size', { entry: 0.3, stop: 0.1, riskPercent: 0.7, balance: 1000 }),
+        ],
+      },
       { chunks: ['ok'] },
     ]);
     const [fromJournal, given] = results(res).map((r) => r['result'] as Json);
     // Balance 10000.10 − 1 (realized) − 0.1 (fee) = 9999; risk 1 % = 99.99; 99.99 / 5.25 = 19.04… → 19 shares.
-    assert.deepEqual(fromJournal, { shares: '19', riskAmount: '99.99', perShareRisk: '5.25', positionValue: '3562.5', balance: '9999', account: { name: 'Main', id: a, currency: 'USD' } });
+    assert.deepEqual(fromJournal, {
+      shares: '19',
+      riskAmount: '99.99',
+      perShareRisk: '5.25',
+      positionValue: '3562.5',
+      balance: '9999',
+      account: { name: 'Main', id: a, currency: 'USD' },
+    });
     // 0.3 − 0.1 is 0.19999999999999998 in binary floating point; exactly, 7 / 0.2 = 35.
     assert.deepEqual(given, { shares: '35', riskAmount: '7', perShareRisk: '0.2', positionValue: '10.5', balance: '1000' });
   });
@@ -175,14 +216,18 @@ describe('journal tools (DESIGN §14, §11)', () => {
       call('position_size', { entry: 10, stop: 10, riskPercent: 1 }),
     ];
     const { res } = await turn('openai', u, [{ toolCalls: bad }, { chunks: ['Let me fix that'] }]);
-    assert.deepEqual(results(res).map((r) => (r['error'] as Json | undefined)?.['code']), Array<string>(bad.length).fill('TOOL_INVALID_ARGUMENTS'));
+    assert.deepEqual(
+      results(res).map((r) => (r['error'] as Json | undefined)?.['code']),
+      Array<string>(bad.length).fill('TOOL_INVALID_ARGUMENTS'),
+    );
     assert.equal(res.frames.at(-1)?.event, 'done');
   });
 
   test('DESIGN 14 + §11: a result is capped at 16 KB of JSON (list_trades of long notes keeps its newest, truncated: true)', async () => {
     const u = await user('openai');
     const a = await account(u, 'Notes');
-    for (let i = 0; i < 12; i++) await fill(u, a, { side: 'buy', price: '1', note: `${i}`.padEnd(2000, '.'), executedAt: `2026-03-1${i % 10}T1${Math.floor(i / 10)}:00:00Z` });
+    for (let i = 0; i < 12; i++)
+      await fill(u, a, { side: 'buy', price: '1', note: `${i}`.padEnd(2000, '.'), executedAt: `2026-03-1${i % 10}T1${Math.floor(i / 10)}:00:00Z` });
     const { res } = await turn('openai', u, [{ toolCalls: [call('list_trades', { from: '2026-03-01', to: '2026-03-20', limit: 100 })] }, { chunks: ['ok'] }]);
     const result = only(res)['result'] as Json;
     assert.equal(result['truncated'], true);

@@ -41,12 +41,17 @@ async function resolveAccount(deps: JournalToolDeps, userId: string, text: strin
   }
   const matches = matchAccounts(accounts, text);
   if (matches.length === 1) return matches[0] as AccountDto;
-  if (matches.length === 0) throw new ToolRefusal('ACCOUNT_NOT_FOUND', `no account of the user is named "${text.slice(0, 100)}"; their accounts: ${named(accounts)}`);
-  throw new ToolRefusal('ACCOUNT_AMBIGUOUS', `"${text.slice(0, 100)}" matches ${matches.length} accounts: ${named(matches)}; call again with one of these names or ids`);
+  if (matches.length === 0)
+    throw new ToolRefusal('ACCOUNT_NOT_FOUND', `no account of the user is named "${text.slice(0, 100)}"; their accounts: ${named(accounts)}`);
+  throw new ToolRefusal(
+    'ACCOUNT_AMBIGUOUS',
+    `"${text.slice(0, 100)}" matches ${matches.length} accounts: ${named(matches)}; call again with one of these names or ids`,
+  );
 }
 
 function checkDays(from: string, to: string): void {
-  if (!isBoundedDay(from) || !isBoundedDay(to)) throw new ToolRefusal('TOOL_INVALID_ARGUMENTS', '/from and /to must be real calendar dates (YYYY-MM-DD), 1970–9999');
+  if (!isBoundedDay(from) || !isBoundedDay(to))
+    throw new ToolRefusal('TOOL_INVALID_ARGUMENTS', '/from and /to must be real calendar dates (YYYY-MM-DD), 1970–9999');
 }
 
 /** The journal service's own refusals of a range (from after to, over three years) are the model's arguments. */
@@ -82,7 +87,9 @@ export async function getJournal(deps: JournalToolDeps, userId: string, args: Jo
 export async function listTradesTool(deps: JournalToolDeps, userId: string, args: TradesInput): Promise<Record<string, unknown>> {
   checkDays(args.from, args.to);
   const account = await resolveAccount(deps, userId, args.account);
-  const page = await asArguments(() => listTrades(deps, userId, account.id, { from: args.from, to: args.to, symbol: args.symbol, limit: args.limit ?? DEFAULT_TRADES }));
+  const page = await asArguments(() =>
+    listTrades(deps, userId, account.id, { from: args.from, to: args.to, symbol: args.symbol, limit: args.limit ?? DEFAULT_TRADES }),
+  );
   return {
     account: accountOf(account),
     trades: page.items.map((t) => ({

@@ -17,7 +17,15 @@ describe('billing: checkout, packs, wallet, ledger', () => {
     fake = await startStripeFake();
     t = await buildTestApp({
       clock,
-      env: { CONFIG_FILE: catalogue, STRIPE_SECRET_KEY: fake.validKey, STRIPE_WEBHOOK_SECRET: 'whsec_checkout_test', STRIPE_API_BASE: fake.url, CHECKOUT_SUCCESS_URL: 'https://app.example/ok?session_id={CHECKOUT_SESSION_ID}', CHECKOUT_CANCEL_URL: 'https://app.example/no', ALLOWED_ORIGINS: 'https://journal.example' },
+      env: {
+        CONFIG_FILE: catalogue,
+        STRIPE_SECRET_KEY: fake.validKey,
+        STRIPE_WEBHOOK_SECRET: 'whsec_checkout_test',
+        STRIPE_API_BASE: fake.url,
+        CHECKOUT_SUCCESS_URL: 'https://app.example/ok?session_id={CHECKOUT_SESSION_ID}',
+        CHECKOUT_CANCEL_URL: 'https://app.example/no',
+        ALLOWED_ORIGINS: 'https://journal.example',
+      },
     });
   });
   after(async () => {
@@ -116,7 +124,11 @@ describe('billing: checkout, packs, wallet, ledger', () => {
     const pay = async (sessionId: string) => {
       const payload = JSON.stringify(makeStripeEvent('checkout.session.completed', fake.completeSession(sessionId)));
       const signature = signStripePayload(payload, 'whsec_checkout_test', Math.floor(clock.now().getTime() / 1000));
-      const res = await t.call('POST', '/api/billing/webhooks/stripe', { user: null, body: payload, headers: { 'content-type': 'application/json', 'stripe-signature': signature } });
+      const res = await t.call('POST', '/api/billing/webhooks/stripe', {
+        user: null,
+        body: payload,
+        headers: { 'content-type': 'application/json', 'stripe-signature': signature },
+      });
       assert.equal(res.statusCode, 200, res.body);
     };
     const stateOf = (u: string, sessionId: string) => t.call('GET', `/api/billing/checkout/${sessionId}`, { user: u });
@@ -293,7 +305,9 @@ describe('billing: checkout without a payment processor', () => {
   test('a key the processor rejects → 502 PAYMENT_PROVIDER_ERROR and the key appears in no response or log line', async () => {
     const fake = await startStripeFake();
     const secret = 'sk_test_wrong_key_0123456789';
-    const t = await buildTestApp({ env: { CONFIG_FILE: writeTestCatalogue(), STRIPE_SECRET_KEY: secret, STRIPE_WEBHOOK_SECRET: 'whsec_checkout_test', STRIPE_API_BASE: fake.url } });
+    const t = await buildTestApp({
+      env: { CONFIG_FILE: writeTestCatalogue(), STRIPE_SECRET_KEY: secret, STRIPE_WEBHOOK_SECRET: 'whsec_checkout_test', STRIPE_API_BASE: fake.url },
+    });
     try {
       const res = await t.call('POST', '/api/billing/checkout', { user: 'u-wrong-key', body: { packId: 'p100' } });
       assert.equal(res.statusCode, 502);

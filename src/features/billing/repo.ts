@@ -148,12 +148,7 @@ export function noSettlement(): RawBuilder<ChargeRow> {
 }
 
 /** Moves a reserved turn to its final status; undefined when it was not reserved any more. */
-export function finishTurnCharge(
-  db: Db | Trx,
-  turnId: string,
-  status: 'charged' | 'returned',
-  now: Date,
-): Promise<TurnChargeRow | undefined> {
+export function finishTurnCharge(db: Db | Trx, turnId: string, status: 'charged' | 'returned', now: Date): Promise<TurnChargeRow | undefined> {
   return db
     .updateTable('turn_charges')
     .set({ status, settled_at: now })

@@ -11,8 +11,7 @@ import * as repo from './repo.ts';
 
 // TEST_CATALOGUE: cheap-* is an allowance model at 1 credit, big-* a credit model at 5, gratis-* costs 0;
 // the free tier (the default) has 2 allowance turns and 3 images a month, pro has 5 and 10.
-const creditsPerTurn = (match: string): number =>
-  TEST_CATALOGUE.models.find((m) => m.match === match)?.creditsPerTurn ?? assert.fail(`no model ${match}`);
+const creditsPerTurn = (match: string): number => TEST_CATALOGUE.models.find((m) => m.match === match)?.creditsPerTurn ?? assert.fail(`no model ${match}`);
 const CHEAP = creditsPerTurn('cheap*');
 const BIG = creditsPerTurn('big*');
 const FREE_TIER = TEST_CATALOGUE.tiers.free;
@@ -67,7 +66,11 @@ describe('reserve_turn decision table (DESIGN §8), with the state each row writ
         .orderBy('turn_id')
         .execute(),
     ]);
-    assert.equal(balance, ledger.reduce((sum, e) => sum + e.amount, 0), 'the cached balance is the ledger sum');
+    assert.equal(
+      balance,
+      ledger.reduce((sum, e) => sum + e.amount, 0),
+      'the cached balance is the ledger sum',
+    );
     return { balance, ledger, usage, charges };
   }
 
@@ -154,7 +157,7 @@ describe('reserve_turn decision table (DESIGN §8), with the state each row writ
     await reserves(withAllowance, 'gratis-1', 0, { source: 'free', credits: 0, usage: { allowanceTurns: 1, images: 0 } });
   });
 
-  test('DESIGN §8 decision: images beyond the tier\'s monthly quota → 429 TIER_LIMIT_IMAGES, whatever the model; up to the quota and text-only turns are unaffected', async () => {
+  test("DESIGN §8 decision: images beyond the tier's monthly quota → 429 TIER_LIMIT_IMAGES, whatever the model; up to the quota and text-only turns are unaffected", async () => {
     const u = await user({ credits: 100, imagesUsed: FREE_TIER.monthlyImages - 1 });
     await refuses(u, 'cheap-1', 2, 'TIER_LIMIT_IMAGES', 429);
     await refuses(u, 'gratis-1', 2, 'TIER_LIMIT_IMAGES', 429);
@@ -172,7 +175,11 @@ describe('reserve_turn decision table (DESIGN §8), with the state each row writ
       await refuses(u, 'cheap-1', FREE_TIER.monthlyImages + 1, 'TIER_LIMIT_IMAGES', 429);
       const res = await t.call('GET', '/api/billing/wallet', { user: u });
       const w = res.json<{ tier: string; allowance: { limit: number }; images: { limit: number } }>();
-      assert.deepEqual([w.tier, w.allowance.limit, w.images.limit], [TEST_CATALOGUE.defaultTier, FREE_TIER.monthlyAllowanceTurns, FREE_TIER.monthlyImages], `stored ${stored}`);
+      assert.deepEqual(
+        [w.tier, w.allowance.limit, w.images.limit],
+        [TEST_CATALOGUE.defaultTier, FREE_TIER.monthlyAllowanceTurns, FREE_TIER.monthlyImages],
+        `stored ${stored}`,
+      );
     }
     const pro = await user({ tier: 'pro', allowanceUsed: FREE_TIER.monthlyAllowanceTurns });
     await reserves(pro, 'cheap-1', 0, { source: 'allowance', credits: 0, usage: { allowanceTurns: FREE_TIER.monthlyAllowanceTurns + 1, images: 0 } });
@@ -185,7 +192,7 @@ describe('reserve_turn decision table (DESIGN §8), with the state each row writ
     await refuses(u, 'mystery-model', 1, 'MODEL_NOT_AVAILABLE', 402);
   });
 
-  test('DESIGN §8 ledger: an entry\'s reference is unique and the cached balance moves with it (ledger_append, for grants as for turns)', async () => {
+  test("DESIGN §8 ledger: an entry's reference is unique and the cached balance moves with it (ledger_append, for grants as for turns)", async () => {
     const u = await user();
     const ref = randomUUID();
     assert.equal((await grantCredits(t.deps, u, 7, 'test', ref)).written, true);

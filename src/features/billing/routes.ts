@@ -6,7 +6,18 @@ import { enforceRateLimit } from '../../http/rate-limit.ts';
 import { responses } from '../../http/schemas.ts';
 import { verifyStripeEvent, WebhookSignatureError, type VerifiedWebhook } from '../../providers/payments/stripe.ts';
 import { CHECKOUT_RULE, checkoutState, startCheckout } from './checkout-service.ts';
-import { CheckoutBody, CheckoutResult, CheckoutSessionParams, CheckoutState, documentStripeWebhook, LedgerPage, LedgerQuery, PackList, Wallet, WebhookAck } from './schemas.ts';
+import {
+  CheckoutBody,
+  CheckoutResult,
+  CheckoutSessionParams,
+  CheckoutState,
+  documentStripeWebhook,
+  LedgerPage,
+  LedgerQuery,
+  PackList,
+  Wallet,
+  WebhookAck,
+} from './schemas.ts';
 import { ledgerPage, listPacks, wallet } from './wallet-service.ts';
 import { applyStripeEvent } from './webhook-service.ts';
 
@@ -16,9 +27,13 @@ export async function billingRoutes(parent: FastifyInstance, { deps }: { deps: D
   const app = parent.withTypeProvider<TypeBoxTypeProvider>();
   const tags = ['billing'];
 
-  app.get('/billing/packs', { schema: { operationId: 'listCreditPacks', tags, summary: 'Credit packs on sale', response: responses({ 200: PackList }) } }, async () => ({
-    items: await listPacks(deps),
-  }));
+  app.get(
+    '/billing/packs',
+    { schema: { operationId: 'listCreditPacks', tags, summary: 'Credit packs on sale', response: responses({ 200: PackList }) } },
+    async () => ({
+      items: await listPacks(deps),
+    }),
+  );
 
   app.get(
     '/billing/wallet',
@@ -61,7 +76,7 @@ export async function billingRoutes(parent: FastifyInstance, { deps }: { deps: D
           'Missing or empty packId → 400 VALIDATION_ERROR; a packId that is not configured → 400 UNKNOWN_PACK; ' +
           'payments unconfigured → 402 BILLING_NOT_AVAILABLE; 10 per rolling 60 s → 429 RATE_LIMITED. ' +
           'Credits are granted by the payment webhook, never by this call. The checkout returns to CHECKOUT_SUCCESS_URL / ' +
-          'CHECKOUT_CANCEL_URL, moved onto the request\'s `Origin` when that origin is one of ALLOWED_ORIGINS (any other origin ' +
+          "CHECKOUT_CANCEL_URL, moved onto the request's `Origin` when that origin is one of ALLOWED_ORIGINS (any other origin " +
           'gets the configured URLs as they are).',
         body: CheckoutBody,
         response: responses({ 200: CheckoutResult }),
@@ -79,7 +94,7 @@ export async function billingRoutes(parent: FastifyInstance, { deps }: { deps: D
         summary: 'The state of one of the caller’s checkouts: pending, credited or expired',
         description:
           'What a return page shows instead of assuming the payment went through: `credited` only once the payment webhook has granted ' +
-          'the credits. Owner only: another user\'s session, or one this service did not open, is 404 CHECKOUT_NOT_FOUND.',
+          "the credits. Owner only: another user's session, or one this service did not open, is 404 CHECKOUT_NOT_FOUND.",
         params: CheckoutSessionParams,
         response: responses({ 200: CheckoutState }),
       },
@@ -133,7 +148,10 @@ async function stripeWebhookRoutes(parent: FastifyInstance, { deps }: { deps: De
         throw new AppError('INVALID_SIGNATURE', 'the Stripe-Signature header does not verify this body');
       }
       if (verified.kind === 'unreadable') {
-        req.log.warn({ eventId: verified.id, type: verified.type, reason: verified.reason }, 'signed stripe webhook not readable; acknowledged, nothing written');
+        req.log.warn(
+          { eventId: verified.id, type: verified.type, reason: verified.reason },
+          'signed stripe webhook not readable; acknowledged, nothing written',
+        );
         return { received: true };
       }
       const event = verified.event;

@@ -22,7 +22,7 @@ const CheckoutStateSchema = named(
     sessionId: Type.String(),
     state: Type.Union([Type.Literal('pending'), Type.Literal('credited'), Type.Literal('expired')], {
       description:
-        '`credited` once the payment webhook has granted the credits; `expired` when the session\'s lifetime (24 h, Stripe\'s default) ' +
+        "`credited` once the payment webhook has granted the credits; `expired` when the session's lifetime (24 h, Stripe's default) " +
         'has passed without that; else `pending` (the payment may be done and its webhook not yet received)',
     }),
     packId: Type.String(),
@@ -74,13 +74,7 @@ const WalletSchema = named(
 );
 export const Wallet = ref(WalletSchema);
 
-const LedgerKind = Type.Union([
-  Type.Literal('purchase'),
-  Type.Literal('turn'),
-  Type.Literal('turn-return'),
-  Type.Literal('refund'),
-  Type.Literal('grant'),
-]);
+const LedgerKind = Type.Union([Type.Literal('purchase'), Type.Literal('turn'), Type.Literal('turn-return'), Type.Literal('refund'), Type.Literal('grant')]);
 
 const LedgerEntrySchema = named(
   'LedgerEntry',
@@ -146,7 +140,8 @@ const StripeEventSchema = named(
 
 const StripeSignatureHeaders = Type.Object({
   'Stripe-Signature': Type.String({
-    description: '`t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">`, signed with the endpoint secret; checked over the exact bytes with a 300 s tolerance',
+    description:
+      '`t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">`, signed with the endpoint secret; checked over the exact bytes with a 300 s tolerance',
   }),
 });
 

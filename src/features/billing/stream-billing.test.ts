@@ -69,8 +69,7 @@ describe('billing through the advisor stream (DESIGN §7, §8)', () => {
       },
     });
   };
-  const conversationCount = async (u: string) =>
-    (await t.call('GET', '/api/advisor/conversations', { user: u })).json<{ items: unknown[] }>().items.length;
+  const conversationCount = async (u: string) => (await t.call('GET', '/api/advisor/conversations', { user: u })).json<{ items: unknown[] }>().items.length;
 
   async function refusedStream(u: string, code: string, status: number, images = 0): Promise<void> {
     const [entries, conversations, streams] = [await ledgerCount(t, u), await conversationCount(u), openai.streams.length];
@@ -110,16 +109,25 @@ describe('billing through the advisor stream (DESIGN §7, §8)', () => {
     const res = await send(u);
     assert.equal(res.statusCode, 200);
     const sent = frames(res.body);
-    assert.deepEqual(sent.map((f) => f.event), ['start', 'error']);
+    assert.deepEqual(
+      sent.map((f) => f.event),
+      ['start', 'error'],
+    );
     assert.deepEqual(sent[0]?.data['billing'], { source: 'credits', credits: 5 });
     const turnId = String(sent[0]?.data['assistantMessageId']);
     assert.equal(await turnStatus(t, turnId), 'returned');
     const ledger = (await t.call('GET', '/api/billing/ledger', { user: u })).json<{ items: { amount: number; reference: string }[] }>();
-    assert.deepEqual(ledger.items.slice(0, 2).map((i) => [i.reference, i.amount]), [[`turn-return:${turnId}`, 5], [`turn:${turnId}`, -5]]);
+    assert.deepEqual(
+      ledger.items.slice(0, 2).map((i) => [i.reference, i.amount]),
+      [
+        [`turn-return:${turnId}`, 5],
+        [`turn:${turnId}`, -5],
+      ],
+    );
     assert.equal(await assertLedgerInvariant(t, u), 10);
   });
 
-  describe('the turn\'s rows and its reservation are stored by one statement: both or neither', () => {
+  describe("the turn's rows and its reservation are stored by one statement: both or neither", () => {
     /** Runs `work` with billing's statement delayed until `meanwhile` has happened (a race lost on purpose). */
     async function racing(meanwhile: () => Promise<void>, work: () => Promise<void>): Promise<void> {
       beforeStore = meanwhile;
@@ -176,8 +184,14 @@ describe('billing through the advisor stream (DESIGN §7, §8)', () => {
           const res = await t.call('POST', STREAM, { user: u, body: { text, clientMessageId } });
           assert.equal(res.statusCode, 200, res.body);
           const sent = frames(res.body);
-          assert.deepEqual(sent.map((f) => f.event), ['start', 'delta', 'done']);
-          assert.deepEqual([sent[0]?.data['conversationId'], sent[0]?.data['assistantMessageId'], sent[1]?.data['text']], [conversationId, replyId, 'Calm and steady.']);
+          assert.deepEqual(
+            sent.map((f) => f.event),
+            ['start', 'delta', 'done'],
+          );
+          assert.deepEqual(
+            [sent[0]?.data['conversationId'], sent[0]?.data['assistantMessageId'], sent[1]?.data['text']],
+            [conversationId, replyId, 'Calm and steady.'],
+          );
           assert.deepEqual(sent[0]?.data['billing'], { source: 'credits', credits: 5 });
         },
       );

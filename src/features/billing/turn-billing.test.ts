@@ -7,7 +7,16 @@ import { AppError } from '../../http/errors.ts';
 import { buildTestApp, STORES, type TestApp } from '../../../test/helpers/app.ts';
 import { ManualClock } from '../../../test/helpers/manual-clock.ts';
 import type { Db } from '../../db/types.ts';
-import { createTurnBilling, markTurnAlive, settleAbandonedTurn, billingAlone, silentTurns, type ChargeRow, type TurnBilling, type TurnCharge } from './turn-billing.ts';
+import {
+  createTurnBilling,
+  markTurnAlive,
+  settleAbandonedTurn,
+  billingAlone,
+  silentTurns,
+  type ChargeRow,
+  type TurnBilling,
+  type TurnCharge,
+} from './turn-billing.ts';
 import { assertLedgerInvariant, ensureTestUser, giveCredits, ledgerCount, turnStatus, writeTestCatalogue } from '../../../test/kits/billing.ts';
 
 type Wallet = { credits: number; tier: string; allowance: { used: number; remaining: number }; images: { used: number; remaining: number; resetsAt: string } };
@@ -176,7 +185,13 @@ describe('turn billing (DESIGN §8)', () => {
       assert.deepEqual([w.credits, w.allowance.used, w.images.used], [20, 0, 0]);
       assert.deepEqual([await turnStatus(t, paid.turnId), await turnStatus(t, free.turnId)], ['returned', 'returned']);
       const refs = (await t.call('GET', '/api/billing/ledger', { user: u })).json<{ items: { reference: string; amount: number }[] }>().items;
-      assert.deepEqual(refs.slice(0, 2).map((i) => [i.reference, i.amount]), [[`turn-return:${paid.turnId}`, 5], [`turn:${paid.turnId}`, -5]]);
+      assert.deepEqual(
+        refs.slice(0, 2).map((i) => [i.reference, i.amount]),
+        [
+          [`turn-return:${paid.turnId}`, 5],
+          [`turn:${paid.turnId}`, -5],
+        ],
+      );
       assert.equal(await assertLedgerInvariant(t, u), 20);
     });
 
@@ -203,7 +218,7 @@ describe('turn billing (DESIGN §8)', () => {
       clock.set(new Date('2030-01-15T12:00:00Z'));
     });
 
-    test('DESIGN §10: only reservations without a sign of life for the age are the sweeper\'s; a heartbeat keeps a long turn out', async () => {
+    test("DESIGN §10: only reservations without a sign of life for the age are the sweeper's; a heartbeat keeps a long turn out", async () => {
       const u = await user(20);
       const old = await reserve(u, 'big-1');
       const long = await reserve(u, 'big-1');
@@ -237,7 +252,9 @@ describe('turn billing (DESIGN §8)', () => {
       const u = await user(3);
       await t.deps.db.transaction().execute(async (trx) => {
         await sql`update wallets set balance = balance - 8 where user_id = ${u}`.execute(trx);
-        await sql`insert into ledger_entries (id, user_id, amount, kind, reference, created_at) values (${randomUUID()}, ${u}, -8, 'refund', ${`refund:test:${u}`}, now())`.execute(trx);
+        await sql`insert into ledger_entries (id, user_id, amount, kind, reference, created_at) values (${randomUUID()}, ${u}, -8, 'refund', ${`refund:test:${u}`}, now())`.execute(
+          trx,
+        );
       });
       assert.equal(await assertLedgerInvariant(t, u), -5);
       await reserve(u, 'cheap-1');
@@ -250,21 +267,23 @@ describe('turn billing (DESIGN §8)', () => {
     });
   });
 
-  describe('reserve: the reservation read inside the caller\'s own statement', () => {
+  describe("reserve: the reservation read inside the caller's own statement", () => {
     // The caller's own part writes a users row (any table would do), so a test can see whether it was stored.
-    const storing = (id: string) => async (db: Db, reservation: RawBuilder<ChargeRow>): Promise<ChargeRow | undefined> => {
-      const { rows } = await sql<ChargeRow>`with charge as materialized (${reservation}), mine as (insert into users (id) values (${id}))
+    const storing =
+      (id: string) =>
+      async (db: Db, reservation: RawBuilder<ChargeRow>): Promise<ChargeRow | undefined> => {
+        const { rows } = await sql<ChargeRow>`with charge as materialized (${reservation}), mine as (insert into users (id) values (${id}))
         select source, credits from charge`.execute(db);
-      const row = rows[0];
-      if (!row) throw new Error('the statement returned no row');
-      return row;
-    };
+        const row = rows[0];
+        if (!row) throw new Error('the statement returned no row');
+        return row;
+      };
     const reserveWith = (userId: string, model: string, id: string, images = 0, billing: TurnBilling = t.deps.billing) =>
       billing.reserve({ turnId: randomUUID(), userId, provider: 'openai', model, images }, storing(id));
     const stored = async (id: string) => (await t.deps.db.selectFrom('users').select('id').where('id', '=', id).executeTakeFirst()) !== undefined;
     const marker = () => `marker-${randomUUID()}`;
 
-    test('the reservation and the caller\'s rows are stored together; the decision is reserve\'s', async () => {
+    test("the reservation and the caller's rows are stored together; the decision is reserve's", async () => {
       const u = await user(10);
       const [a, b, c] = [marker(), marker(), marker()];
       const first = await reserveWith(u, 'cheap-1', a);
@@ -278,7 +297,7 @@ describe('turn billing (DESIGN §8)', () => {
       assert.equal(await assertLedgerInvariant(t, u), 5);
     });
 
-    test('a refusal (402 / 429 with its headers) stores none of the caller\'s rows and charges nothing', async () => {
+    test("a refusal (402 / 429 with its headers) stores none of the caller's rows and charges nothing", async () => {
       const u = await user(3);
       const m = marker();
       await refused(reserveWith(u, 'big-1', m), 'INSUFFICIENT_CREDITS_ALLOWANCE_AVAILABLE', 402);
@@ -294,11 +313,11 @@ describe('turn billing (DESIGN §8)', () => {
       assert.equal(await assertLedgerInvariant(t, u), 0);
     });
 
-    test('the caller\'s part failing reserves nothing, and its own error reaches the caller unchanged', async () => {
+    test("the caller's part failing reserves nothing, and its own error reaches the caller unchanged", async () => {
       const u = await user(10);
       // The users row of u exists: the caller's insert breaks its primary key after the reservation was read.
       const err = await reserveWith(u, 'big-1', u, 1).then(
-        () => assert.fail('expected the caller\'s unique violation'),
+        () => assert.fail("expected the caller's unique violation"),
         (e: unknown) => e,
       );
       assert.ok(!(err instanceof AppError), String(err));
@@ -310,7 +329,7 @@ describe('turn billing (DESIGN §8)', () => {
       assert.equal(await assertLedgerInvariant(t, u), 10);
     });
 
-    test('BILLING_NOT_AVAILABLE (402) when billing\'s store is unreachable, whatever the caller\'s statement', async () => {
+    test("BILLING_NOT_AVAILABLE (402) when billing's store is unreachable, whatever the caller's statement", async () => {
       const u = await user(100);
       const dead = await createDb({ pgliteDir: 'memory://' });
       await dead.close();
@@ -372,7 +391,7 @@ describe('turn billing (DESIGN §8)', () => {
       });
     }
 
-    test('DESIGN §8: 500 concurrent reserves (inside the caller\'s statement) across two instances against a balance for 7 turns → exactly 7 charged', async () => {
+    test("DESIGN §8: 500 concurrent reserves (inside the caller's statement) across two instances against a balance for 7 turns → exactly 7 charged", async () => {
       const second = await secondInstance();
       try {
         const u = await user(0);

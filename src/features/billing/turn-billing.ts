@@ -40,12 +40,13 @@ export type WithBillingPart = (db: Db, part: RawBuilder<repo.ChargeRow>) => Prom
  * The seam between the advisor stream and billing (DESIGN §8).
  * `reserve` decides and reserves atomically before the provider is called, in one statement with the
  * caller's own rows for the turn (one round trip, one commit; both are stored or neither): billing's
- * part decides and reserves when `store` reads it, and yields how the turn is paid. Refusals are thrown as AppErrors (402 billing codes, 429 TIER_LIMIT_IMAGES), an unreachable
- * store as 402 BILLING_NOT_AVAILABLE; an error of the caller's own part reaches the caller unchanged
- * and reserves nothing. `settle` runs once when the turn ends, with the caller's own write of the
- * turn's end (`store`): a produced turn is charged by billing's part of that statement (one round
- * trip, one commit; the part yields a row when it charged); `produced` false (no delta reached the client) stores the end, then returns the credits,
- * allowance turn and images. Both are idempotent.
+ * part decides and reserves when `store` reads it, and yields how the turn is paid. Refusals are
+ * thrown as AppErrors (402 billing codes, 429 TIER_LIMIT_IMAGES), an unreachable store as 402
+ * BILLING_NOT_AVAILABLE; an error of the caller's own part reaches the caller unchanged and reserves
+ * nothing. `settle` runs once when the turn ends, with the caller's own write of the turn's end
+ * (`store`): a produced turn is charged by billing's part of that statement (one round trip, one
+ * commit; the part yields a row when it charged); `produced` false (no delta reached the client)
+ * stores the end, then returns the credits, allowance turn and images. Both are idempotent.
  */
 export interface TurnBilling {
   reserve(req: TurnRequest, store: WithBillingPart): Promise<TurnCharge>;

@@ -47,7 +47,9 @@ export async function ledgerPage(deps: Pick<Deps, 'db' | 'vault'>, userId: strin
   const rows = await repo.listLedger(deps.db, userId, before, limit + 1);
   const page = rows.slice(0, limit);
   const last = page[page.length - 1];
-  const sessions = page.flatMap((r) => (r.kind === 'purchase' && r.reference.startsWith(CHECKOUT_REFERENCE) ? [r.reference.slice(CHECKOUT_REFERENCE.length)] : []));
+  const sessions = page.flatMap((r) =>
+    r.kind === 'purchase' && r.reference.startsWith(CHECKOUT_REFERENCE) ? [r.reference.slice(CHECKOUT_REFERENCE.length)] : [],
+  );
   const purchases = new Map((await repo.purchasesOfSessions(deps.db, sessions)).map((p) => [`${CHECKOUT_REFERENCE}${p.session_id}`, p]));
   return {
     items: page.map((r) => {

@@ -7,14 +7,7 @@ import * as repo from './repo.ts';
 type WebhookDeps = Pick<Deps, 'db' | 'clock' | 'config' | 'ids' | 'logger' | 'metrics' | 'seenUsers'>;
 
 export type WebhookOutcome =
-  | 'credited'
-  | 'already-credited'
-  | 'refunded'
-  | 'already-refunded'
-  | 'dispute-taken'
-  | 'dispute-given-back'
-  | 'dispute-unchanged'
-  | 'ignored';
+  'credited' | 'already-credited' | 'refunded' | 'already-refunded' | 'dispute-taken' | 'dispute-given-back' | 'dispute-unchanged' | 'ignored';
 
 /** Dispute statuses after which the buyer's money is the seller's again: the credits go back. */
 const DISPUTE_RESOLVED_FOR_SELLER = new Set(['won', 'warning_closed']);

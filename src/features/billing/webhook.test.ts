@@ -46,10 +46,7 @@ describe('billing: Stripe webhook (DESIGN §8)', () => {
   }
 
   /** Delivers an event as Stripe does: the exact bytes it signed, with its Stripe-Signature header. */
-  function deliver(
-    event: Record<string, unknown>,
-    o: { secret?: string; timestamp?: number; body?: string; header?: string | null; app?: TestApp } = {},
-  ) {
+  function deliver(event: Record<string, unknown>, o: { secret?: string; timestamp?: number; body?: string; header?: string | null; app?: TestApp } = {}) {
     const payload = JSON.stringify(event);
     const header =
       o.header === null
@@ -85,7 +82,10 @@ describe('billing: Stripe webhook (DESIGN §8)', () => {
       assert.equal(res.statusCode, 200, res.body);
       assert.deepEqual(JSON.parse(res.body), { received: true });
       const ledger = (await t.call('GET', '/api/billing/ledger', { user: u })).json<{ items: { amount: number; kind: string; reference: string }[] }>();
-      assert.deepEqual(ledger.items.map((i) => [i.amount, i.kind, i.reference]), [[100, 'purchase', `checkout:${sessionId}`]]);
+      assert.deepEqual(
+        ledger.items.map((i) => [i.amount, i.kind, i.reference]),
+        [[100, 'purchase', `checkout:${sessionId}`]],
+      );
       assert.equal(await purchaseStatus(sessionId), 'paid');
       assert.equal(await assertLedgerInvariant(t, u), 100);
     });
@@ -168,7 +168,15 @@ describe('billing: Stripe webhook (DESIGN §8)', () => {
       await Promise.all(Array.from({ length: 10 }, () => deliver(refundEvent(session, 4000))));
       assert.equal(await assertLedgerInvariant(t, u), 0);
       const refs = (await t.call('GET', '/api/billing/ledger', { user: u })).json<{ items: { amount: number; kind: string }[] }>().items;
-      assert.deepEqual(refs.map((i) => [i.kind, i.amount]), [['refund', -750], ['refund', -249], ['refund', -1], ['purchase', 1000]]);
+      assert.deepEqual(
+        refs.map((i) => [i.kind, i.amount]),
+        [
+          ['refund', -750],
+          ['refund', -249],
+          ['refund', -1],
+          ['purchase', 1000],
+        ],
+      );
     });
 
     test('a refund after spending → negative balance; the next turn is refused INSUFFICIENT_CREDITS', async () => {
@@ -247,11 +255,14 @@ describe('billing: Stripe webhook (DESIGN §8)', () => {
       await deliver(disputeEvent('closed', dispute, 'won'));
       await deliver(disputeEvent('created', dispute));
       assert.equal(await assertLedgerInvariant(t, u), 100);
-      assert.deepEqual((await refs(u)).map((i) => [i.kind, i.amount, i.reference.split(':')[2]]), [
-        ['refund', 100, 'won'],
-        ['refund', -100, 'taken'],
-        ['purchase', 100, undefined],
-      ]);
+      assert.deepEqual(
+        (await refs(u)).map((i) => [i.kind, i.amount, i.reference.split(':')[2]]),
+        [
+          ['refund', 100, 'won'],
+          ['refund', -100, 'taken'],
+          ['purchase', 100, undefined],
+        ],
+      );
     });
 
     test('DESIGN §8: disputes whatever the order: closed (won) before created nets nothing; closed (lost) keeps the credits taken', async () => {
@@ -354,8 +365,20 @@ describe('billing: webhook without STRIPE_WEBHOOK_SECRET', () => {
     );
     const t = await buildTestApp({ env: { CONFIG_FILE: writeTestCatalogue() } });
     try {
-      const payload = JSON.stringify(makeStripeEvent('checkout.session.completed', { id: 'cs_1', object: 'checkout.session', payment_status: 'paid', metadata: { userId: 'u', credits: '5' } }));
-      const res = await t.app.inject({ method: 'POST', url: URL, headers: { 'content-type': 'application/json', 'stripe-signature': signStripePayload(payload, SECRET) }, payload });
+      const payload = JSON.stringify(
+        makeStripeEvent('checkout.session.completed', {
+          id: 'cs_1',
+          object: 'checkout.session',
+          payment_status: 'paid',
+          metadata: { userId: 'u', credits: '5' },
+        }),
+      );
+      const res = await t.app.inject({
+        method: 'POST',
+        url: URL,
+        headers: { 'content-type': 'application/json', 'stripe-signature': signStripePayload(payload, SECRET) },
+        payload,
+      });
       assert.equal(res.statusCode, 402);
       assert.equal(JSON.parse(res.body).error.code, 'BILLING_NOT_AVAILABLE');
       assert.equal((await t.deps.db.selectFrom('ledger_entries').selectAll().execute()).length, 0);

@@ -11,12 +11,21 @@ const AdvisorCatalogue = Type.Object({
     description: 'The market-data provider a key saved with PUT /api/advisor/market-data-key is for (MARKET_DATA_PROVIDER)',
   }),
   limits: Type.Object(
-    { maxTextChars: Type.Integer(), maxImagesPerMessage: Type.Integer(), maxImageBytes: Type.Integer({ description: 'decoded bytes of one image (MAX_IMAGE_BYTES)' }) },
+    {
+      maxTextChars: Type.Integer(),
+      maxImagesPerMessage: Type.Integer(),
+      maxImageBytes: Type.Integer({ description: 'decoded bytes of one image (MAX_IMAGE_BYTES)' }),
+    },
     { description: 'what a message may carry: a client checks before it uploads' },
   ),
-  personas: Type.Array(Type.Object({ personaId: Type.String(), name: Type.String() }), { description: 'what `personaId` may name (system prompts stay on the server)' }),
+  personas: Type.Array(Type.Object({ personaId: Type.String(), name: Type.String() }), {
+    description: 'what `personaId` may name (system prompts stay on the server)',
+  }),
   providers: Type.Array(
-    Type.Object({ provider: ProviderSchema, suggestedModels: Type.Array(Type.String(), { description: 'the first is the default model of a key saved without one' }) }),
+    Type.Object({
+      provider: ProviderSchema,
+      suggestedModels: Type.Array(Type.String(), { description: 'the first is the default model of a key saved without one' }),
+    }),
   ),
   models: Type.Array(
     Type.Object({
@@ -43,7 +52,10 @@ export async function catalogueRoutes(parent: FastifyInstance, { deps }: { deps:
     marketDataProvider: deps.config.marketData.provider,
     limits: { maxTextChars: MAX_TEXT_CHARS, maxImagesPerMessage: MAX_ATTACHMENTS, maxImageBytes: deps.config.maxImageBytes },
     personas: catalogue.personas.map(({ personaId, name }) => ({ personaId, name })),
-    providers: Object.entries(catalogue.providerDefaults).map(([provider, models]) => ({ provider: provider as (typeof catalogue.models)[number]['provider'], suggestedModels: models ?? [] })),
+    providers: Object.entries(catalogue.providerDefaults).map(([provider, models]) => ({
+      provider: provider as (typeof catalogue.models)[number]['provider'],
+      suggestedModels: models ?? [],
+    })),
     models: catalogue.models.map((m) => ({
       provider: m.provider,
       match: m.match,
@@ -55,7 +67,14 @@ export async function catalogueRoutes(parent: FastifyInstance, { deps }: { deps:
   };
   app.get(
     '/advisor/catalogue',
-    { schema: { operationId: 'getAdvisorCatalogue', tags: ['advisor conversations'], summary: 'Personas, suggested models and how each model is paid', response: responses({ 200: AdvisorCatalogue }) } },
+    {
+      schema: {
+        operationId: 'getAdvisorCatalogue',
+        tags: ['advisor conversations'],
+        summary: 'Personas, suggested models and how each model is paid',
+        response: responses({ 200: AdvisorCatalogue }),
+      },
+    },
     async () => body,
   );
 }

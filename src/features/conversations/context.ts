@@ -42,7 +42,9 @@ export function systemPrompt(catalogue: Catalogue, personaId: string | null | un
 const WEEKDAYS = ['Sunday', 'Monday', 'Tuesday', 'Wednesday', 'Thursday', 'Friday', 'Saturday'];
 
 function imageNote(n: number): string {
-  return n === 1 ? '[an image was attached to this message; it is not repeated here]' : `[${n} images were attached to this message; they are not repeated here]`;
+  return n === 1
+    ? '[an image was attached to this message; it is not repeated here]'
+    : `[${n} images were attached to this message; they are not repeated here]`;
 }
 
 /**

@@ -45,13 +45,28 @@ describe('advisor conversations', () => {
       assert.equal(nextCursor, null);
       assert.equal(items.length, 1);
       const item = items[0];
-      assert.deepEqual(Object.keys(item ?? {}).sort(), ['createdAt', 'id', 'lastMessageAt', 'messageCount', 'model', 'personaId', 'provider', 'title', 'updatedAt']);
+      assert.deepEqual(Object.keys(item ?? {}).sort(), [
+        'createdAt',
+        'id',
+        'lastMessageAt',
+        'messageCount',
+        'model',
+        'personaId',
+        'provider',
+        'title',
+        'updatedAt',
+      ]);
       const expected = [...text.replace(/\s+/g, ' ').trim()].slice(0, 80).join('');
-      assert.deepEqual([item?.id, item?.title, item?.provider, item?.model, item?.personaId, item?.messageCount], [id, expected, 'openai', 'gpt-4o-mini', 'coach', 2]);
+      assert.deepEqual(
+        [item?.id, item?.title, item?.provider, item?.model, item?.personaId, item?.messageCount],
+        [id, expected, 'openai', 'gpt-4o-mini', 'coach', 2],
+      );
       assert.equal([...(item?.title ?? '')].length, 80);
       // The list's timestamps (formatted by the database) read exactly as GET's (from Dates):
       // ISO 8601 in UTC, milliseconds truncated from the stored microseconds.
-      await sql`update conversations set last_message_at = '2031-02-03T04:05:06.789999Z', created_at = '1999-12-31T23:59:59.000500+05:30' where id = ${id}`.execute(t.deps.db);
+      await sql`update conversations set last_message_at = '2031-02-03T04:05:06.789999Z', created_at = '1999-12-31T23:59:59.000500+05:30' where id = ${id}`.execute(
+        t.deps.db,
+      );
       const listed = (await list(user)).items[0];
       const got = (await t.call('GET', `/api/advisor/conversations/${id}`, { user })).json<ConversationWithMessagesDto>();
       assert.deepEqual([listed?.lastMessageAt, listed?.createdAt], ['2031-02-03T04:05:06.789Z', '1999-12-31T18:29:59.000Z']);
@@ -61,7 +76,9 @@ describe('advisor conversations', () => {
       assert.match(String(res.headers['content-type']), /^application\/json; charset=utf-8$/);
       // The schema is a reference to a shared schema: the validator is given those it may name.
       const schema = { ...ConversationList, $defs: Object.fromEntries(components.map((s) => [s.$id, s])) };
-      const validate = createValidatorCompiler()({ schema: schema as unknown as FastifySchema, method: 'GET', url: '/', httpPart: 'body' }) as (data: unknown) => boolean;
+      const validate = createValidatorCompiler()({ schema: schema as unknown as FastifySchema, method: 'GET', url: '/', httpPart: 'body' }) as (
+        data: unknown,
+      ) => boolean;
       assert.equal(validate(res.json()), true, res.body);
       const shown = Object.fromEntries(Object.entries(got).filter(([k]) => k !== 'messages' && k !== 'nextCursor'));
       assert.deepEqual(res.json(), { items: [shown], nextCursor: null }, 'the list item is the conversation GET shows');
@@ -71,10 +88,19 @@ describe('advisor conversations', () => {
       const user = await userWithKey('order');
       const a = await converse(user, null, 'A');
       const b = await converse(user, null, 'B');
-      assert.deepEqual((await list(user)).items.map((i) => i.id), [b, a]);
+      assert.deepEqual(
+        (await list(user)).items.map((i) => i.id),
+        [b, a],
+      );
       await converse(user, a, 'A again');
       const items = (await list(user)).items;
-      assert.deepEqual(items.map((i) => [i.id, i.messageCount]), [[a, 4], [b, 2]]);
+      assert.deepEqual(
+        items.map((i) => [i.id, i.messageCount]),
+        [
+          [a, 4],
+          [b, 2],
+        ],
+      );
     });
 
     test('spec 4.5: a cursor walk over 120 conversations sharing one (microsecond) updatedAt returns each exactly once, newest first', async () => {
@@ -83,10 +109,21 @@ describe('advisor conversations', () => {
       const at = new Date('2030-01-01T00:00:00.123Z');
       const ids = Array.from({ length: 120 }, () => randomUUID());
       for (const id of ids) {
-        await t.deps.db.insertInto('conversations').values({
-          id, user_id: user, title: id, provider: 'openai', model: 'gpt-4o-mini', persona_id: null,
-          message_count: 0, last_message_at: at, created_at: at, updated_at: at,
-        }).execute();
+        await t.deps.db
+          .insertInto('conversations')
+          .values({
+            id,
+            user_id: user,
+            title: id,
+            provider: 'openai',
+            model: 'gpt-4o-mini',
+            persona_id: null,
+            message_count: 0,
+            last_message_at: at,
+            created_at: at,
+            updated_at: at,
+          })
+          .execute();
       }
       // Finer than a JS Date: a cursor that kept only milliseconds would skip or repeat rows.
       await sql`update conversations set updated_at = '2030-01-01T00:00:00.123456Z' where user_id = ${user}`.execute(t.deps.db);
@@ -114,15 +151,37 @@ describe('advisor conversations', () => {
       assert.equal(first.statusCode, 200, first.body);
       const page1 = first.json<ConversationWithMessagesDto>();
       assert.equal(page1.messageCount, 6);
-      assert.deepEqual(page1.messages.map((m) => [m.role, m.text]), [['user', 'two'], ['assistant', 'Hello world'], ['user', 'three'], ['assistant', 'Hello world']]);
+      assert.deepEqual(
+        page1.messages.map((m) => [m.role, m.text]),
+        [
+          ['user', 'two'],
+          ['assistant', 'Hello world'],
+          ['user', 'three'],
+          ['assistant', 'Hello world'],
+        ],
+      );
       assert.ok(page1.nextCursor);
-      const page2 = (await t.call('GET', `/api/advisor/conversations/${id}?limit=4&cursor=${encodeURIComponent(page1.nextCursor)}`, { user })).json<ConversationWithMessagesDto>();
-      assert.deepEqual(page2.messages.map((m) => [m.role, m.text, m.status]), [['user', 'one', 'complete'], ['assistant', 'Hello world', 'complete']]);
+      const page2 = (
+        await t.call('GET', `/api/advisor/conversations/${id}?limit=4&cursor=${encodeURIComponent(page1.nextCursor)}`, { user })
+      ).json<ConversationWithMessagesDto>();
+      assert.deepEqual(
+        page2.messages.map((m) => [m.role, m.text, m.status]),
+        [
+          ['user', 'one', 'complete'],
+          ['assistant', 'Hello world', 'complete'],
+        ],
+      );
       assert.equal(page2.nextCursor, null);
       const reply = page2.messages[1];
       assert.deepEqual([reply?.finishReason, reply?.usage?.inputTokens, reply?.usage?.outputTokens, reply?.error], ['stop', 10, 2, null]);
       const attachments = page2.messages[0]?.attachments ?? [];
-      assert.deepEqual(attachments.map((a) => [a.format, a.byteSize]), [['png', IMAGES.png.length], ['webp', IMAGES.webp.length]]);
+      assert.deepEqual(
+        attachments.map((a) => [a.format, a.byteSize]),
+        [
+          ['png', IMAGES.png.length],
+          ['webp', IMAGES.webp.length],
+        ],
+      );
       const png = await t.app.inject({ method: 'GET', url: attachments[0]?.url ?? '', headers: { authorization: `Bearer ${await t.token(user)}` } });
       assert.equal(png.statusCode, 200);
       assert.equal(png.headers['content-type'], 'image/png');
@@ -186,15 +245,26 @@ describe('advisor conversations', () => {
       });
     }
 
-    test('spec 4.5 / DESIGN §7: a cursor the service did not produce (garbage, tampered, another user\'s, another list\'s) → 400 VALIDATION_ERROR', async () => {
+    test("spec 4.5 / DESIGN §7: a cursor the service did not produce (garbage, tampered, another user's, another list's) → 400 VALIDATION_ERROR", async () => {
       const user = newUser('cursor');
       await t.call('GET', '/api/advisor/conversations', { user });
       const at = new Date('2030-01-01T00:00:00Z');
       for (let i = 0; i < 3; i++) {
-        await t.deps.db.insertInto('conversations').values({
-          id: randomUUID(), user_id: user, title: 't', provider: 'openai', model: 'm', persona_id: null,
-          message_count: 0, last_message_at: at, created_at: at, updated_at: at,
-        }).execute();
+        await t.deps.db
+          .insertInto('conversations')
+          .values({
+            id: randomUUID(),
+            user_id: user,
+            title: 't',
+            provider: 'openai',
+            model: 'm',
+            persona_id: null,
+            message_count: 0,
+            last_message_at: at,
+            created_at: at,
+            updated_at: at,
+          })
+          .execute();
       }
       const cursor = (await list(user, '?limit=1')).nextCursor ?? '';
       assert.ok(cursor);
@@ -222,7 +292,7 @@ describe('advisor conversations', () => {
       assert.equal((await list(user)).items[0]?.title, 'keep me');
     });
 
-    test('DESIGN §2: another user\'s conversation or attachment → 404 on every route, and nothing changes', async () => {
+    test("DESIGN §2: another user's conversation or attachment → 404 on every route, and nothing changes", async () => {
       const owner = await userWithKey('owner');
       const id = await converse(owner, null, 'mine', { attachments: [image('png')] });
       const att = (await t.call('GET', `/api/advisor/conversations/${id}`, { user: owner })).json<ConversationWithMessagesDto>().messages[0]?.attachments[0];

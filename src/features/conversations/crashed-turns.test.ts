@@ -117,7 +117,10 @@ describe('crashed turns (DESIGN §10)', () => {
     await sleep(60);
     assert.equal(await sweepCrashedTurns(t.deps, 50), 1);
     const reply = await replyRow(t, turnId);
-    assert.deepEqual([reply?.status, reply?.error_code, reply?.content, reply?.last_frame_id], ['interrupted', 'SHUTTING_DOWN', 'Half an answer', repo.CRASHED_TERMINAL_ID]);
+    assert.deepEqual(
+      [reply?.status, reply?.error_code, reply?.content, reply?.last_frame_id],
+      ['interrupted', 'SHUTTING_DOWN', 'Half an answer', repo.CRASHED_TERMINAL_ID],
+    );
     assert.deepEqual(reply?.parts, [
       { type: 'text', text: 'Half ' },
       { type: 'tool_call', id: 'c1', name: 'get_quote', arguments: '{"symbol":"AAPL"}' },
@@ -158,7 +161,12 @@ describe('crashed turns (DESIGN §10)', () => {
       const res = await send(lostAck, user, null, message());
       assert.equal(res.statusCode, 402, res.body);
       assert.equal(res.code, 'BILLING_NOT_AVAILABLE');
-      const reply = await lostAck.deps.db.selectFrom('messages').select('id').where('user_id', '=', user).where('role', '=', 'assistant').executeTakeFirstOrThrow();
+      const reply = await lostAck.deps.db
+        .selectFrom('messages')
+        .select('id')
+        .where('user_id', '=', user)
+        .where('role', '=', 'assistant')
+        .executeTakeFirstOrThrow();
       assert.equal(await turnStatus(lostAck, reply.id), 'reserved', 'the statement did commit');
       // Looked at again within seconds of the refusal; the sweeper would wait for its age (10 minutes here).
       await waitFor('the abandoned reservation returned', async () => ((await turnStatus(lostAck, reply.id)) === 'returned' ? true : undefined));

@@ -75,7 +75,9 @@ const callOf = (data: Record<string, unknown>): { id: string; name: string; argu
 });
 
 const resultOf = (data: Record<string, unknown>): ToolOutcome<string> =>
-  data['ok'] === true ? { ok: true, result: data['result'] as Record<string, unknown> } : { ok: false, error: data['error'] as { code: string; message: string } };
+  data['ok'] === true
+    ? { ok: true, result: data['result'] as Record<string, unknown> }
+    : { ok: false, error: data['error'] as { code: string; message: string } };
 
 /** A snapshot's parts (as the API shows them) taken up again. */
 function restored(apiParts: unknown): PartsLog {

@@ -92,5 +92,11 @@ export function snapshotData(assistantMessageId: string, status: string, text: s
 
 /** A stored reply's receipt (DESIGN §13). */
 export function storedReceipt(row: Pick<MessageRow, 'input_tokens' | 'output_tokens' | 'cached_input_tokens' | 'reasoning_tokens' | 'cost_micros'>): Receipt {
-  return { input: row.input_tokens, output: row.output_tokens, cachedInput: row.cached_input_tokens, reasoning: row.reasoning_tokens, costMicros: row.cost_micros };
+  return {
+    input: row.input_tokens,
+    output: row.output_tokens,
+    cachedInput: row.cached_input_tokens,
+    reasoning: row.reasoning_tokens,
+    costMicros: row.cost_micros,
+  };
 }

@@ -16,7 +16,10 @@ import type { TurnIds } from './frames.ts';
 import * as repo from './repo.ts';
 import { LEASE_TTL_MS, type Ticking } from './stream-runtime.ts';
 
-/** Generous for an advisor answer; every protocol gets it in its own field (Anthropic requires one). Exported for bench/lib/turn-floor.ts, whose floor sends the service's own request. */
+/**
+ * Generous for an advisor answer; every protocol gets it in its own field (Anthropic requires one).
+ * Exported for bench/lib/turn-floor.ts, whose floor sends the service's own request.
+ */
 export const MAX_OUTPUT_TOKENS = 8192;
 /**
  * How long a turn's end keeps being retried while the database is unreachable (backing off from

@@ -72,7 +72,9 @@ export function resultPart(c: { id: string; name: string }, body: ToolOutcome<st
 
 export function apiParts(stored: unknown, content: string): ApiPart[] {
   if (!Array.isArray(stored)) return content.length > 0 ? [{ type: 'text', text: content }] : [];
-  return (stored as StoredPart[]).map((p) => (p.type === 'tool_call' ? { type: 'tool_call', id: p.id, name: p.name, arguments: argumentsObject(p.arguments) } : p));
+  return (stored as StoredPart[]).map((p) =>
+    p.type === 'tool_call' ? { type: 'tool_call', id: p.id, name: p.name, arguments: argumentsObject(p.arguments) } : p,
+  );
 }
 
 /**

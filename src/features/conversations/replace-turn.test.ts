@@ -28,7 +28,8 @@ describe('a turn that replaces the last one (issue 29)', () => {
     assert.equal(res.statusCode, 200, res.body);
     return { id: String(startOf(res)['conversationId']), userMessageId: String(startOf(res)['userMessageId']) };
   }
-  const conversation = async (user: string, id: string) => (await t.call('GET', `/api/advisor/conversations/${id}`, { user })).json<ConversationWithMessagesDto>();
+  const conversation = async (user: string, id: string) =>
+    (await t.call('GET', `/api/advisor/conversations/${id}`, { user })).json<ConversationWithMessagesDto>();
   const shown = (c: ConversationWithMessagesDto) => c.messages.map((m) => [m.role, m.text]);
 
   describe('happy', () => {

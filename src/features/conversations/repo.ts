@@ -169,19 +169,12 @@ export async function indexTitle(db: Db, conversationId: string): Promise<void> 
     ${MERGE_WORDS}`.execute(db);
 }
 
-
 export function findConversation(db: Db | Trx, userId: string, id: string): Promise<ConversationRow | undefined> {
   return db.selectFrom('conversations').selectAll().where('id', '=', id).where('user_id', '=', userId).executeTakeFirst();
 }
 
 export function renameConversation(db: Db, userId: string, id: string, title: string, now: Date): Promise<ConversationRow | undefined> {
-  return db
-    .updateTable('conversations')
-    .set({ title, updated_at: now })
-    .where('id', '=', id)
-    .where('user_id', '=', userId)
-    .returningAll()
-    .executeTakeFirst();
+  return db.updateTable('conversations').set({ title, updated_at: now }).where('id', '=', id).where('user_id', '=', userId).returningAll().executeTakeFirst();
 }
 
 export async function deleteConversation(db: Db, userId: string, id: string): Promise<boolean> {
@@ -240,19 +233,19 @@ export interface PriorTurn {
 
 /** The turn a client message id already started, for idempotent retries (DESIGN §7). */
 export async function findTurnByClientId(db: Db, userId: string, clientMessageId: string): Promise<PriorTurn | undefined> {
-  const user = await db
-    .selectFrom('messages')
-    .selectAll()
-    .where('user_id', '=', userId)
-    .where('client_message_id', '=', clientMessageId)
-    .executeTakeFirst();
+  const user = await db.selectFrom('messages').selectAll().where('user_id', '=', userId).where('client_message_id', '=', clientMessageId).executeTakeFirst();
   return user ? priorTurnOf(db, user) : undefined;
 }
 
 /** The turn a stored user message opened: its reply and its conversation's provider and model. */
 async function priorTurnOf(db: Db, user: MessageRow): Promise<PriorTurn> {
   const [reply, conversation] = await Promise.all([
-    db.selectFrom('messages').selectAll().where('conversation_id', '=', user.conversation_id).where('seq', '=', user.seq + 1).executeTakeFirst(),
+    db
+      .selectFrom('messages')
+      .selectAll()
+      .where('conversation_id', '=', user.conversation_id)
+      .where('seq', '=', user.seq + 1)
+      .executeTakeFirst(),
     db.selectFrom('conversations').select(['provider', 'model']).where('id', '=', user.conversation_id).executeTakeFirstOrThrow(),
   ]);
   return { user, reply, provider: conversation.provider, model: conversation.model };

@@ -10,7 +10,19 @@ import { startOpenAiCompatibleFake, type OpenAiCompatibleFake } from '../../../t
 import { buildTestApp, codeOf, type TestApp } from '../../../test/helpers/app.ts';
 import { turnStatus } from '../../../test/kits/billing.ts';
 import { gate } from '../../../test/helpers/events.ts';
-import { attachStream, message, openStream, replyRow, send, startOf, textOf, userWithOpenAiKey, waitFor, type Frame, type LiveStream } from '../../../test/kits/conversations.ts';
+import {
+  attachStream,
+  message,
+  openStream,
+  replyRow,
+  send,
+  startOf,
+  textOf,
+  userWithOpenAiKey,
+  waitFor,
+  type Frame,
+  type LiveStream,
+} from '../../../test/kits/conversations.ts';
 
 // Short, for the two tests that wait for them to run out (their own instance); every other test runs
 // on the defaults (30 s, 10 min), which a client coming back on a busy machine never outlasts.
@@ -19,7 +31,11 @@ const RETENTION_MS = 1000;
 const LOG_MAX_BYTES = 1024;
 
 const idsOf = (frames: Frame[]): number[] => frames.map((f) => f.id ?? -1);
-const textsOf = (frames: Frame[]): string => frames.filter((f) => f.event === 'delta').map((f) => String(f.data['text'])).join('');
+const textsOf = (frames: Frame[]): string =>
+  frames
+    .filter((f) => f.event === 'delta')
+    .map((f) => String(f.data['text']))
+    .join('');
 
 describe('advisor stream: resume, stop, detach grace (DESIGN §12)', () => {
   let fake: OpenAiCompatibleFake;
@@ -84,10 +100,19 @@ describe('advisor stream: resume, stop, detach grace (DESIGN §12)', () => {
     attached.open();
     const original = await ended(post);
     assert.equal(original.at(-1)?.event, 'done');
-    assert.deepEqual(await ended(byHeader), original.filter((f) => (f.id ?? 0) > 2));
-    assert.deepEqual(await ended(byQuery), original.filter((f) => (f.id ?? 0) > 3));
+    assert.deepEqual(
+      await ended(byHeader),
+      original.filter((f) => (f.id ?? 0) > 2),
+    );
+    assert.deepEqual(
+      await ended(byQuery),
+      original.filter((f) => (f.id ?? 0) > 3),
+    );
     assert.deepEqual(await ended(fromStart), original, 'no Last-Event-ID: from the first frame');
-    assert.deepEqual(idsOf(original), Array.from({ length: original.length }, (_, i) => i + 1));
+    assert.deepEqual(
+      idsOf(original),
+      Array.from({ length: original.length }, (_, i) => i + 1),
+    );
   });
 
   test('DESIGN §12 detach grace: a client that reconnects within STREAM_DETACH_GRACE_MS gets every frame it missed; the turn ran on (a new turn meanwhile → 409 STREAM_IN_PROGRESS), stored complete, charged once', async () => {
@@ -108,7 +133,11 @@ describe('advisor stream: resume, stop, detach grace (DESIGN §12)', () => {
     const rest = await ended(reattached);
     assert.equal(upstream.closedByClient, false, 'the provider call ran to its end');
     const all = [...seen, ...rest];
-    assert.deepEqual(idsOf(all), Array.from({ length: all.length }, (_, i) => i + 1), 'no frame twice, none missing');
+    assert.deepEqual(
+      idsOf(all),
+      Array.from({ length: all.length }, (_, i) => i + 1),
+      'no frame twice, none missing',
+    );
     assert.equal(textsOf(all), chunks(10).join(''));
     assert.equal(rest.at(-1)?.event, 'done');
     assert.equal(rest.at(-1)?.data['finishReason'], 'stop');
@@ -233,12 +262,26 @@ describe('advisor stream: resume, stop, detach grace (DESIGN §12)', () => {
     const lastId = done.frames.at(-1)?.id ?? 0;
     const tail = attachStream(base, await t.token(u), conversationId, lastId - 2);
     assert.deepEqual(await ended(tail), done.frames.slice(-2));
-    assert.equal((await t.call('GET', `/api/advisor/conversations/${conversationId}/stream`, { user: u, headers: { 'last-event-id': String(lastId) } })).statusCode, 204);
+    assert.equal(
+      (await t.call('GET', `/api/advisor/conversations/${conversationId}/stream`, { user: u, headers: { 'last-event-id': String(lastId) } })).statusCode,
+      204,
+    );
     // A conversation with no turn (not reachable through the API, where a conversation starts with its first message).
     const empty = randomUUID();
     await t.deps.db
       .insertInto('conversations')
-      .values({ id: empty, user_id: u, title: 'empty', provider: 'openai', model: 'gpt-4o-mini', persona_id: null, message_count: 0, last_message_at: new Date(), created_at: new Date(), updated_at: new Date() })
+      .values({
+        id: empty,
+        user_id: u,
+        title: 'empty',
+        provider: 'openai',
+        model: 'gpt-4o-mini',
+        persona_id: null,
+        message_count: 0,
+        last_message_at: new Date(),
+        created_at: new Date(),
+        updated_at: new Date(),
+      })
       .execute();
     assert.equal((await t.call('GET', `/api/advisor/conversations/${empty}/stream`, { user: u })).statusCode, 204);
     assert.deepEqual((await t.call('POST', `/api/advisor/conversations/${empty}/stop`, { user: u })).json(), { status: null });
@@ -263,7 +306,11 @@ describe('advisor stream: resume, stop, detach grace (DESIGN §12)', () => {
     assert.equal(snap?.data['status'], 'streaming');
     assert.equal(snap?.data['assistantMessageId'], original[0]?.data['assistantMessageId']);
     assert.equal(String(snap?.data['text']) + textsOf(rest), pieces.join(''), 'snapshot + what follows = the whole reply');
-    assert.deepEqual(rest, original.filter((f) => (f.id ?? 0) > (snap?.id ?? 0)), 'then exactly the frames after the snapshot’s id');
+    assert.deepEqual(
+      rest,
+      original.filter((f) => (f.id ?? 0) > (snap?.id ?? 0)),
+      'then exactly the frames after the snapshot’s id',
+    );
   });
 
   test(`DESIGN §12 retention: after STREAM_LOG_RETENTION_MS (${RETENTION_MS} ms) the stored reply comes as a snapshot and its terminal frame, with ids that follow the client’s; 204 once it has the terminal id`, async () => {
@@ -274,13 +321,26 @@ describe('advisor stream: resume, stop, detach grace (DESIGN §12)', () => {
     await delay(RETENTION_MS + 300);
     const late = await ended(attachStream(shortBase, await short.token(u), conversationId, 2));
     const terminalId = done.frames.at(-1)?.id ?? 0;
-    assert.deepEqual(late.map((f) => [f.id, f.event]), [[terminalId - 1, 'snapshot'], [terminalId, 'done']]);
+    assert.deepEqual(
+      late.map((f) => [f.id, f.event]),
+      [
+        [terminalId - 1, 'snapshot'],
+        [terminalId, 'done'],
+      ],
+    );
     assert.deepEqual([late[0]?.data['status'], late[0]?.data['text']], ['complete', 'kept in the database']);
     assert.deepEqual(late[1]?.data, done.frames.at(-1)?.data);
     // A client that had every frame but the terminal one gets just that, under its own id.
     const lastOne = await ended(attachStream(shortBase, await short.token(u), conversationId, terminalId - 1));
-    assert.deepEqual(lastOne.map((f) => [f.id, f.event]), [[terminalId, 'done']]);
-    assert.equal((await short.call('GET', `/api/advisor/conversations/${conversationId}/stream`, { user: u, headers: { 'last-event-id': String(terminalId) } })).statusCode, 204);
+    assert.deepEqual(
+      lastOne.map((f) => [f.id, f.event]),
+      [[terminalId, 'done']],
+    );
+    assert.equal(
+      (await short.call('GET', `/api/advisor/conversations/${conversationId}/stream`, { user: u, headers: { 'last-event-id': String(terminalId) } }))
+        .statusCode,
+      204,
+    );
   });
 
   test('DESIGN §12: attaching never counts toward the 30 / 60 s message limit', async () => {
@@ -289,7 +349,10 @@ describe('advisor stream: resume, stop, detach grace (DESIGN §12)', () => {
     const first = await send(t, u, null, message());
     const conversationId = String(startOf(first)['conversationId']);
     for (let i = 0; i < 35; i++) {
-      const res = await t.call('GET', `/api/advisor/conversations/${conversationId}/stream`, { user: u, headers: { 'last-event-id': String(first.frames.at(-1)?.id) } });
+      const res = await t.call('GET', `/api/advisor/conversations/${conversationId}/stream`, {
+        user: u,
+        headers: { 'last-event-id': String(first.frames.at(-1)?.id) },
+      });
       assert.equal(res.statusCode, 204);
     }
     fake.enqueueStream({ chunks: ['two'] });
@@ -318,7 +381,10 @@ describe('advisor stream: resume, stop, detach grace (DESIGN §12)', () => {
     await waitFor('the EventSource to stop', () => (es.readyState === EventSource.CLOSED ? true : undefined));
     t.app.server.off('request', onRequest);
     const original = await ended(post);
-    assert.deepEqual(got, original.map((f) => ({ id: String(f.id), event: f.event })));
+    assert.deepEqual(
+      got,
+      original.map((f) => ({ id: String(f.id), event: f.event })),
+    );
     assert.deepEqual(seenHeaders, [undefined, String(original.at(-1)?.id)], 'the reconnect carried the last id and got 204');
   });
 });
@@ -401,7 +467,9 @@ describe('the stream lease at the end of a turn (DESIGN §4)', () => {
       const stop = await t.call('POST', `/api/advisor/conversations/${conversationId}/stop`, { user: u });
       assert.equal(stop.statusCode, 202);
       // The turn has stored its reply by now and would have given its lease back.
-      await waitFor('the reply stored interrupted', async () => ((await replyRow(t, String(post.frames[0]?.data['assistantMessageId'])))?.status === 'interrupted' ? true : undefined));
+      await waitFor('the reply stored interrupted', async () =>
+        (await replyRow(t, String(post.frames[0]?.data['assistantMessageId'])))?.status === 'interrupted' ? true : undefined,
+      );
       await delay(100);
       releaseRenewal();
       await renewalDone;

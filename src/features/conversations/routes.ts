@@ -36,7 +36,8 @@ export async function conversationsRoutes(parent: FastifyInstance, { deps }: { d
       errorHandler: refusal,
       schema: {
         tags,
-        operationId: 'streamNewConversationMessage', summary: 'Start a conversation and stream the reply (spec 4.3)',
+        operationId: 'streamNewConversationMessage',
+        summary: 'Start a conversation and stream the reply (spec 4.3)',
         description: `Provider and model come from the active provider key. ${TURN_CHECKS_DOC}`,
         body: StreamMessageBody,
         response: streamResponses,
@@ -51,7 +52,8 @@ export async function conversationsRoutes(parent: FastifyInstance, { deps }: { d
       errorHandler: refusal,
       schema: {
         tags,
-        operationId: 'streamConversationMessage', summary: 'Send a message in a conversation and stream the reply',
+        operationId: 'streamConversationMessage',
+        summary: 'Send a message in a conversation and stream the reply',
         description: `The conversation keeps its provider and model; earlier turns go along as context. ${TURN_CHECKS_DOC}`,
         params: IdParams,
         body: StreamMessageBody,
@@ -67,12 +69,16 @@ export async function conversationsRoutes(parent: FastifyInstance, { deps }: { d
       config: { queryToken: true },
       schema: {
         tags,
-        operationId: 'attachConversationStream', summary: 'Attach to the latest turn’s stream from any instance (resume)',
+        operationId: 'attachConversationStream',
+        summary: 'Attach to the latest turn’s stream from any instance (resume)',
         description:
-          'DESIGN §12. Sends the frames after `Last-Event-ID` (header, or `?lastEventId=`; from the first frame without one), then follows the turn live until its terminal frame. ' +
-          'When the log no longer holds that id (trimmed past STREAM_LOG_MAX_BYTES, or expired STREAM_LOG_RETENTION_MS after the end), one `snapshot` frame carries the reply so far. ' +
+          'DESIGN §12. Sends the frames after `Last-Event-ID` (header, or `?lastEventId=`; from the first frame without one), then follows the turn ' +
+          'live until its terminal frame. ' +
+          'When the log no longer holds that id (trimmed past STREAM_LOG_MAX_BYTES, or expired STREAM_LOG_RETENTION_MS after the end), one `snapshot` ' +
+          'frame carries the reply so far. ' +
           '204 when no turn ever ran, or when the client already has the terminal frame (an EventSource stops reconnecting). ' +
-          '503 SERVICE_UNAVAILABLE (with Retry-After) when the log of a running turn cannot be read; an ended turn is then answered from the database (`snapshot` + terminal frame). ' +
+          '503 SERVICE_UNAVAILABLE (with Retry-After) when the log of a running turn cannot be read; an ended turn is then answered from the database ' +
+          '(`snapshot` + terminal frame). ' +
           'Never counts toward the message limit; never calls a provider.',
         params: IdParams,
         querystring: AttachQuery,
@@ -89,9 +95,12 @@ export async function conversationsRoutes(parent: FastifyInstance, { deps }: { d
     {
       schema: {
         tags,
-        operationId: 'stopConversationTurn', summary: 'Stop the reply being streamed, from any instance',
+        operationId: 'stopConversationTurn',
+        summary: 'Stop the reply being streamed, from any instance',
         description:
-          'DESIGN §12. 202 when a live turn was told to stop: its instance aborts the provider (and tool) calls within a second, stores the reply `interrupted` with what was produced (charged if a delta was), and ends every attached stream with `done` `finishReason: "stopped"`. 200 with the latest turn’s status when none is live.',
+          'DESIGN §12. 202 when a live turn was told to stop: its instance aborts the provider (and tool) calls within a second, stores the reply ' +
+          '`interrupted` with what was produced (charged if a delta was), and ends every attached stream with `done` `finishReason: "stopped"`. 200 ' +
+          'with the latest turn’s status when none is live.',
         params: IdParams,
         response: responses({ 200: StopResult, 202: StopResult }),
       },
@@ -106,7 +115,8 @@ export async function conversationsRoutes(parent: FastifyInstance, { deps }: { d
     {
       schema: {
         tags,
-        operationId: 'listConversations', summary: "List the caller's conversations (spec 4.5)",
+        operationId: 'listConversations',
+        summary: "List the caller's conversations (spec 4.5)",
         description:
           'Newest first by updatedAt; a malformed or foreign cursor, or a limit outside 1–100, is 400 VALIDATION_ERROR. ' +
           'With `q`, only the conversations whose title or messages hold its words (a finished turn is found from its end on).',
@@ -126,7 +136,8 @@ export async function conversationsRoutes(parent: FastifyInstance, { deps }: { d
     {
       schema: {
         tags,
-        operationId: 'getConversation', summary: 'A conversation with one page of its messages',
+        operationId: 'getConversation',
+        summary: 'A conversation with one page of its messages',
         description: 'The first page holds the latest `limit` messages, oldest first; `nextCursor` fetches the page before it.',
         params: IdParams,
         querystring: PageQuery,
@@ -138,13 +149,28 @@ export async function conversationsRoutes(parent: FastifyInstance, { deps }: { d
   app.patch(
     '/advisor/conversations/:id',
     {
-      schema: { tags, operationId: 'renameConversation', summary: 'Rename a conversation', params: IdParams, body: RenameBody, response: responses({ 200: ConversationListItem }) },
+      schema: {
+        tags,
+        operationId: 'renameConversation',
+        summary: 'Rename a conversation',
+        params: IdParams,
+        body: RenameBody,
+        response: responses({ 200: ConversationListItem }),
+      },
     },
     async (req) => service.renameConversation(deps, req.user.id, req.params.id, req.body.title),
   );
   app.delete(
     '/advisor/conversations/:id',
-    { schema: { tags, operationId: 'deleteConversation', summary: 'Delete a conversation with its messages and images', params: IdParams, response: responses({ 204: NoContent }) } },
+    {
+      schema: {
+        tags,
+        operationId: 'deleteConversation',
+        summary: 'Delete a conversation with its messages and images',
+        params: IdParams,
+        response: responses({ 204: NoContent }),
+      },
+    },
     async (req, reply) => {
       await service.deleteConversation(deps, req.user.id, req.params.id);
       return reply.code(204).send(null);
@@ -155,12 +181,15 @@ export async function conversationsRoutes(parent: FastifyInstance, { deps }: { d
     {
       schema: {
         tags,
-        operationId: 'getAttachment', summary: 'The bytes of an image sent with a message (owner only)',
+        operationId: 'getAttachment',
+        summary: 'The bytes of an image sent with a message (owner only)',
         params: IdParams,
         response: responses({
           200: {
             description: 'The image bytes',
-            content: Object.fromEntries(['image/png', 'image/jpeg', 'image/webp'].map((type) => [type, { schema: Type.Unsafe<Buffer>({ type: 'string', format: 'binary' }) }])),
+            content: Object.fromEntries(
+              ['image/png', 'image/jpeg', 'image/webp'].map((type) => [type, { schema: Type.Unsafe<Buffer>({ type: 'string', format: 'binary' }) }]),
+            ),
           },
         }),
       },

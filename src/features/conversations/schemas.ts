@@ -33,7 +33,7 @@ export const StreamMessageBody = Type.Object(
       Type.String({
         format: 'uuid',
         description:
-          'Regenerate or edit the last turn: the id of the conversation\'s last user message. This turn takes its place — that message, its ' +
+          "Regenerate or edit the last turn: the id of the conversation's last user message. This turn takes its place — that message, its " +
           'images and its reply are removed in the statement that stores this turn (a refused turn changes nothing), and are not sent ' +
           'to the model. Its images are not carried over: send them again. Only on an existing conversation.',
       }),
@@ -137,12 +137,18 @@ const UsageSchema = named(
   'Usage',
   Type.Object(
     {
-      inputTokens: Type.Union([Type.Integer({ minimum: 0 }), Type.Null()], { description: 'Every input token, cached ones included; null when the provider reported none' }),
-      outputTokens: Type.Union([Type.Integer({ minimum: 0 }), Type.Null()], { description: 'Every output token, reasoning included; null when the provider reported none' }),
+      inputTokens: Type.Union([Type.Integer({ minimum: 0 }), Type.Null()], {
+        description: 'Every input token, cached ones included; null when the provider reported none',
+      }),
+      outputTokens: Type.Union([Type.Integer({ minimum: 0 }), Type.Null()], {
+        description: 'Every output token, reasoning included; null when the provider reported none',
+      }),
       cachedInputTokens: NullableCount,
       reasoningTokens: NullableCount,
       estimatedCostUsd: Type.Union([Type.Number({ minimum: 0 }), Type.Null()], {
-        description: 'What the turn cost on the user’s own provider key (the provider’s reported cost, else the catalogue’s prices), not what the service charged; null when unknown',
+        description:
+          'What the turn cost on the user’s own provider key (the provider’s reported cost, else the catalogue’s prices), not what the service ' +
+          'charged; null when unknown',
       }),
     },
     { description: 'Figures are what was counted: an interrupted or failed turn has those of the rounds that reported' },
@@ -223,10 +229,7 @@ const StreamStartFrameSchema = named(
 
 const StreamDeltaFrameSchema = named(
   'StreamDeltaFrame',
-  Type.Object(
-    { text: Type.String({ description: 'The next piece of the reply; the reply is their concatenation' }) },
-    { description: '`event: delta`' },
-  ),
+  Type.Object({ text: Type.String({ description: 'The next piece of the reply; the reply is their concatenation' }) }, { description: '`event: delta`' }),
 );
 
 const StreamToolCallFrameSchema = named(
@@ -246,10 +249,7 @@ const StreamToolCallFrameSchema = named(
 const StreamToolResultFrameSchema = named(
   'StreamToolResultFrame',
   Type.Union(
-    [
-      Type.Object({ id: Type.String(), name: Type.String(), ...ToolOutcomeOk }),
-      Type.Object({ id: Type.String(), name: Type.String(), ...ToolOutcomeError }),
-    ],
+    [Type.Object({ id: Type.String(), name: Type.String(), ...ToolOutcomeOk }), Type.Object({ id: Type.String(), name: Type.String(), ...ToolOutcomeError })],
     { description: '`event: tool_result`: the outcome of the tool call with the same id' },
   ),
 );
@@ -277,7 +277,9 @@ const StreamErrorFrameSchema = named(
   Type.Object(
     {
       code: Type.String({
-        description: 'PROVIDER_AUTH_FAILED, PROVIDER_RATE_LIMITED, PROVIDER_UNAVAILABLE, PROVIDER_ERROR, UPSTREAM_TIMEOUT (also a turn past STREAM_MAX_DURATION_MS), SHUTTING_DOWN, STREAM_IN_PROGRESS (another stream of the user took over) or INTERNAL',
+        description:
+          'PROVIDER_AUTH_FAILED, PROVIDER_RATE_LIMITED, PROVIDER_UNAVAILABLE, PROVIDER_ERROR, UPSTREAM_TIMEOUT (also a turn past ' +
+          'STREAM_MAX_DURATION_MS), SHUTTING_DOWN, STREAM_IN_PROGRESS (another stream of the user took over) or INTERNAL',
       }),
       message: Type.String(),
       retryable: Type.Boolean(),
@@ -298,7 +300,8 @@ const StreamSnapshotFrameSchema = named(
     },
     {
       description:
-        '`event: snapshot` (DESIGN §12, on attaching only): the reply so far, in place of the frames up to this id that the log no longer holds; replaces what the client had. Live frames (or the terminal one) follow.',
+        '`event: snapshot` (DESIGN §12, on attaching only): the reply so far, in place of the frames up to this id that the log no longer holds; ' +
+        'replaces what the client had. Live frames (or the terminal one) follow.',
     },
   ),
 );
@@ -316,9 +319,13 @@ const FRAMES = {
 /** DESIGN §12: where an attaching client resumes, for clients that cannot set the Last-Event-ID header. */
 export const AttachQuery = Type.Object(
   {
-    lastEventId: Type.Optional(Type.String({ pattern: '^[0-9]{1,15}$', description: 'The id of the last frame the client has; the `Last-Event-ID` header wins' })),
+    lastEventId: Type.Optional(
+      Type.String({ pattern: '^[0-9]{1,15}$', description: 'The id of the last frame the client has; the `Last-Event-ID` header wins' }),
+    ),
     access_token: Type.Optional(
-      Type.String({ description: 'The bearer token, for clients that cannot set the Authorization header (a browser’s EventSource); ignored when the header is sent' }),
+      Type.String({
+        description: 'The bearer token, for clients that cannot set the Authorization header (a browser’s EventSource); ignored when the header is sent',
+      }),
     ),
   },
   { additionalProperties: false },

@@ -46,7 +46,9 @@ describe('conversation search (issue 29)', () => {
       const at = new Date(now - i * 60_000);
       await sql`insert into conversations (id, user_id, title, provider, model, persona_id, message_count, last_message_at, created_at, updated_at)
         values (${id}, ${user}, ${title(i)}, 'openai', 'gpt-4o-mini', null, 0, ${at}, ${at}, ${at})`.execute(t.deps.db);
-      await sql`insert into conversation_search (conversation_id, document) select ${id}::uuid, ${searchDocument(sql`${user}::text`, sql`${title(i)}::text`)}`.execute(t.deps.db);
+      await sql`insert into conversation_search (conversation_id, document) select ${id}::uuid, ${searchDocument(sql`${user}::text`, sql`${title(i)}::text`)}`.execute(
+        t.deps.db,
+      );
     }
   }
 
@@ -59,14 +61,30 @@ describe('conversation search (issue 29)', () => {
       const other = await userWithOpenAiKey(t, fake.validKey, 'search-other');
       await converse(other, null, 'NVDA earnings again', 'Same answer.');
 
-      assert.deepEqual(titles(await search(user, 'nvda')), ['Where do I put my stop on AAPL?', 'Should I hold NVDA through earnings?'], 'a user message or a reply');
-      assert.deepEqual((await search(user, 'EARNINGS')).items.map((i) => i.id), [earnings], 'any case');
+      assert.deepEqual(
+        titles(await search(user, 'nvda')),
+        ['Where do I put my stop on AAPL?', 'Should I hold NVDA through earnings?'],
+        'a user message or a reply',
+      );
+      assert.deepEqual(
+        (await search(user, 'EARNINGS')).items.map((i) => i.id),
+        [earnings],
+        'any case',
+      );
       assert.deepEqual((await search(user, 'earn')).items, [], 'whole words: the start of one is not enough');
-      assert.deepEqual((await search(user, 'breakout nvda')).items.map((i) => i.id), [stops], 'every word, in the advisor’s reply');
+      assert.deepEqual(
+        (await search(user, 'breakout nvda')).items.map((i) => i.id),
+        [stops],
+        'every word, in the advisor’s reply',
+      );
       assert.deepEqual((await search(user, 'nvda covered')).items, [], 'every word must be there');
       const all = await search(user, 'nvda');
       const listed = (await t.call('GET', '/api/advisor/conversations', { user })).json<Page>();
-      assert.deepEqual(all.items, listed.items.filter((i) => i.id === earnings || i.id === stops), 'the same items as the list');
+      assert.deepEqual(
+        all.items,
+        listed.items.filter((i) => i.id === earnings || i.id === stops),
+        'the same items as the list',
+      );
     });
 
     test('issue 29: a later turn’s words are found from its end; a renamed conversation is found by its new title', async () => {
@@ -74,10 +92,16 @@ describe('conversation search (issue 29)', () => {
       const id = await converse(user, null, 'Hello', 'Hi there.');
       assert.deepEqual((await search(user, 'drawdown')).items, []);
       await converse(user, id, 'How deep was my drawdown in March?', 'About 8%.');
-      assert.deepEqual((await search(user, 'drawdown')).items.map((i) => i.id), [id]);
+      assert.deepEqual(
+        (await search(user, 'drawdown')).items.map((i) => i.id),
+        [id],
+      );
       const renamed = await t.call('PATCH', `/api/advisor/conversations/${id}`, { user, body: { title: 'Quarterly review' } });
       assert.equal(renamed.statusCode, 200, renamed.body);
-      assert.deepEqual((await search(user, 'quarterly')).items.map((i) => i.id), [id]);
+      assert.deepEqual(
+        (await search(user, 'quarterly')).items.map((i) => i.id),
+        [id],
+      );
     });
 
     test('issue 29: pages of a search follow the list’s cursors, whether the matches are among the newest conversations or only among older ones', async () => {
@@ -121,7 +145,7 @@ describe('conversation search (issue 29)', () => {
     test('issue 29: tsquery syntax in q is only letters and digits to the search (no operator, no error), and another user’s conversations are never found', async () => {
       const user = newUser('search-inject');
       await seed(user, 3, (i) => ['alpha beta', 'gamma', 'delta'][i] ?? '');
-      for (const q of ["alpha | gamma", "!alpha", "alph:*", "'alpha' & ''", 'alpha\\', '(alpha', 'alpha <-> beta']) {
+      for (const q of ['alpha | gamma', '!alpha', 'alph:*', "'alpha' & ''", 'alpha\\', '(alpha', 'alpha <-> beta']) {
         const res = await t.call('GET', `/api/advisor/conversations?q=${encodeURIComponent(q)}`, { user });
         assert.equal(res.statusCode, 200, `${q}: ${res.body}`);
       }

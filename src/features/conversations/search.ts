@@ -14,7 +14,11 @@ const MAX_TERM_CHARS = 64;
  * Only letters, digits and the operator written here reach to_tsquery, so no query can inject tsquery syntax.
  */
 export function searchTerms(q: string): string | undefined {
-  const words = q.normalize('NFKC').toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? [];
+  const words =
+    q
+      .normalize('NFKC')
+      .toLowerCase()
+      .match(/[\p{L}\p{N}]+/gu) ?? [];
   const terms = [...new Set(words.map((w) => [...w].slice(0, MAX_TERM_CHARS).join('')))].slice(0, MAX_TERMS);
   return terms.length === 0 ? undefined : terms.join(' & ');
 }

@@ -37,7 +37,6 @@ function toListItem(row: repo.ConversationRow): ConversationListItemDto {
   };
 }
 
-
 function toMessage(row: repo.MessageRow, attachments: repo.AttachmentMeta[], payment: TurnPayment | undefined): MessageDto {
   return {
     id: row.id,
@@ -62,13 +61,7 @@ const NOTHING_FOUND = '{"items":[],"nextCursor":null}';
  * Spec 4.5: newest first by (updatedAt, id), so rows sharing an instant are each listed once; with
  * `q`, the conversations whose search document holds its words (search.ts), in the same order.
  */
-export async function listConversations(
-  deps: ReadDeps,
-  userId: string,
-  cursor: string | undefined,
-  limit = DEFAULT_PAGE,
-  q?: string,
-): Promise<string> {
+export async function listConversations(deps: ReadDeps, userId: string, cursor: string | undefined, limit = DEFAULT_PAGE, q?: string): Promise<string> {
   let after: { updatedAt: string; id: string } | undefined;
   if (cursor !== undefined) {
     const [updatedAt, id] = openCursor(deps.vault, userId, 'conversations', cursor);
@@ -122,7 +115,12 @@ export async function getConversation(
   };
 }
 
-export async function renameConversation(deps: Pick<Deps, 'db' | 'clock' | 'logger'>, userId: string, id: string, title: string): Promise<ConversationListItemDto> {
+export async function renameConversation(
+  deps: Pick<Deps, 'db' | 'clock' | 'logger'>,
+  userId: string,
+  id: string,
+  title: string,
+): Promise<ConversationListItemDto> {
   const normalised = normaliseTitle(title);
   if (normalised.length < 1 || [...normalised].length > TITLE_MAX) {
     throw new AppError('VALIDATION_ERROR', `/title: must be 1 to ${TITLE_MAX} characters after collapsing whitespace`, {
@@ -147,4 +145,3 @@ export async function attachment(deps: Pick<Deps, 'db'>, userId: string, id: str
   const data = Buffer.isBuffer(row.data) ? row.data : Buffer.from(row.data.buffer, row.data.byteOffset, row.data.byteLength);
   return { contentType: CONTENT_TYPE[row.format], data };
 }
-

@@ -85,7 +85,10 @@ describe('advisor stream: bounds (DESIGN §10)', () => {
     assert.ok(took >= MAX_DURATION_MS - 50 && took < natural, `ended after ${took} ms`);
     const turnId = String(startOf(res)['assistantMessageId']);
     const stored = await replyRow(capped, turnId);
-    const sent = res.frames.filter((f) => f.event === 'delta').map((f) => String(f.data['text'])).join('');
+    const sent = res.frames
+      .filter((f) => f.event === 'delta')
+      .map((f) => String(f.data['text']))
+      .join('');
     assert.ok(sent.length > 0);
     assert.deepEqual([stored?.status, stored?.error_code, stored?.content], ['failed', 'UPSTREAM_TIMEOUT', sent]);
     assert.equal(await turnStatus(capped, turnId), 'charged');

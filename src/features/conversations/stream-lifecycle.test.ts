@@ -4,7 +4,20 @@ import type { AddressInfo } from 'node:net';
 import { buildTestApp, type TestApp } from '../../../test/helpers/app.ts';
 import type { OpenAiCompatibleFake } from '../../../test/fakes/index.ts';
 import { startOpenAiCompatibleFake } from '../../../test/fakes/index.ts';
-import { message, newUser, openStream, replyRow, saveKey, send, billingSpy, startOf, textOf, waitFor, type BillingSpy, userWithOpenAiKey } from '../../../test/kits/conversations.ts';
+import {
+  message,
+  newUser,
+  openStream,
+  replyRow,
+  saveKey,
+  send,
+  billingSpy,
+  startOf,
+  textOf,
+  waitFor,
+  type BillingSpy,
+  userWithOpenAiKey,
+} from '../../../test/kits/conversations.ts';
 
 const HEARTBEAT_MS = 20;
 // Only the idle-timeout tests run under it (their own instance); every other stream has the default
@@ -82,7 +95,11 @@ describe('advisor stream: lifecycle', () => {
     fake.enqueueStream({ chunks: ['a', 'b', 'c'], delayMs: 120 });
     const res = await send(t, user, null, message());
     assert.ok(res.pings >= 2, `only ${res.pings} pings`);
-    assert.deepEqual(res.frames.map((f) => f.id), [1, 2, 3, 4, 5], 'pings carry no id');
+    assert.deepEqual(
+      res.frames.map((f) => f.id),
+      [1, 2, 3, 4, 5],
+      'pings carry no id',
+    );
     assert.equal(res.frames.at(-1)?.event, 'done');
   });
 
@@ -90,7 +107,10 @@ describe('advisor stream: lifecycle', () => {
     const user = await userWithKey('stall');
     fake.enqueueStream({ chunks: ['a', 'b'], stallAfterChunks: 1 });
     const res = await send(idle, user, null, message());
-    assert.deepEqual(res.frames.map((f) => f.event), ['start', 'delta', 'error']);
+    assert.deepEqual(
+      res.frames.map((f) => f.event),
+      ['start', 'delta', 'error'],
+    );
     assert.deepEqual([res.frames.at(-1)?.data['code'], res.frames.at(-1)?.data['retryable']], ['UPSTREAM_TIMEOUT', true]);
     const stored = await replyRow(idle, String(startOf(res)['assistantMessageId']));
     assert.deepEqual([stored?.status, stored?.content, stored?.error_code], ['failed', 'a', 'UPSTREAM_TIMEOUT']);
@@ -100,7 +120,10 @@ describe('advisor stream: lifecycle', () => {
     const user = await userWithKey('silent');
     fake.enqueueStream({ stallBeforeHeaders: true });
     const res = await send(idle, user, null, message());
-    assert.deepEqual(res.frames.map((f) => f.event), ['start', 'error']);
+    assert.deepEqual(
+      res.frames.map((f) => f.event),
+      ['start', 'error'],
+    );
     assert.equal(res.frames.at(-1)?.data['code'], 'UPSTREAM_TIMEOUT');
   });
 
@@ -123,8 +146,16 @@ describe('advisor stream: lifecycle', () => {
     // As a dead instance leaves them: the replies streaming with nothing stored, the turns reserved; the
     // frame log holds what the clients were sent.
     const crash = async (aliveAt: Date): Promise<void> => {
-      await t.deps.db.updateTable('messages').set({ status: 'streaming', content: '', parts: null, finish_reason: null, completed_at: null, last_frame_id: null }).where('id', 'in', [orphan, other]).execute();
-      await t.deps.db.updateTable('turn_charges').set({ status: 'reserved', settled_at: null, alive_at: aliveAt }).where('turn_id', 'in', [orphan, other]).execute();
+      await t.deps.db
+        .updateTable('messages')
+        .set({ status: 'streaming', content: '', parts: null, finish_reason: null, completed_at: null, last_frame_id: null })
+        .where('id', 'in', [orphan, other])
+        .execute();
+      await t.deps.db
+        .updateTable('turn_charges')
+        .set({ status: 'reserved', settled_at: null, alive_at: aliveAt })
+        .where('turn_id', 'in', [orphan, other])
+        .execute();
     };
     const longAgo = new Date(t.deps.clock.now().getTime() - 3_600_000);
     await crash(longAgo);
@@ -143,7 +174,14 @@ describe('advisor stream: lifecycle', () => {
     await crash(longAgo);
     const replay = await send(t, user, null, body);
     assert.equal(replay.statusCode, 200);
-    assert.deepEqual(replay.frames.map((f) => [f.event, f.data['code']]), [['start', undefined], ['delta', undefined], ['error', 'SHUTTING_DOWN']]);
+    assert.deepEqual(
+      replay.frames.map((f) => [f.event, f.data['code']]),
+      [
+        ['start', undefined],
+        ['delta', undefined],
+        ['error', 'SHUTTING_DOWN'],
+      ],
+    );
     assert.equal(textOf(replay), 'Half an answer');
     const stored = await replyRow(t, orphan);
     assert.deepEqual([stored?.status, stored?.content], ['interrupted', 'Half an answer']);
@@ -177,12 +215,18 @@ describe('advisor stream: SIGTERM drain', () => {
       await live.deltas(2);
       await t.deps.lifecycle.drain(50);
       await live.ended;
-      assert.deepEqual(live.frames.map((f) => f.event), ['start', 'delta', 'delta', 'error']);
+      assert.deepEqual(
+        live.frames.map((f) => f.event),
+        ['start', 'delta', 'delta', 'error'],
+      );
       assert.deepEqual(live.frames.at(-1)?.data, { code: 'SHUTTING_DOWN', message: live.frames.at(-1)?.data['message'], retryable: true });
       const replyId = String(live.frames[0]?.data['assistantMessageId']);
       const stored = await replyRow(t, replyId);
       assert.deepEqual([stored?.status, stored?.content, stored?.error_code], ['interrupted', 'ab', 'SHUTTING_DOWN']);
-      assert.deepEqual(billing.settles.map((s) => [s.charge.turnId, s.produced]), [[replyId, true]]);
+      assert.deepEqual(
+        billing.settles.map((s) => [s.charge.turnId, s.produced]),
+        [[replyId, true]],
+      );
       const refused = await send(t, user, null, message());
       assert.deepEqual([refused.statusCode, refused.code], [503, 'SERVICE_UNAVAILABLE']);
     } finally {

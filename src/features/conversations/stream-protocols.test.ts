@@ -50,8 +50,14 @@ describe('advisor stream: provider protocols', () => {
         assert.equal(res.headers['cache-control'], 'no-cache, no-transform');
         assert.equal(res.headers['x-accel-buffering'], 'no');
         assert.ok(res.headers['x-request-id']);
-        assert.deepEqual(res.frames.map((f) => f.event), ['start', 'delta', 'delta', 'delta', 'done']);
-        assert.deepEqual(res.frames.map((f) => f.id), [1, 2, 3, 4, 5]);
+        assert.deepEqual(
+          res.frames.map((f) => f.event),
+          ['start', 'delta', 'delta', 'delta', 'done'],
+        );
+        assert.deepEqual(
+          res.frames.map((f) => f.id),
+          [1, 2, 3, 4, 5],
+        );
         const start = startOf(res);
         assert.deepEqual([start['provider'], start['model'], start['billing']], [p, MODEL[p], { source: 'allowance', credits: 0 }]);
         assert.equal(textOf(res), 'Buy low, sell high');
@@ -60,13 +66,10 @@ describe('advisor stream: provider protocols', () => {
         // Each provider's cached, reasoning and cost figures: usage.test.ts (DESIGN §13).
         assert.deepEqual([done['finishReason'], done['toolCalls'], usage['inputTokens'], usage['outputTokens']], ['stop', 0, 42, 7]);
         const stored = await replyRow(t, String(start['assistantMessageId']));
-        assert.deepEqual([stored?.status, stored?.content, stored?.finish_reason, stored?.input_tokens, stored?.output_tokens], [
-          'complete',
-          'Buy low, sell high',
-          'stop',
-          42,
-          7,
-        ]);
+        assert.deepEqual(
+          [stored?.status, stored?.content, stored?.finish_reason, stored?.input_tokens, stored?.output_tokens],
+          ['complete', 'Buy low, sell high', 'stop', 42, 7],
+        );
         assertWireFormat(p, upstream, fakes[p]);
       });
 
@@ -88,7 +91,10 @@ describe('advisor stream: provider protocols', () => {
         test(`DESIGN §7: ${p} answers ${what} before any chunk → start then error ${code}; stored failed`, async () => {
           const { res } = await turn(p, script);
           assert.equal(res.statusCode, 200);
-          assert.deepEqual(res.frames.map((f) => f.event), ['start', 'error']);
+          assert.deepEqual(
+            res.frames.map((f) => f.event),
+            ['start', 'error'],
+          );
           assert.deepEqual(errorOf(res)?.['code'], code);
           assert.equal(errorOf(res)?.['retryable'], retryable);
           const stored = await replyRow(t, String(startOf(res)['assistantMessageId']));
@@ -98,7 +104,10 @@ describe('advisor stream: provider protocols', () => {
 
       test(`DESIGN §7: ${p} error inside the stream after a chunk → the delta, then error; stored failed with that delta`, async () => {
         const { res } = await turn(p, { chunks: ['One', ' two', ' three'], errorAfterChunks: 2 });
-        assert.deepEqual(res.frames.map((f) => f.event), ['start', 'delta', 'delta', 'error']);
+        assert.deepEqual(
+          res.frames.map((f) => f.event),
+          ['start', 'delta', 'delta', 'error'],
+        );
         // Every fake's in-stream error is a server-side one (overloaded_error, server_error, INTERNAL).
         assert.equal(errorOf(res)?.['code'], 'PROVIDER_UNAVAILABLE');
         assert.equal(errorOf(res)?.['retryable'], true);
@@ -108,13 +117,19 @@ describe('advisor stream: provider protocols', () => {
 
       test(`DESIGN §7: ${p} connection dropped mid-stream → error PROVIDER_UNAVAILABLE`, async () => {
         const { res } = await turn(p, { chunks: ['One', ' two', ' three'], dropAfterChunks: 1 });
-        assert.deepEqual(res.frames.map((f) => f.event), ['start', 'delta', 'error']);
+        assert.deepEqual(
+          res.frames.map((f) => f.event),
+          ['start', 'delta', 'error'],
+        );
         assert.equal(errorOf(res)?.['code'], 'PROVIDER_UNAVAILABLE');
       });
 
       test(`DESIGN §7: ${p} malformed chunk → error PROVIDER_ERROR after the good deltas`, async () => {
         const { res } = await turn(p, { chunks: ['One', ' two'], malformedAfterChunks: 1 });
-        assert.deepEqual(res.frames.map((f) => f.event), ['start', 'delta', 'error']);
+        assert.deepEqual(
+          res.frames.map((f) => f.event),
+          ['start', 'delta', 'error'],
+        );
         assert.equal(errorOf(res)?.['code'], 'PROVIDER_ERROR');
         assert.equal(textOf(res), 'One');
       });
@@ -129,7 +144,10 @@ describe('advisor stream: provider protocols', () => {
       await saveKey(t, user, p, key);
       fakes[p].removeValidKey(key);
       const res = await send(t, user, null, message());
-      assert.deepEqual(res.frames.map((f) => f.event), ['start', 'error']);
+      assert.deepEqual(
+        res.frames.map((f) => f.event),
+        ['start', 'error'],
+      );
       assert.deepEqual(errorOf(res), { code: 'PROVIDER_AUTH_FAILED', message: errorOf(res)?.['message'], retryable: false });
       assert.ok(!res.body.includes(key), 'the key never reaches the client');
       assert.ok(!t.logs.some((line) => line.includes(key)), 'the key never reaches a log line');
@@ -144,7 +162,10 @@ describe('advisor stream: provider protocols', () => {
       await saveKey(app, user, 'google', lf.validKey);
       lf.enqueueStream({ chunks: ['a', 'b', 'c'] });
       const res = await send(app, user, null, message());
-      assert.deepEqual(res.frames.map((f) => f.event), ['start', 'delta', 'delta', 'delta', 'done']);
+      assert.deepEqual(
+        res.frames.map((f) => f.event),
+        ['start', 'delta', 'delta', 'delta', 'done'],
+      );
     } finally {
       await app.close();
       await lf.close();
@@ -209,15 +230,24 @@ describe('advisor stream: provider protocols', () => {
       let system: unknown;
       if (p === 'google') {
         system = (body['systemInstruction'] as { parts: { text: string }[] }).parts[0]?.text;
-        assert.deepEqual(body['contents'], turns.map(([role, text]) => ({ role: role === 'assistant' ? 'model' : 'user', parts: [{ text }] })));
+        assert.deepEqual(
+          body['contents'],
+          turns.map(([role, text]) => ({ role: role === 'assistant' ? 'model' : 'user', parts: [{ text }] })),
+        );
       } else if (p === 'anthropic') {
         system = body['system'];
-        assert.deepEqual(body['messages'], turns.map(([role, content]) => ({ role, content })));
+        assert.deepEqual(
+          body['messages'],
+          turns.map(([role, content]) => ({ role, content })),
+        );
       } else {
         const [first, ...rest] = body['messages'] as { role: string; content: unknown }[];
         assert.equal(first?.role, 'system');
         system = first?.content;
-        assert.deepEqual(rest, turns.map(([role, content]) => ({ role, content })));
+        assert.deepEqual(
+          rest,
+          turns.map(([role, content]) => ({ role, content })),
+        );
       }
       // DESIGN §11: the advisor's own prompt (the date, what it may look up), then the persona's.
       assert.ok(typeof system === 'string' && system.endsWith(`\n\n${prompt}`) && / UTC /.test(system), String(system));

@@ -6,7 +6,20 @@ import type { StreamLeases } from '../../platform/stream-lease.ts';
 import { buildTestApp, type TestApp } from '../../../test/helpers/app.ts';
 import type { OpenAiCompatibleFake } from '../../../test/fakes/index.ts';
 import { startOpenAiCompatibleFake } from '../../../test/fakes/index.ts';
-import { countRows, image, IMAGES, message, newUser, saveKey, send, billingSpy, startOf, textOf, type BillingSpy, userWithOpenAiKey } from '../../../test/kits/conversations.ts';
+import {
+  countRows,
+  image,
+  IMAGES,
+  message,
+  newUser,
+  saveKey,
+  send,
+  billingSpy,
+  startOf,
+  textOf,
+  type BillingSpy,
+  userWithOpenAiKey,
+} from '../../../test/kits/conversations.ts';
 
 const MAX_IMAGE_BYTES = 1000;
 
@@ -91,7 +104,10 @@ describe('advisor stream: checks, idempotency, limits', () => {
       fake.enqueueStream({ chunks: ['Half'], errorAfterChunks: 1 });
       const first = await send(t, user, null, body);
       const again = await send(t, user, null, body);
-      assert.deepEqual(again.frames.map((f) => f.event), ['start', 'delta', 'error']);
+      assert.deepEqual(
+        again.frames.map((f) => f.event),
+        ['start', 'delta', 'error'],
+      );
       assert.deepEqual(again.frames.at(-1)?.data, first.frames.at(-1)?.data);
     });
 
@@ -169,7 +185,13 @@ describe('advisor stream: checks, idempotency, limits', () => {
 
     test('DESIGN §7: base64 that does not decode → 400 IMAGE_INVALID', async () => {
       for (const bad of ['!!!!', 'iVBORw0KGgo$AAAA', 'abcde']) {
-        await refused(await userWithKey('b64'), null, message('look', { attachments: [{ type: 'image', format: 'png', dataBase64: bad }] }), 400, 'IMAGE_INVALID');
+        await refused(
+          await userWithKey('b64'),
+          null,
+          message('look', { attachments: [{ type: 'image', format: 'png', dataBase64: bad }] }),
+          400,
+          'IMAGE_INVALID',
+        );
       }
     });
 
@@ -217,7 +239,7 @@ describe('advisor stream: checks, idempotency, limits', () => {
       assert.equal(billing.settles.filter((s) => s.charge.userId === user).length, 0);
     });
 
-    test('DESIGN §2: an unknown conversation, or another user\'s → 404 CONVERSATION_NOT_FOUND', async () => {
+    test("DESIGN §2: an unknown conversation, or another user's → 404 CONVERSATION_NOT_FOUND", async () => {
       const owner = await userWithKey('owner');
       const theirs = String(startOf(await send(t, owner, null, message())).conversationId);
       const intruder = await userWithKey('intruder');
@@ -289,7 +311,12 @@ describe('advisor stream: the database fences one live turn per user (DESIGN §1
   test('DESIGN §12: 20 concurrent stream starts of one user across two instances whose lease store grants every lease (as one restarted empty does) → exactly one 200, 19 × 409 STREAM_IN_PROGRESS; nothing of the refused stored or charged', async () => {
     const fake = await startOpenAiCompatibleFake({ flavor: 'openai' });
     // Every acquire succeeds and no lease is ever refused: only the database stands between two turns.
-    const forgetful = (real: StreamLeases): StreamLeases => ({ ...real, acquire: async () => randomUUID(), renew: async () => true, release: async () => undefined });
+    const forgetful = (real: StreamLeases): StreamLeases => ({
+      ...real,
+      acquire: async () => randomUUID(),
+      renew: async () => true,
+      release: async () => undefined,
+    });
     const one = await buildTestApp({ env: { OPENAI_BASE_URL: fake.url }, deps: { leases: forgetful } });
     const two = await buildTestApp({ shareWith: one, env: { OPENAI_BASE_URL: fake.url }, deps: { leases: forgetful } });
     try {
@@ -301,7 +328,10 @@ describe('advisor stream: the database fences one live turn per user (DESIGN §1
       const stored = await one.deps.db.selectFrom('messages').select('role').where('user_id', '=', user).execute();
       assert.equal(stored.length, 2, 'one user message and one reply');
       const charges = await one.deps.db.selectFrom('turn_charges').select('status').where('user_id', '=', user).execute();
-      assert.deepEqual(charges.map((c) => c.status), ['charged']);
+      assert.deepEqual(
+        charges.map((c) => c.status),
+        ['charged'],
+      );
       assert.equal((await send(two, user, null, message())).statusCode, 200, 'the next turn starts once the first ended');
     } finally {
       await two.close();

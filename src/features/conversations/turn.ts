@@ -48,7 +48,8 @@ const TURN_CHECKS = {
   decision: [
     '404 CONVERSATION_NOT_FOUND',
     'clientMessageId: 409 CLIENT_MESSAGE_ID_REUSED, 409 STREAM_IN_PROGRESS while its reply streams, or a replay of the stored reply',
-    'replaces: 400 VALIDATION_ERROR unless it names the conversation’s last user message (never on a new conversation), 409 STREAM_IN_PROGRESS while its reply streams',
+    'replaces: 400 VALIDATION_ERROR unless it names the conversation’s last user message (never on a new conversation), 409 STREAM_IN_PROGRESS while ' +
+      'its reply streams',
     '409 PROVIDER_KEY_NOT_CONFIGURED / PROVIDER_KEY_DECRYPTION_FAILED',
     '400 IMAGES_NOT_SUPPORTED',
     '409 STREAM_IN_PROGRESS (one live stream per user)',
@@ -56,7 +57,8 @@ const TURN_CHECKS = {
   reserve: ['billing 402 / 429 TIER_LIMIT_IMAGES'],
 } as const;
 
-export const TURN_CHECKS_DOC = `Checks, in order (each refusal stores, reserves and calls nothing): ${Object.values(TURN_CHECKS).flat().join('; ')}. Then 200 text/event-stream.`;
+export const TURN_CHECKS_DOC =
+  'Checks, in order (each refusal stores, reserves and calls nothing): ' + `${Object.values(TURN_CHECKS).flat().join('; ')}. Then 200 text/event-stream.`;
 
 /** A stream request body up to this size is read while the rate-limit verdict is on its way. */
 const READ_BEFORE_VERDICT_BYTES = 64 * 1024;
@@ -227,7 +229,19 @@ async function decide(deps: Deps, userId: string, target: string | null, input: 
   if (deps.lifecycle.draining) throw new AppError('SERVICE_UNAVAILABLE', 'the service is shutting down; retry shortly');
   await claim.token();
   const toolsEnabled = entry?.tools !== false && deps.config.advisorMaxToolCalls > 0;
-  return { kind: 'new', conversation, key, provider, model, claim, history: reads.history, marketKey: reads.marketKey, toolsEnabled, pricing: entry?.pricing, replaced };
+  return {
+    kind: 'new',
+    conversation,
+    key,
+    provider,
+    model,
+    claim,
+    history: reads.history,
+    marketKey: reads.marketKey,
+    toolsEnabled,
+    pricing: entry?.pricing,
+    replaced,
+  };
 }
 
 /** The turn a request `replaces`: the conversation's last user message, whose reply is not streaming (there is none on a new conversation). */

@@ -45,7 +45,8 @@ export function readTradeCsv(text: string): CsvRow[] {
     index.set(column, i);
   });
   const missing = REQUIRED.filter((c) => !index.has(c));
-  if (missing.length > 0) throw notCsv(`the header row lacks the column(s) ${missing.join(', ')} (it needs ${REQUIRED.join(', ')}; fee, externalId and note are optional)`);
+  if (missing.length > 0)
+    throw notCsv(`the header row lacks the column(s) ${missing.join(', ')} (it needs ${REQUIRED.join(', ')}; fee, externalId and note are optional)`);
   if (data.length > MAX_CSV_ROWS) throw notCsv(`the CSV has ${data.length} data rows; at most ${MAX_CSV_ROWS} are imported at once`);
   const cell = (record: string[], c: Column): string | undefined => {
     const i = index.get(c);
@@ -75,7 +76,9 @@ export function readTradeCsv(text: string): CsvRow[] {
  * imported again adds nothing.
  */
 export function importKey(fields: readonly (string | null)[], occurrence: number): string {
-  return createHash('sha256').update(JSON.stringify([...fields, occurrence])).digest('base64url');
+  return createHash('sha256')
+    .update(JSON.stringify([...fields, occurrence]))
+    .digest('base64url');
 }
 
 /**

@@ -17,14 +17,22 @@ describe('CSV import and export (DESIGN §14)', () => {
   after(async () => t.close());
 
   async function account(user: string): Promise<string> {
-    const res = await t.call('POST', '/api/accounts', { user, body: { name: `a-${randomUUID()}`, currency: 'USD', timezone: 'America/New_York', startingBalance: '5000' } });
+    const res = await t.call('POST', '/api/accounts', {
+      user,
+      body: { name: `a-${randomUUID()}`, currency: 'USD', timezone: 'America/New_York', startingBalance: '5000' },
+    });
     assert.equal(res.statusCode, 201, res.body);
     return res.json<{ id: string }>().id;
   }
   /** POST …/trades/import with a raw body (the test app's `call` sends JSON). */
   async function importCsv(user: string, accountId: string, csv: string | Buffer, contentType = 'text/csv') {
     const token = await t.token(user);
-    const res = await t.app.inject({ method: 'POST', url: `/api/accounts/${accountId}/trades/import`, headers: { 'content-type': contentType, authorization: `Bearer ${token}` }, payload: csv });
+    const res = await t.app.inject({
+      method: 'POST',
+      url: `/api/accounts/${accountId}/trades/import`,
+      headers: { 'content-type': contentType, authorization: `Bearer ${token}` },
+      payload: csv,
+    });
     return { statusCode: res.statusCode, body: res.body, json: <T>() => JSON.parse(res.body) as T };
   }
   const trades = async (user: string, accountId: string): Promise<TradeDto[]> =>
@@ -67,7 +75,10 @@ describe('CSV import and export (DESIGN §14)', () => {
   test('DESIGN 14: a bad row never stops the good ones: rejected rows by 1-based data row with the code a create would get', async () => {
     const u = `u-${randomUUID()}`;
     const a = await account(u);
-    await t.call('POST', `/api/accounts/${a}/trades`, { user: u, body: { symbol: 'NVDA', side: 'buy', quantity: '1', price: '100', executedAt: '2026-03-17T15:00:00Z', externalId: 'taken' } });
+    await t.call('POST', `/api/accounts/${a}/trades`, {
+      user: u,
+      body: { symbol: 'NVDA', side: 'buy', quantity: '1', price: '100', executedAt: '2026-03-17T15:00:00Z', externalId: 'taken' },
+    });
     const csv = [
       'symbol,side,quantity,price,fee,executedAt,externalId,note',
       'NVDA,buy,1,100,0,2026-03-17T15:00:00Z,taken,', // 1: the stored trade again → duplicate
@@ -87,19 +98,25 @@ describe('CSV import and export (DESIGN §14)', () => {
     assert.equal(res.statusCode, 200, res.body);
     const report = res.json<ImportReportDto>();
     assert.deepEqual([report.imported, report.duplicates, report.rejectedCount], [1, 2, 9]);
-    assert.deepEqual(report.rejected.map((r) => [r.row, r.code]), [
-      [2, 'TRADE_EXTERNAL_ID_REUSED'],
-      [3, 'VALIDATION_ERROR'],
-      [4, 'VALIDATION_ERROR'],
-      [5, 'VALIDATION_ERROR'],
-      [6, 'VALIDATION_ERROR'],
-      [7, 'VALIDATION_ERROR'],
-      [8, 'VALIDATION_ERROR'],
-      [10, 'TRADE_EXTERNAL_ID_REUSED'],
-      [12, 'VALIDATION_ERROR'],
-    ]);
+    assert.deepEqual(
+      report.rejected.map((r) => [r.row, r.code]),
+      [
+        [2, 'TRADE_EXTERNAL_ID_REUSED'],
+        [3, 'VALIDATION_ERROR'],
+        [4, 'VALIDATION_ERROR'],
+        [5, 'VALIDATION_ERROR'],
+        [6, 'VALIDATION_ERROR'],
+        [7, 'VALIDATION_ERROR'],
+        [8, 'VALIDATION_ERROR'],
+        [10, 'TRADE_EXTERNAL_ID_REUSED'],
+        [12, 'VALIDATION_ERROR'],
+      ],
+    );
     assert.match(report.rejected[1]?.message ?? '', /side/);
-    assert.deepEqual((await trades(u, a)).map((x) => x.externalId), ['new-1', 'taken']);
+    assert.deepEqual(
+      (await trades(u, a)).map((x) => x.externalId),
+      ['new-1', 'taken'],
+    );
   });
 
   test('DESIGN 14: at most 100 rejected rows are listed; rejectedCount counts them all', async () => {
@@ -108,7 +125,10 @@ describe('CSV import and export (DESIGN §14)', () => {
     const rows = Array.from({ length: 150 }, (_, i) => (i === 75 ? 'AAPL,buy,1,1,2026-03-17T15:00:00Z' : 'AAPL,buy,0,1,2026-03-17T15:00:00Z'));
     const res = await importCsv(u, a, ['symbol,side,quantity,price,executedAt', ...rows].join('\n'));
     const report = res.json<ImportReportDto>();
-    assert.deepEqual([report.imported, report.rejectedCount, report.rejected.length, report.rejected[0]?.row, report.rejected.at(-1)?.row], [1, 149, 100, 1, 101]);
+    assert.deepEqual(
+      [report.imported, report.rejectedCount, report.rejected.length, report.rejected[0]?.row, report.rejected.at(-1)?.row],
+      [1, 149, 100, 1, 101],
+    );
   });
 
   test('DESIGN 14: not CSV, no usable header, or over 50,000 rows → 400 VALIDATION_ERROR, nothing imported', async () => {
@@ -146,7 +166,10 @@ describe('CSV import and export (DESIGN §14)', () => {
     const u = `u-${randomUUID()}`;
     const a = await account(u);
     const start = Date.parse('2025-01-01T14:30:00Z');
-    const lines = Array.from({ length: 50_000 }, (_, i) => `S${i % 20},${i % 3 === 0 ? 'S' : 'B'},${(i % 7) + 1},${100 + (i % 13)}.25,0.01,${new Date(start + i * 60_000).toISOString()}`);
+    const lines = Array.from(
+      { length: 50_000 },
+      (_, i) => `S${i % 20},${i % 3 === 0 ? 'S' : 'B'},${(i % 7) + 1},${100 + (i % 13)}.25,0.01,${new Date(start + i * 60_000).toISOString()}`,
+    );
     const res = await importCsv(u, a, `symbol,side,quantity,price,fee,executedAt\n${lines.join('\n')}`);
     assert.equal(res.statusCode, 200, res.body.slice(0, 300));
     assert.deepEqual(res.json(), { imported: 50_000, duplicates: 0, rejectedCount: 0, rejected: [] });
@@ -154,11 +177,20 @@ describe('CSV import and export (DESIGN §14)', () => {
     assert.equal(n.rows[0]?.n, 50_000);
   });
 
-  test('DESIGN 14: export writes the import’s columns; formula cells get a leading \'; the export imports back as duplicates', async () => {
+  test("DESIGN 14: export writes the import’s columns; formula cells get a leading '; the export imports back as duplicates", async () => {
     const u = `u-${randomUUID()}`;
     const a = await account(u);
-    for (const [note, externalId] of [['=HYPERLINK("http://x")', 'e1'], ['+1', 'e2'], ['-2 quiet', 'e3'], ['@SUM(A1)', 'e4'], ['plain, with "quotes"', 'e5']] as const) {
-      const res = await t.call('POST', `/api/accounts/${a}/trades`, { user: u, body: { symbol: 'aapl', side: 'buy', quantity: '1.50', price: '10', executedAt: '2026-03-18T15:00:00Z', note, externalId } });
+    for (const [note, externalId] of [
+      ['=HYPERLINK("http://x")', 'e1'],
+      ['+1', 'e2'],
+      ['-2 quiet', 'e3'],
+      ['@SUM(A1)', 'e4'],
+      ['plain, with "quotes"', 'e5'],
+    ] as const) {
+      const res = await t.call('POST', `/api/accounts/${a}/trades`, {
+        user: u,
+        body: { symbol: 'aapl', side: 'buy', quantity: '1.50', price: '10', executedAt: '2026-03-18T15:00:00Z', note, externalId },
+      });
       assert.equal(res.statusCode, 201, res.body);
     }
     const res = await t.call('GET', `/api/accounts/${a}/trades/export`, { user: u });
@@ -181,11 +213,23 @@ describe('CSV import and export (DESIGN §14)', () => {
   test('DESIGN 14: the same CSV imported concurrently → its rows stored once', async () => {
     const u = `u-${randomUUID()}`;
     const a = await account(u);
-    const csv = ['symbol,side,quantity,price,executedAt,externalId', ...Array.from({ length: 40 }, (_, i) => `AAPL,${i % 2 ? 'sell' : 'buy'},1,${100 + i},2026-03-18T15:${String(i).padStart(2, '0')}:00Z,${i % 4 === 0 ? '' : `x${i}`}`)].join('\n');
+    const csv = [
+      'symbol,side,quantity,price,executedAt,externalId',
+      ...Array.from(
+        { length: 40 },
+        (_, i) => `AAPL,${i % 2 ? 'sell' : 'buy'},1,${100 + i},2026-03-18T15:${String(i).padStart(2, '0')}:00Z,${i % 4 === 0 ? '' : `x${i}`}`,
+      ),
+    ].join('\n');
     const results = await Promise.all(Array.from({ length: 8 }, () => importCsv(u, a, csv)));
-    assert.ok(results.every((r) => r.statusCode === 200), results.map((r) => r.body).join('\n'));
+    assert.ok(
+      results.every((r) => r.statusCode === 200),
+      results.map((r) => r.body).join('\n'),
+    );
     const reports = results.map((r) => r.json<ImportReportDto>());
-    assert.deepEqual(reports.map((r) => r.imported).sort((x, y) => y - x), [40, 0, 0, 0, 0, 0, 0, 0]);
+    assert.deepEqual(
+      reports.map((r) => r.imported).sort((x, y) => y - x),
+      [40, 0, 0, 0, 0, 0, 0, 0],
+    );
     assert.ok(reports.every((r) => r.imported + r.duplicates === 40 && r.rejectedCount === 0));
     assert.equal((await trades(u, a)).length, 40);
     const j = (await t.call('GET', `/api/accounts/${a}/journal?from=2026-03-18&to=2026-03-18`, { user: u })).json<JournalDto>();

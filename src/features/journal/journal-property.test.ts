@@ -153,7 +153,9 @@ function naiveJournal(fills: readonly RandomFill[], from: string, to: string, st
     }
     allTime -= fee10;
     if (index === last) {
-      snapshot = [...books].filter(([, b]) => b.lots.length > 0).map(([symbol, b]) => ({ symbol, units: b.lots.length, sign: b.sign, priceSum: b.lots.reduce((s, l) => s + l.price, 0n), openedAt: b.openedAt }));
+      snapshot = [...books]
+        .filter(([, b]) => b.lots.length > 0)
+        .map(([symbol, b]) => ({ symbol, units: b.lots.length, sign: b.sign, priceSum: b.lots.reduce((s, l) => s + l.price, 0n), openedAt: b.openedAt }));
     }
   });
   const inRange = [...days].filter(([d]) => d >= from && d <= to).sort(([a], [b]) => (a < b ? -1 : 1));
@@ -210,14 +212,28 @@ function naiveJournal(fills: readonly RandomFill[], from: string, to: string, st
     })),
     openPositions: snapshot
       .sort((a, b) => (a.symbol < b.symbol ? -1 : 1))
-      .map((p) => ({ symbol: p.symbol, quantity: write(BigInt(p.sign * p.units), 2), averagePrice: write(roundEven(p.priceSum, BigInt(p.units)), 8), openedAt: new Date(p.openedAt).toISOString() })),
+      .map((p) => ({
+        symbol: p.symbol,
+        quantity: write(BigInt(p.sign * p.units), 2),
+        averagePrice: write(roundEven(p.priceSum, BigInt(p.units)), 8),
+        openedAt: new Date(p.openedAt).toISOString(),
+      })),
     balance: money10(fixed(startingBalance, 10) + allTime),
   };
 }
 
 const toSymbolFill = (f: RandomFill): SymbolFill => {
   const units = (t: string): bigint => parseUnits(t) ?? assert.fail(t);
-  return { id: f.id, symbol: f.symbol, side: f.side, quantity: units(f.quantity), price: units(f.price), fee: units(f.fee), executedAt: f.executedAt, tradingDay: f.tradingDay };
+  return {
+    id: f.id,
+    symbol: f.symbol,
+    side: f.side,
+    quantity: units(f.quantity),
+    price: units(f.price),
+    fee: units(f.fee),
+    executedAt: f.executedAt,
+    tradingDay: f.tradingDay,
+  };
 };
 
 function randomRange(random: () => number): { from: string; to: string } {
@@ -242,7 +258,9 @@ describe('the journal of random fill sequences (DESIGN §14)', () => {
   test('DESIGN 14: the cash identity — received − paid − fees = realized − fees − cost of open longs + proceeds of open shorts, exactly', () => {
     for (let seed = 1000; seed < 1300; seed++) {
       const random = prng(seed);
-      const fills = randomFills(random, 1 + Math.floor(random() * 80)).map(toSymbolFill).sort((a, b) => a.executedAt - b.executedAt || (a.id < b.id ? -1 : 1));
+      const fills = randomFills(random, 1 + Math.floor(random() * 80))
+        .map(toSymbolFill)
+        .sort((a, b) => a.executedAt - b.executedAt || (a.id < b.id ? -1 : 1));
       const books = new Map<string, Book>();
       let cash = 0n;
       let realized = 0n;
@@ -295,7 +313,11 @@ describe('rollups kept on write agree with the journal from every fill (DESIGN �
         const { from, to } = k === 0 ? { from: '2026-01-01', to: '2026-02-01' } : randomRange(random);
         const served = await t.call('GET', `/api/accounts/${accountId}/journal?from=${from}&to=${to}`, { user });
         assert.equal(served.statusCode, 200, served.body);
-        assert.deepEqual(served.json(), computeJournal(fills, { accountId, currency: 'USD', from, to, startingBalance: '250.75' }), `seed ${seed}, ${from}..${to}`);
+        assert.deepEqual(
+          served.json(),
+          computeJournal(fills, { accountId, currency: 'USD', from, to, startingBalance: '250.75' }),
+          `seed ${seed}, ${from}..${to}`,
+        );
       }
     }
   });

@@ -25,15 +25,23 @@ const account = (from: string, to: string, startingBalance = '1000') => ({ accou
 
 describe('decimals (DESIGN §14)', () => {
   test('DESIGN 14: decimals are returned canonical: "12.50" → "12.5", "3.0" → "3", "007" → "7", no exponent', () => {
-    assert.deepEqual(
-      ['12.50', '3.0', '007', '0.00000001', '0', '999999999999.99999999', '100'].map(canonicalUnits),
-      ['12.5', '3', '7', '0.00000001', '0', '999999999999.99999999', '100'],
-    );
+    assert.deepEqual(['12.50', '3.0', '007', '0.00000001', '0', '999999999999.99999999', '100'].map(canonicalUnits), [
+      '12.5',
+      '3',
+      '7',
+      '0.00000001',
+      '0',
+      '999999999999.99999999',
+      '100',
+    ]);
     for (const bad of ['1e3', '+1', '-1', '.5', '5.', '1.123456789', '1234567890123', '1,5', ' 1', '']) assert.equal(canonicalUnits(bad), undefined, bad);
   });
 
   test('DESIGN 14: rounding is half to even; ratios have no value without a denominator', () => {
-    assert.deepEqual([5n, 15n, 25n, -5n, -15n, 14n, 16n].map((n) => divHalfEven(n, 10n)), [0n, 2n, 2n, 0n, -2n, 1n, 2n]);
+    assert.deepEqual(
+      [5n, 15n, 25n, -5n, -15n, 14n, 16n].map((n) => divHalfEven(n, 10n)),
+      [0n, 2n, 2n, 0n, -2n, 1n, 2n],
+    );
     assert.equal(formatScaled(-1n, 8), '-0.00000001');
     assert.equal(formatScaled(0n, 8), '0');
     assert.equal(ratio(2n, 3n), '0.6667');
@@ -124,18 +132,38 @@ describe('journal worked examples (DESIGN §14)', () => {
     // Expectancy: (0 − 0.00000001) / 2 = −0.000000005, half to even → 0.
     assert.deepEqual([j.totals.largestLoss, j.totals.expectancy, j.totals.winRate, j.totals.profitFactor], ['-0.00000001', '0', '0', '0']);
     // 2 round trips, net −0.00000001 together: −0.000000005 each, half to even → 0.
-    const two = computeJournal([fill('Q', 'buy', '1', '1', '0', '2026-06-01'), fill('Q', 'sell', '1', '1', '0.00000001', '2026-06-01'), fill('Q', 'buy', '1', '1', '0', '2026-06-01'), fill('Q', 'sell', '1', '1', '0', '2026-06-01')], account('2026-06-01', '2026-06-01'));
+    const two = computeJournal(
+      [
+        fill('Q', 'buy', '1', '1', '0', '2026-06-01'),
+        fill('Q', 'sell', '1', '1', '0.00000001', '2026-06-01'),
+        fill('Q', 'buy', '1', '1', '0', '2026-06-01'),
+        fill('Q', 'sell', '1', '1', '0', '2026-06-01'),
+      ],
+      account('2026-06-01', '2026-06-01'),
+    );
     assert.deepEqual([two.totals.roundTrips, two.totals.expectancy, two.totals.netPnl], [2, '0', '-0.00000001']);
   });
 
   test('DESIGN 14: amounts are exact to 16 places and written half to even at 8', () => {
-    const half = computeJournal([fill('Z', 'buy', '0.5', '1.00000001', '0', '2026-07-01'), fill('Z', 'sell', '0.5', '1.00000002', '0', '2026-07-01')], account('2026-07-01', '2026-07-01'));
+    const half = computeJournal(
+      [fill('Z', 'buy', '0.5', '1.00000001', '0', '2026-07-01'), fill('Z', 'sell', '0.5', '1.00000002', '0', '2026-07-01')],
+      account('2026-07-01', '2026-07-01'),
+    );
     assert.equal(half.totals.realizedPnl, '0', '0.000000005 → 0 (even)');
     assert.equal(half.totals.largestWin, '0', 'a win of 0.000000005 is still a win');
     assert.equal(half.totals.wins, 1);
-    const oneAndHalf = computeJournal([fill('Z', 'buy', '1.5', '1.00000001', '0', '2026-07-01'), fill('Z', 'sell', '1.5', '1.00000002', '0', '2026-07-01')], account('2026-07-01', '2026-07-01'));
+    const oneAndHalf = computeJournal(
+      [fill('Z', 'buy', '1.5', '1.00000001', '0', '2026-07-01'), fill('Z', 'sell', '1.5', '1.00000002', '0', '2026-07-01')],
+      account('2026-07-01', '2026-07-01'),
+    );
     assert.equal(oneAndHalf.totals.realizedPnl, '0.00000002', '0.000000015 → 0.00000002 (even)');
-    const big = computeJournal([fill('B', 'buy', '999999999999.99999999', '999999999999.99999999', '0', '2026-07-01'), fill('B', 'sell', '999999999999.99999999', '0', '0', '2026-07-01')], account('2026-07-01', '2026-07-01'));
+    const big = computeJournal(
+      [
+        fill('B', 'buy', '999999999999.99999999', '999999999999.99999999', '0', '2026-07-01'),
+        fill('B', 'sell', '999999999999.99999999', '0', '0', '2026-07-01'),
+      ],
+      account('2026-07-01', '2026-07-01'),
+    );
     // −(10^12 − 10^-8)² = −(10^24 − 2·10^4 + 10^-16): exact, then half to even at 8 places.
     assert.equal(big.totals.realizedPnl, '-999999999999999999980000');
   });
@@ -173,8 +201,20 @@ describe('journal worked examples (DESIGN §14)', () => {
     assert.deepEqual([j.totals.realizedPnl, j.totals.wins, j.totals.losses, j.totals.profitFactor, j.totals.winRate], ['3', 1, 1, '2.5', '0.5']);
     const empty = computeJournal(fills, account('2027-01-01', '2027-01-31'));
     assert.deepEqual(empty.totals, {
-      realizedPnl: '0', fees: '0', netPnl: '0', roundTrips: 0, wins: 0, losses: 0, winRate: null, profitFactor: null, expectancy: null,
-      averageWin: null, averageLoss: null, largestWin: null, largestLoss: null, maxDrawdown: '0',
+      realizedPnl: '0',
+      fees: '0',
+      netPnl: '0',
+      roundTrips: 0,
+      wins: 0,
+      losses: 0,
+      winRate: null,
+      profitFactor: null,
+      expectancy: null,
+      averageWin: null,
+      averageLoss: null,
+      largestWin: null,
+      largestLoss: null,
+      maxDrawdown: '0',
     });
     assert.deepEqual(empty.days, []);
     assert.equal(empty.balance, '1003');

@@ -171,7 +171,9 @@ export function computeJournal(fills: readonly SymbolFill[], account: Omit<Journ
     countFill(day, f.fee, outcome);
     if (i === cutoff) positions = positionsOf(books);
   });
-  const inRange = [...days.values()].filter((d) => d.tradingDay >= account.from && d.tradingDay <= account.to).sort((a, b) => (a.tradingDay < b.tradingDay ? -1 : 1));
+  const inRange = [...days.values()]
+    .filter((d) => d.tradingDay >= account.from && d.tradingDay <= account.to)
+    .sort((a, b) => (a.tradingDay < b.tradingDay ? -1 : 1));
   return journalOf({ ...account, days: inRange, allTimeNet, positions });
 }
 
@@ -182,4 +184,3 @@ function positionsOf(books: ReadonlyMap<string, Book>): PositionFigures[] {
   }
   return out;
 }
-

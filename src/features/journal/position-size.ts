@@ -17,7 +17,8 @@ export function exact(text: string): Exact | undefined {
 }
 
 const at = (x: Exact, places: number): bigint => x.units * pow10(places - x.places);
-const write = (x: Exact): string => (x.places <= UNIT_PLACES ? formatScaled(at(x, UNIT_PLACES), UNIT_PLACES) : formatScaled(divHalfEven(x.units, pow10(x.places - UNIT_PLACES)), UNIT_PLACES));
+const write = (x: Exact): string =>
+  x.places <= UNIT_PLACES ? formatScaled(at(x, UNIT_PLACES), UNIT_PLACES) : formatScaled(divHalfEven(x.units, pow10(x.places - UNIT_PLACES)), UNIT_PLACES);
 
 export interface PositionSize {
   readonly shares: string;
@@ -39,7 +40,10 @@ export function positionSize(entry: Exact, stop: Exact, riskPercent: Exact, bala
   if (perShareRisk.units === 0n) return undefined;
   // riskAmount = balance.units × r.units / 10^(b + r + 2)
   const riskAmount: Exact = { units: balance.units * riskPercent.units, places: balance.places + riskPercent.places + 2 };
-  const q = riskAmount.places >= p ? (riskAmount.units) / (perShareRisk.units * pow10(riskAmount.places - p)) : (riskAmount.units * pow10(p - riskAmount.places)) / perShareRisk.units;
+  const q =
+    riskAmount.places >= p
+      ? riskAmount.units / (perShareRisk.units * pow10(riskAmount.places - p))
+      : (riskAmount.units * pow10(p - riskAmount.places)) / perShareRisk.units;
   const shares = q > 0n ? q : 0n;
   return {
     shares: shares.toString(),

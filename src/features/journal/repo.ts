@@ -94,7 +94,11 @@ export async function insertTrades(trx: Trx, accountId: string, rows: readonly (
 export async function updateOutcomes(trx: Trx, rows: readonly (OutcomeColumns & { id: string })[]): Promise<void> {
   for (const part of chunks(rows)) {
     const values = sql.join(
-      part.map((r) => sql`(${r.id}::uuid, ${r.realized_pnl}::numeric, ${r.trip_net}::numeric, ${r.position_quantity}::numeric, ${r.position_cost}::numeric, ${r.position_opened_at}::timestamptz)`),
+      part.map(
+        (r) =>
+          sql`(${r.id}::uuid, ${r.realized_pnl}::numeric, ${r.trip_net}::numeric, ${r.position_quantity}::numeric,
+            ${r.position_cost}::numeric, ${r.position_opened_at}::timestamptz)`,
+      ),
     );
     await sql`update trades set realized_pnl = v.realized, trip_net = v.trip, position_quantity = v.qty, position_cost = v.cost, position_opened_at = v.opened
       from (values ${values}) as v(id, realized, trip, qty, cost, opened) where trades.id = v.id`.execute(trx);
@@ -106,19 +110,27 @@ export async function deleteTrade(trx: Trx, accountId: string, id: string): Prom
   return rows[0];
 }
 
-export async function updateNoteAndTags(db: Db, accountId: string, id: string, patch: { note?: string | null; tags?: readonly string[] }): Promise<TradeRow | undefined> {
+export async function updateNoteAndTags(
+  db: Db,
+  accountId: string,
+  id: string,
+  patch: { note?: string | null; tags?: readonly string[] },
+): Promise<TradeRow | undefined> {
   const sets = [
     ...(patch.note !== undefined ? [sql`note = ${patch.note}`] : []),
     ...(patch.tags !== undefined ? [sql`tags = ${JSON.stringify(patch.tags)}::jsonb`] : []),
   ];
   if (sets.length === 0) return findTrade(db, accountId, id);
-  const { rows } = await sql<TradeRow>`update trades set ${sql.join(sets)} where account_id = ${accountId} and id = ${id} returning ${TRADE_COLUMNS}`.execute(db);
+  const { rows } = await sql<TradeRow>`update trades set ${sql.join(sets)} where account_id = ${accountId} and id = ${id} returning ${TRADE_COLUMNS}`.execute(
+    db,
+  );
   return rows[0];
 }
 
 /** Every fill of one symbol, in the order FIFO applies them. */
 export async function symbolFills(trx: Trx, accountId: string, symbol: string): Promise<TradeRow[]> {
-  const { rows } = await sql<TradeRow>`select ${TRADE_COLUMNS} from trades where account_id = ${accountId} and symbol = ${symbol} order by executed_at, id`.execute(trx);
+  const { rows } =
+    await sql<TradeRow>`select ${TRADE_COLUMNS} from trades where account_id = ${accountId} and symbol = ${symbol} order by executed_at, id`.execute(trx);
   return rows;
 }
 
@@ -128,7 +140,12 @@ export async function books(trx: Trx, accountId: string, symbols: readonly strin
   return new Map(rows.map((r) => [r.symbol, r.book]));
 }
 
-export async function saveBooks(trx: Trx, accountId: string, saved: readonly { symbol: string; book: StoredBook }[], emptied: readonly string[]): Promise<void> {
+export async function saveBooks(
+  trx: Trx,
+  accountId: string,
+  saved: readonly { symbol: string; book: StoredBook }[],
+  emptied: readonly string[],
+): Promise<void> {
   for (const part of chunks(saved)) {
     await trx
       .insertInto('trade_books')

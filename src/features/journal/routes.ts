@@ -7,18 +7,7 @@ import type { Deps } from '../../deps.ts';
 import { AppError } from '../../http/errors.ts';
 import { IdParams, NoContent, responses } from '../../http/schemas.ts';
 import { MAX_CSV_BYTES } from './csv.ts';
-import {
-  CreateTradeBody,
-  CsvBody,
-  ImportReport,
-  Journal,
-  JournalQuery,
-  Trade,
-  TradeListQuery,
-  TradePage,
-  TradeParams,
-  UpdateTradeBody,
-} from './schemas.ts';
+import { CreateTradeBody, CsvBody, ImportReport, Journal, JournalQuery, Trade, TradeListQuery, TradePage, TradeParams, UpdateTradeBody } from './schemas.ts';
 import * as service from './service.ts';
 import { exportTrades, importTrades } from './transfer.ts';
 
@@ -68,7 +57,7 @@ export async function journalRoutes(parent: FastifyInstance, { deps }: { deps: D
         operationId: 'exportTrades',
         tags,
         summary: 'The account’s trades as CSV, in the import’s columns, oldest first',
-        description: 'A cell starting with =, +, -, @ (or a tab or carriage return) is written with a leading \', so a spreadsheet never runs it.',
+        description: "A cell starting with =, +, -, @ (or a tab or carriage return) is written with a leading ', so a spreadsheet never runs it.",
         params: IdParams,
         response: responses({ 200: { description: 'text/csv (RFC 4180)', content: { 'text/csv': { schema: Type.Unsafe<Readable>({ type: 'string' }) } } } }),
       },
@@ -125,7 +114,8 @@ export async function journalRoutes(parent: FastifyInstance, { deps }: { deps: D
 async function csvImportRoute(parent: FastifyInstance, { deps }: { deps: Deps }): Promise<void> {
   const app = parent.withTypeProvider<TypeBoxTypeProvider>();
   app.addContentTypeParser('text/csv', { parseAs: 'buffer', bodyLimit: MAX_CSV_BYTES }, (_req, body: Buffer, done) => {
-    if (!isUtf8(body)) done(new AppError('VALIDATION_ERROR', 'the CSV is not UTF-8 text', { details: [{ path: '/', message: 'body must be UTF-8 text' }] }), undefined);
+    if (!isUtf8(body))
+      done(new AppError('VALIDATION_ERROR', 'the CSV is not UTF-8 text', { details: [{ path: '/', message: 'body must be UTF-8 text' }] }), undefined);
     else done(null, body.toString('utf8'));
   });
   app.post(

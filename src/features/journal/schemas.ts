@@ -12,9 +12,16 @@ export const MAX_TAG = 32;
 const Symbol = Type.String({ pattern: SYMBOL_PATTERN, description: 'Ticker as the broker writes it; stored upper case' });
 const Side = Type.Union([Type.Literal('buy'), Type.Literal('sell')]);
 const Decimal = (description: string) =>
-  Type.String({ pattern: TRADE_DECIMAL, description: `${description}; a decimal string of at most 12 integer and 8 fractional digits, returned canonical ("12.50" → "12.5")` });
+  Type.String({
+    pattern: TRADE_DECIMAL,
+    description: `${description}; a decimal string of at most 12 integer and 8 fractional digits, returned canonical ("12.50" → "12.5")`,
+  });
 const Note = Type.String({ maxLength: MAX_NOTE });
-const Tags = Type.Array(Type.String({ minLength: 1, maxLength: MAX_TAG }), { maxItems: MAX_TAGS, uniqueItems: true, description: `At most ${MAX_TAGS}, each 1 to ${MAX_TAG} characters, no repeats` });
+const Tags = Type.Array(Type.String({ minLength: 1, maxLength: MAX_TAG }), {
+  maxItems: MAX_TAGS,
+  uniqueItems: true,
+  description: `At most ${MAX_TAGS}, each 1 to ${MAX_TAG} characters, no repeats`,
+});
 const Day = Type.String({ pattern: '^\\d{4}-\\d{2}-\\d{2}$' });
 /** Money as the journal writes it: a canonical decimal string, half to even at 8 places. */
 const Money = Type.String({ description: 'Decimal string, rounded half to even to at most 8 fractional digits' });
@@ -33,7 +40,14 @@ export const CreateTradeBody = Type.Object(
     price: Decimal('≥ 0'),
     fee: Type.Optional(Decimal('≥ 0; default "0"')),
     executedAt: Instant('When the fill executed; at most 5 minutes in the future'),
-    externalId: Type.Optional(Type.String({ minLength: 1, maxLength: MAX_EXTERNAL_ID, description: 'The broker’s execution id, unique per account: the same create again → 200 with the stored trade; with other fields → 409 TRADE_EXTERNAL_ID_REUSED' })),
+    externalId: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: MAX_EXTERNAL_ID,
+        description:
+          'The broker’s execution id, unique per account: the same create again → 200 with the stored trade; with other fields → 409 TRADE_EXTERNAL_ID_REUSED',
+      }),
+    ),
     note: Type.Optional(Note),
     tags: Type.Optional(Tags),
   },
@@ -91,7 +105,10 @@ const ImportReportSchema = named(
   'TradeImportReport',
   Type.Object({
     imported: Count,
-    duplicates: Type.Integer({ minimum: 0, description: 'Rows already stored (same externalId and fields, or the same row without externalId), or repeated in the file' }),
+    duplicates: Type.Integer({
+      minimum: 0,
+      description: 'Rows already stored (same externalId and fields, or the same row without externalId), or repeated in the file',
+    }),
     rejectedCount: Count,
     rejected: Type.Array(
       Type.Object({
@@ -106,7 +123,11 @@ const ImportReportSchema = named(
 export const ImportReport = ref(ImportReportSchema);
 export type ImportReportDto = Static<typeof ImportReportSchema>;
 
-export const CsvBody = Type.String({ description: 'text/csv (RFC 4180), at most 5 MiB and 50,000 data rows; a header row names the columns symbol, side, quantity, price, fee, executedAt, externalId, note (any order and case; fee, externalId and note optional; side also B/S/BOT/SLD)' });
+export const CsvBody = Type.String({
+  description:
+    'text/csv (RFC 4180), at most 5 MiB and 50,000 data rows; a header row names the columns symbol, side, quantity, price, fee, executedAt, ' +
+    'externalId, note (any order and case; fee, externalId and note optional; side also B/S/BOT/SLD)',
+});
 
 export const JournalQuery = Type.Object(
   {

@@ -40,7 +40,14 @@ export function toDto(row: repo.TradeRow): TradeDto {
 
 /** The fill fields of a stored trade, canonical, for comparing with a trade sent again. */
 export function storedFill(row: repo.TradeRow): Pick<TradeFields, 'symbol' | 'side' | 'quantity' | 'price' | 'fee'> & { executedAt: Date } {
-  return { symbol: row.symbol, side: row.side, quantity: canonical(row.quantity), price: canonical(row.price), fee: canonical(row.fee), executedAt: row.executed_at };
+  return {
+    symbol: row.symbol,
+    side: row.side,
+    quantity: canonical(row.quantity),
+    price: canonical(row.price),
+    fee: canonical(row.fee),
+    executedAt: row.executed_at,
+  };
 }
 
 export function invalid(problem: FieldProblem): AppError {
@@ -53,7 +60,12 @@ export const externalIdReused = (): AppError =>
 const tradeNotFound = (): AppError => new AppError('NOT_FOUND', 'trade not found');
 
 /** DESIGN §14: `201` with the new trade, or `200` with the stored one when the same externalId and fill were sent before. */
-export async function createTrade(deps: JournalDeps, userId: string, accountId: string, input: CreateTradeInput): Promise<{ trade: TradeDto; created: boolean }> {
+export async function createTrade(
+  deps: JournalDeps,
+  userId: string,
+  accountId: string,
+  input: CreateTradeInput,
+): Promise<{ trade: TradeDto; created: boolean }> {
   const now = deps.clock.now();
   const fields = checkTrade(input, now);
   if (isProblem(fields)) throw invalid(fields);
@@ -66,7 +78,13 @@ export async function createTrade(deps: JournalDeps, userId: string, accountId: 
         return { trade: toDto(stored), created: false };
       }
     }
-    const trade: NewTrade = { ...fields, id: deps.ids.uuid(), tradingDay: tradingDayOf(timezones, account.timezone, fields.executedAt), importKey: null, createdAt: now };
+    const trade: NewTrade = {
+      ...fields,
+      id: deps.ids.uuid(),
+      tradingDay: tradingDayOf(timezones, account.timezone, fields.executedAt),
+      importKey: null,
+      createdAt: now,
+    };
     await recordTrades(trx, accountId, [trade], []);
     return { trade: newTradeDto(accountId, trade), created: true };
   });
@@ -117,7 +135,12 @@ function cursorPosition(deps: JournalDeps, userId: string, accountId: string, cu
 }
 
 /** DESIGN §14: a page of trades, newest executedAt first; keyset cursor on (executedAt, id). */
-export async function listTrades(deps: JournalDeps, userId: string, accountId: string, q: TradeListQueryInput): Promise<{ items: TradeDto[]; nextCursor: string | null }> {
+export async function listTrades(
+  deps: JournalDeps,
+  userId: string,
+  accountId: string,
+  q: TradeListQueryInput,
+): Promise<{ items: TradeDto[]; nextCursor: string | null }> {
   await getAccount(deps, userId, accountId);
   checkRange(q.from, q.to);
   const limit = q.limit ?? DEFAULT_PAGE;
@@ -166,8 +189,13 @@ export async function journal(deps: JournalDeps, userId: string, accountId: stri
   const to = q.to ?? calendarDate(now, zoneAt(timezones, now.getTime()) ?? account.timezone);
   const from = q.from ?? dayOf(Math.max(0, dayMs(to) - (DEFAULT_JOURNAL_DAYS - 1) * DAY_MS));
   checkRange(from, to);
-  if ((dayMs(to) - dayMs(from)) / DAY_MS > MAX_JOURNAL_SPAN_DAYS) throw invalid({ path: '/from', message: `must be at most three years (${MAX_JOURNAL_SPAN_DAYS} days) before \`to\`` });
-  const [days, sums, positions] = await Promise.all([repo.daysBetween(deps.db, accountId, from, to), repo.allTimeSums(deps.db, accountId), repo.positionsAt(deps.db, accountId, to)]);
+  if ((dayMs(to) - dayMs(from)) / DAY_MS > MAX_JOURNAL_SPAN_DAYS)
+    throw invalid({ path: '/from', message: `must be at most three years (${MAX_JOURNAL_SPAN_DAYS} days) before \`to\`` });
+  const [days, sums, positions] = await Promise.all([
+    repo.daysBetween(deps.db, accountId, from, to),
+    repo.allTimeSums(deps.db, accountId),
+    repo.positionsAt(deps.db, accountId, to),
+  ]);
   return journalOf({
     accountId,
     currency: account.currency,
@@ -176,6 +204,11 @@ export async function journal(deps: JournalDeps, userId: string, accountId: stri
     startingBalance: account.startingBalance,
     days: days.map(dayFigures),
     allTimeNet: netOfSums(sums),
-    positions: positions.map((p) => ({ symbol: p.symbol, quantity: scaledFrom(p.quantity, UNIT_PLACES), cost: scaledFrom(p.cost, AMOUNT_PLACES), openedAt: p.opened_at.getTime() })),
+    positions: positions.map((p) => ({
+      symbol: p.symbol,
+      quantity: scaledFrom(p.quantity, UNIT_PLACES),
+      cost: scaledFrom(p.cost, AMOUNT_PLACES),
+      openedAt: p.opened_at.getTime(),
+    })),
   });
 }

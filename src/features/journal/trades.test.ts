@@ -19,7 +19,10 @@ describe('trades and the journal (DESIGN §14)', () => {
   after(async () => t.close());
 
   async function account(user: string, body: Json = {}): Promise<string> {
-    const res = await t.call('POST', '/api/accounts', { user, body: { name: `a-${randomUUID()}`, currency: 'usd', timezone: 'America/New_York', startingBalance: '10000', ...body } });
+    const res = await t.call('POST', '/api/accounts', {
+      user,
+      body: { name: `a-${randomUUID()}`, currency: 'usd', timezone: 'America/New_York', startingBalance: '10000', ...body },
+    });
     assert.equal(res.statusCode, 201, res.body);
     return res.json<{ id: string }>().id;
   }
@@ -40,11 +43,25 @@ describe('trades and the journal (DESIGN §14)', () => {
       const a = await account(u);
       const res = await create(u, a, trade({ quantity: '10.50', price: '3.0', executedAt: '2026-03-19T02:30:00+00:00', note: 'opening', tags: ['swing'] }));
       assert.equal(typeof res.id, 'string');
-      assert.deepEqual({ ...res, id: '', createdAt: '' }, {
-        id: '', createdAt: '', accountId: a, symbol: 'AAPL', side: 'buy', quantity: '10.5', price: '3', fee: '0',
-        // 02:30 UTC is 22:30 the day before in New York.
-        executedAt: '2026-03-19T02:30:00.000Z', tradingDay: '2026-03-18', externalId: null, note: 'opening', tags: ['swing'],
-      });
+      assert.deepEqual(
+        { ...res, id: '', createdAt: '' },
+        {
+          id: '',
+          createdAt: '',
+          accountId: a,
+          symbol: 'AAPL',
+          side: 'buy',
+          quantity: '10.5',
+          price: '3',
+          fee: '0',
+          // 02:30 UTC is 22:30 the day before in New York.
+          executedAt: '2026-03-19T02:30:00.000Z',
+          tradingDay: '2026-03-18',
+          externalId: null,
+          note: 'opening',
+          tags: ['swing'],
+        },
+      );
       assert.equal(res.createdAt, clock.now().toISOString());
     });
 
@@ -53,7 +70,12 @@ describe('trades and the journal (DESIGN §14)', () => {
       const a = await account(u);
       const first = await create(u, a, trade({ externalId: 'exec-1', fee: '1.00' }));
       // The same fill written another way (canonical equal, another offset for the same instant, another note): the same trade.
-      const again = await create(u, a, trade({ externalId: 'exec-1', fee: '1', quantity: '10.000', executedAt: '2026-03-19T10:30:00-04:00', note: 'retry' }), 200);
+      const again = await create(
+        u,
+        a,
+        trade({ externalId: 'exec-1', fee: '1', quantity: '10.000', executedAt: '2026-03-19T10:30:00-04:00', note: 'retry' }),
+        200,
+      );
       assert.deepEqual(again, first);
       assert.equal(await count(a), 1);
     });
@@ -74,7 +96,10 @@ describe('trades and the journal (DESIGN §14)', () => {
         made.push(await create(u, a, trade({ symbol: i % 2 === 0 ? 'msft' : 'aapl', executedAt: `2026-03-1${i}T15:00:00Z` })));
       }
       const all = (await t.call('GET', `/api/accounts/${a}/trades`, { user: u })).json<{ items: TradeDto[]; nextCursor: string | null }>();
-      assert.deepEqual(all.items.map((x) => x.id), made.map((x) => x.id).reverse());
+      assert.deepEqual(
+        all.items.map((x) => x.id),
+        made.map((x) => x.id).reverse(),
+      );
       assert.equal(all.nextCursor, null);
       const seen: string[] = [];
       let cursor: string | null = null;
@@ -85,9 +110,15 @@ describe('trades and the journal (DESIGN §14)', () => {
         seen.push(...page.items.map((x) => x.id));
         cursor = page.nextCursor;
       } while (cursor !== null);
-      assert.deepEqual(seen, all.items.map((x) => x.id));
+      assert.deepEqual(
+        seen,
+        all.items.map((x) => x.id),
+      );
       const filtered = (await t.call('GET', `/api/accounts/${a}/trades?from=2026-03-11&to=2026-03-14&symbol=MSFT`, { user: u })).json<{ items: TradeDto[] }>();
-      assert.deepEqual(filtered.items.map((x) => x.tradingDay), ['2026-03-14', '2026-03-12']);
+      assert.deepEqual(
+        filtered.items.map((x) => x.tradingDay),
+        ['2026-03-14', '2026-03-12'],
+      );
     });
 
     test('DESIGN 14: PATCH changes the note and the tags only → 200; note null clears it', async () => {
@@ -112,7 +143,10 @@ describe('trades and the journal (DESIGN §14)', () => {
       assert.equal(res.statusCode, 204);
       assert.equal(res.body, '');
       const j = (await t.call('GET', `/api/accounts/${a}/journal?from=2026-03-19&to=2026-03-19`, { user: u })).json<JournalDto>();
-      assert.deepEqual([j.totals.realizedPnl, j.days[0]?.fills, j.openPositions], ['0', 1, [{ symbol: 'AAPL', quantity: '-10', averagePrice: '190', openedAt: sell.executedAt }]]);
+      assert.deepEqual(
+        [j.totals.realizedPnl, j.days[0]?.fills, j.openPositions],
+        ['0', 1, [{ symbol: 'AAPL', quantity: '-10', averagePrice: '190', openedAt: sell.executedAt }]],
+      );
       const gone = await t.call('DELETE', `/api/accounts/${a}/trades/${buy.id}`, { user: u });
       assert.deepEqual([gone.statusCode, codeOf(gone)], [404, 'NOT_FOUND']);
     });
@@ -149,9 +183,22 @@ describe('trades and the journal (DESIGN §14)', () => {
         const backDated = await create(u, a, trade({ executedAt: '2026-03-10T20:30:00Z' }));
         assert.equal(backDated.tradingDay, '2026-03-11');
         const listed = (await t.call('GET', `/api/accounts/${a}/trades`, { user: u })).json<{ items: TradeDto[] }>();
-        assert.deepEqual(listed.items.map((x) => [x.id, x.tradingDay]), [[later.id, '2026-03-10'], [backDated.id, '2026-03-11'], [early.id, '2026-03-11']]);
+        assert.deepEqual(
+          listed.items.map((x) => [x.id, x.tradingDay]),
+          [
+            [later.id, '2026-03-10'],
+            [backDated.id, '2026-03-11'],
+            [early.id, '2026-03-11'],
+          ],
+        );
         const j = (await t.call('GET', `/api/accounts/${a}/journal?from=2026-03-10&to=2026-03-11`, { user: u })).json<JournalDto>();
-        assert.deepEqual(j.days.map((d) => [d.tradingDay, d.fills, d.realizedPnl]), [['2026-03-10', 1, '25'], ['2026-03-11', 2, '0']]);
+        assert.deepEqual(
+          j.days.map((d) => [d.tradingDay, d.fills, d.realizedPnl]),
+          [
+            ['2026-03-10', 1, '25'],
+            ['2026-03-11', 2, '0'],
+          ],
+        );
       } finally {
         clock.set(new Date('2026-03-20T15:00:00Z'));
       }
@@ -165,7 +212,10 @@ describe('trades and the journal (DESIGN §14)', () => {
       assert.equal(res.statusCode, 200, res.body);
       const j = res.json<JournalDto>();
       // 15:00 UTC on the 20th is the 20th in New York; the trade at 03:00 UTC is the 19th there.
-      assert.deepEqual([j.from, j.to, j.currency, j.accountId, j.days.map((d) => d.tradingDay), j.balance], ['2026-02-19', '2026-03-20', 'USD', a, ['2026-03-19'], '10000']);
+      assert.deepEqual(
+        [j.from, j.to, j.currency, j.accountId, j.days.map((d) => d.tradingDay), j.balance],
+        ['2026-02-19', '2026-03-20', 'USD', a, ['2026-03-19'], '10000'],
+      );
     });
   });
 
@@ -174,7 +224,14 @@ describe('trades and the journal (DESIGN §14)', () => {
       const u = `u-${randomUUID()}`;
       const a = await account(u);
       await create(u, a, trade({ externalId: 'exec-9' }));
-      for (const change of [{ price: '187.51' }, { quantity: '11' }, { side: 'sell' }, { symbol: 'MSFT' }, { fee: '0.01' }, { executedAt: '2026-03-19T14:30:01Z' }]) {
+      for (const change of [
+        { price: '187.51' },
+        { quantity: '11' },
+        { side: 'sell' },
+        { symbol: 'MSFT' },
+        { fee: '0.01' },
+        { executedAt: '2026-03-19T14:30:01Z' },
+      ]) {
         const res = await t.call('POST', `/api/accounts/${a}/trades`, { user: u, body: trade({ externalId: 'exec-9', ...change }) });
         assert.deepEqual([res.statusCode, codeOf(res)], [409, 'TRADE_EXTERNAL_ID_REUSED'], JSON.stringify(change));
       }
@@ -213,7 +270,10 @@ describe('trades and the journal (DESIGN §14)', () => {
         const res = await t.call('POST', `/api/accounts/${a}/trades`, { user: u, body: trade(change) });
         assert.deepEqual([res.statusCode, codeOf(res)], [400, 'VALIDATION_ERROR'], JSON.stringify(change));
         const details = res.json<{ error: { details: { path: string }[] } }>().error.details;
-        assert.ok(details.some((d) => d.path.startsWith(path)), `${JSON.stringify(change)} → ${JSON.stringify(details)}`);
+        assert.ok(
+          details.some((d) => d.path.startsWith(path)),
+          `${JSON.stringify(change)} → ${JSON.stringify(details)}`,
+        );
       }
       assert.equal(await count(a), 0);
       // Five minutes ahead is still accepted (clock skew), the largest decimals too.
@@ -224,7 +284,14 @@ describe('trades and the journal (DESIGN §14)', () => {
       const u = `u-${randomUUID()}`;
       const a = await account(u);
       const tr = await create(u, a, trade({ note: 'keep' }));
-      for (const body of [{ price: '1' }, { note: 'x', quantity: '2' }, { symbol: 'MSFT' }, { executedAt: '2026-03-18T00:00:00Z' }, { tags: 'a' }, { note: 'n'.repeat(2001) }]) {
+      for (const body of [
+        { price: '1' },
+        { note: 'x', quantity: '2' },
+        { symbol: 'MSFT' },
+        { executedAt: '2026-03-18T00:00:00Z' },
+        { tags: 'a' },
+        { note: 'n'.repeat(2001) },
+      ]) {
         const res = await t.call('PATCH', `/api/accounts/${a}/trades/${tr.id}`, { user: u, body });
         assert.deepEqual([res.statusCode, codeOf(res)], [400, 'VALIDATION_ERROR'], JSON.stringify(body));
       }
@@ -246,7 +313,12 @@ describe('trades and the journal (DESIGN §14)', () => {
           ['DELETE', `/api/accounts/${id}/trades/${theirTrade.id}`],
           ['GET', `/api/accounts/${id}/trades/export`],
           ['GET', `/api/accounts/${id}/journal`],
-          ['POST', `/api/accounts/${id}/trades/import`, 'symbol,side,quantity,price,executedAt\nAAPL,B,1,1,2026-03-19T10:00:00Z\n', { 'content-type': 'text/csv' }],
+          [
+            'POST',
+            `/api/accounts/${id}/trades/import`,
+            'symbol,side,quantity,price,executedAt\nAAPL,B,1,1,2026-03-19T10:00:00Z\n',
+            { 'content-type': 'text/csv' },
+          ],
         ];
         for (const [method, url, body, headers] of calls) {
           const res = await t.call(method, url, { user: u, ...(body !== undefined ? { body } : {}), ...(headers ? { headers } : {}) });
@@ -281,7 +353,9 @@ describe('trades and the journal (DESIGN §14)', () => {
     test('DESIGN 14: 30 concurrent creates with one externalId → exactly one trade: one 201, the rest 200 with it', async () => {
       const u = `u-${randomUUID()}`;
       const a = await account(u);
-      const results = await Promise.all(Array.from({ length: 30 }, () => t.call('POST', `/api/accounts/${a}/trades`, { user: u, body: trade({ externalId: 'race' }) })));
+      const results = await Promise.all(
+        Array.from({ length: 30 }, () => t.call('POST', `/api/accounts/${a}/trades`, { user: u, body: trade({ externalId: 'race' }) })),
+      );
       assert.deepEqual(results.map((r) => r.statusCode).sort(), [...Array<number>(29).fill(200), 201]);
       assert.equal(new Set(results.map((r) => r.json<TradeDto>().id)).size, 1);
       assert.equal(await count(a), 1);
@@ -291,7 +365,16 @@ describe('trades and the journal (DESIGN §14)', () => {
       const u = `u-${randomUUID()}`;
       const a = await account(u);
       const results = await Promise.all(
-        Array.from({ length: 40 }, (_, i) => t.call('POST', `/api/accounts/${a}/trades`, { user: u, body: trade({ side: i % 2 === 0 ? 'buy' : 'sell', price: i % 2 === 0 ? '100' : '101', executedAt: `2026-03-19T14:${String(i).padStart(2, '0')}:00Z` }) })),
+        Array.from({ length: 40 }, (_, i) =>
+          t.call('POST', `/api/accounts/${a}/trades`, {
+            user: u,
+            body: trade({
+              side: i % 2 === 0 ? 'buy' : 'sell',
+              price: i % 2 === 0 ? '100' : '101',
+              executedAt: `2026-03-19T14:${String(i).padStart(2, '0')}:00Z`,
+            }),
+          }),
+        ),
       );
       assert.ok(results.every((r) => r.statusCode === 201));
       const j = (await t.call('GET', `/api/accounts/${a}/journal?from=2026-03-19&to=2026-03-19`, { user: u })).json<JournalDto>();

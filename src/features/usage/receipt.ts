@@ -66,5 +66,11 @@ export function usageDto(r: Receipt): {
   reasoningTokens: number | null;
   estimatedCostUsd: number | null;
 } {
-  return { inputTokens: r.input, outputTokens: r.output, cachedInputTokens: r.cachedInput, reasoningTokens: r.reasoning, estimatedCostUsd: usdOf(r.costMicros) };
+  return {
+    inputTokens: r.input,
+    outputTokens: r.output,
+    cachedInputTokens: r.cachedInput,
+    reasoningTokens: r.reasoning,
+    estimatedCostUsd: usdOf(r.costMicros),
+  };
 }

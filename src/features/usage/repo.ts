@@ -63,7 +63,11 @@ export interface UsageRow {
  */
 export async function summary(db: Db, userId: string, from: string, to: string, groupBy: GroupBy): Promise<UsageRow[]> {
   const [key, provider, group] =
-    groupBy === 'day' ? [sql`day::text`, sql`null::text`, sql`day`] : groupBy === 'model' ? [sql`model`, sql`provider`, sql`provider, model`] : [sql`provider`, sql`null::text`, sql`provider`];
+    groupBy === 'day'
+      ? [sql`day::text`, sql`null::text`, sql`day`]
+      : groupBy === 'model'
+        ? [sql`model`, sql`provider`, sql`provider, model`]
+        : [sql`provider`, sql`null::text`, sql`provider`];
   const { rows } = await sql<UsageRow>`
     select ${key} as key, ${provider} as provider, sum(turns)::int8 as turns, sum(input_tokens)::int8 as input_tokens,
       sum(output_tokens)::int8 as output_tokens, sum(cached_input_tokens)::int8 as cached_input_tokens,

@@ -16,7 +16,10 @@ const figures = {
   turns: Type.Integer({ minimum: 0, description: 'Advisor turns that ended in the range' }),
   inputTokens: Type.Integer({ minimum: 0, description: 'Sum of the turns’ input tokens, cached ones included' }),
   outputTokens: Type.Integer({ minimum: 0, description: 'Sum of the turns’ output tokens, reasoning included' }),
-  cachedInputTokens: Type.Integer({ minimum: 0, description: 'Of inputTokens, those read from the provider’s cache (turns whose provider does not report it add nothing)' }),
+  cachedInputTokens: Type.Integer({
+    minimum: 0,
+    description: 'Of inputTokens, those read from the provider’s cache (turns whose provider does not report it add nothing)',
+  }),
   reasoningTokens: Type.Integer({ minimum: 0, description: 'Of outputTokens, the reasoning ones (turns whose provider does not report it add nothing)' }),
   estimatedCostUsd: Type.Union([Type.Number({ minimum: 0 }), Type.Null()], {
     description: 'What the priced turns cost on the user’s own provider keys (sum of exact micro-dollars); null when turns ran and none could be priced',
@@ -41,7 +44,9 @@ const UsageSummarySchema = named(
     from: Type.String(),
     to: Type.String(),
     groupBy: Type.Union([Type.Literal('day'), Type.Literal('model'), Type.Literal('provider')]),
-    rows: Type.Array(ref(UsageRowSchema), { description: 'groupBy=day: every day of the range, oldest first (days without turns as zeros); otherwise the groups with turns' }),
+    rows: Type.Array(ref(UsageRowSchema), {
+      description: 'groupBy=day: every day of the range, oldest first (days without turns as zeros); otherwise the groups with turns',
+    }),
     total: Type.Object(figures, { description: 'The whole range: the sum of the rows' }),
   }),
 );

@@ -77,7 +77,17 @@ export async function usageSummary(deps: Pick<Deps, 'db' | 'clock'>, userId: str
   const { from, to } = usageRange(query, deps.clock.now());
   const groupBy = query.groupBy ?? 'day';
   const rows = await repo.summary(deps.db, userId, from, to, groupBy);
-  const keys: (keyof Sums)[] = ['turns', 'input_tokens', 'output_tokens', 'cached_input_tokens', 'reasoning_tokens', 'cost_micros', 'priced_turns', 'credits', 'allowance_turns'];
+  const keys: (keyof Sums)[] = [
+    'turns',
+    'input_tokens',
+    'output_tokens',
+    'cached_input_tokens',
+    'reasoning_tokens',
+    'cost_micros',
+    'priced_turns',
+    'credits',
+    'allowance_turns',
+  ];
   const total = Object.fromEntries(keys.map((k) => [k, rows.reduce((n, r) => n + r[k], 0)])) as unknown as Sums;
   let out: UsageSummaryDto['rows'];
   if (groupBy === 'day') {

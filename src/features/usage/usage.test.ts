@@ -37,12 +37,23 @@ describe('receipt arithmetic (DESIGN §13)', () => {
     // 3 × 0.15 = 0.45 µ$ → 0; 4 × 0.15 = 0.6 µ$ → 1; three rounds of 1 token: 0.45 µ$ in all → 0, not 3 × 0.
     assert.equal(receiptOf([round({ input: 3, output: 0 })], cheap).costMicros, 0);
     assert.equal(receiptOf([round({ input: 4, output: 0 })], cheap).costMicros, 1);
-    assert.equal(receiptOf([round({ input: 1, output: 0 }), round({ input: 1, output: 0 }), round({ input: 1, output: 0 }), round({ input: 1, output: 0 })], cheap).costMicros, 1);
+    assert.equal(
+      receiptOf([round({ input: 1, output: 0 }), round({ input: 1, output: 0 }), round({ input: 1, output: 0 }), round({ input: 1, output: 0 })], cheap)
+        .costMicros,
+      1,
+    );
     // 0.1 + 0.2 drifts in binary floating point; pico-dollar integers do not: 7 rounds of 0.1 µ$ + 0.2 µ$ = 2.1 µ$.
     const tenths = { inputPerMTok: 0.1, outputPerMTok: 0.2 };
     const rounds = Array.from({ length: 7 }, () => round({ input: 1, output: 1 }));
     assert.equal(receiptOf(rounds, tenths).costMicros, 2);
-    assert.equal(receiptOf(Array.from({ length: 5 }, () => round({ input: 1, output: 1 })), tenths).costMicros, 2, '1.5 µ$ rounds half up');
+    assert.equal(
+      receiptOf(
+        Array.from({ length: 5 }, () => round({ input: 1, output: 1 })),
+        tenths,
+      ).costMicros,
+      2,
+      '1.5 µ$ rounds half up',
+    );
   });
 
   test('DESIGN §13: the provider’s own reported cost wins over the catalogue’s prices', () => {
@@ -50,7 +61,10 @@ describe('receipt arithmetic (DESIGN §13)', () => {
   });
 
   test('DESIGN §13: figures sum over rounds; a part or a cost some round did not give is null for the turn, never a guess', () => {
-    const r = receiptOf([round({ input: 100, output: 10, cachedInput: 50, reasoning: null }), round({ input: 200, output: 20, cachedInput: null, reasoning: 5 })], undefined);
+    const r = receiptOf(
+      [round({ input: 100, output: 10, cachedInput: 50, reasoning: null }), round({ input: 200, output: 20, cachedInput: null, reasoning: 5 })],
+      undefined,
+    );
     assert.deepEqual(r, { input: 300, output: 30, cachedInput: null, reasoning: null, costMicros: null });
     assert.deepEqual(receiptOf([], pricing), NO_RECEIPT);
   });
@@ -125,7 +139,13 @@ describe('usage receipts end to end (DESIGN §13)', () => {
     await saveKey(t, user, 'openai', llm('openai').validKey);
     const cut = await turn('openai', user, { chunks: ['a', 'b', 'c'], dropAfterChunks: 1, usage: SCRIPTED });
     assert.equal(cut.frames.at(-1)?.event, 'error', cut.body);
-    assert.deepEqual(await storedUsage(user, cut), { inputTokens: null, outputTokens: null, cachedInputTokens: null, reasoningTokens: null, estimatedCostUsd: null });
+    assert.deepEqual(await storedUsage(user, cut), {
+      inputTokens: null,
+      outputTokens: null,
+      cachedInputTokens: null,
+      reasoningTokens: null,
+      estimatedCostUsd: null,
+    });
 
     const claude = newUser('anthropic');
     await saveKey(t, claude, 'anthropic', llm('anthropic').validKey);
@@ -172,8 +192,12 @@ describe('usage receipts end to end (DESIGN §13)', () => {
     assert.equal(Math.round(Number(body.total['estimatedCostUsd']) * 1e6), Math.round(sum('estimatedCostUsd') * 1e6));
     assert.equal(body.total['unpricedTurns'], 1, 'the failed turn reported nothing to price');
 
-    const ledger = await sql<{ spent: number | string }>`select coalesce(-sum(amount), 0) as spent from ledger_entries where user_id = ${user} and kind in ('turn', 'turn-return')`.execute(t.deps.db);
-    const allowance = await sql<{ n: number | string }>`select coalesce(sum(allowance_turns), 0) as n from monthly_usage where user_id = ${user}`.execute(t.deps.db);
+    const ledger = await sql<{
+      spent: number | string;
+    }>`select coalesce(-sum(amount), 0) as spent from ledger_entries where user_id = ${user} and kind in ('turn', 'turn-return')`.execute(t.deps.db);
+    const allowance = await sql<{ n: number | string }>`select coalesce(sum(allowance_turns), 0) as n from monthly_usage where user_id = ${user}`.execute(
+      t.deps.db,
+    );
     assert.equal(body.total['creditsCharged'], Number(ledger.rows[0]?.spent), 'credits charged = the ledger’s turn entries net of returns');
     assert.equal(body.total['creditsCharged'], 10);
     assert.equal(body.total['allowanceTurns'], Number(allowance.rows[0]?.n), 'allowance turns = monthly usage');
@@ -184,11 +208,20 @@ describe('usage receipts end to end (DESIGN §13)', () => {
     assert.deepEqual([byModel['openai/gpt-4o']?.['turns'], byModel['openai/gpt-4o']?.['creditsCharged']], [3, 10]);
 
     const byProvider = (await t.call('GET', '/api/advisor/usage?groupBy=provider', { user })).json<{ rows: Json[] }>();
-    assert.deepEqual(byProvider.rows.map((r) => [r['key'], r['turns']]), [['anthropic', 2], ['openai', 3]]);
+    assert.deepEqual(
+      byProvider.rows.map((r) => [r['key'], r['turns']]),
+      [
+        ['anthropic', 2],
+        ['openai', 3],
+      ],
+    );
     const byDay = (await t.call('GET', `/api/advisor/usage?from=2026-01-01&to=${today}`, { user })).json<{ rows: Json[]; total: Json }>();
     assert.equal(byDay.rows.at(-1)?.['key'], today);
     assert.equal(byDay.rows.at(-1)?.['turns'], 5);
-    assert.ok(byDay.rows.slice(0, -1).every((r) => r['turns'] === 0 && r['estimatedCostUsd'] === 0), 'every other day of the range is there, with zeros');
+    assert.ok(
+      byDay.rows.slice(0, -1).every((r) => r['turns'] === 0 && r['estimatedCostUsd'] === 0),
+      'every other day of the range is there, with zeros',
+    );
     assert.deepEqual(byDay.total, body.total);
   });
 
@@ -234,7 +267,11 @@ describe('usage receipts end to end (DESIGN §13)', () => {
     const user = newUser('retry');
     await saveKey(t, user, 'openai', llm('openai').validKey);
     const res = await turn('openai', user, {});
-    const row = await t.deps.db.selectFrom('messages').selectAll().where('id', '=', String(startOf(res)['assistantMessageId'])).executeTakeFirstOrThrow();
+    const row = await t.deps.db
+      .selectFrom('messages')
+      .selectAll()
+      .where('id', '=', String(startOf(res)['assistantMessageId']))
+      .executeTakeFirstOrThrow();
     const again = {
       replyId: row.id,
       userId: user,

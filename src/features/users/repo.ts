@@ -4,13 +4,22 @@ import type { Db } from '../../db/types.ts';
 /** Creates the user on first sight; a tier asserted by the token replaces the stored one. */
 export async function upsertUser(db: Db, id: string, tier: string | null): Promise<void> {
   if (tier === null) {
-    await db.insertInto('users').values({ id, tier: null }).onConflict((oc) => oc.column('id').doNothing()).execute();
+    await db
+      .insertInto('users')
+      .values({ id, tier: null })
+      .onConflict((oc) => oc.column('id').doNothing())
+      .execute();
     return;
   }
   await db
     .insertInto('users')
     .values({ id, tier })
-    .onConflict((oc) => oc.column('id').doUpdateSet({ tier }).where(sql<boolean>`users.tier is distinct from ${tier}`))
+    .onConflict((oc) =>
+      oc
+        .column('id')
+        .doUpdateSet({ tier })
+        .where(sql<boolean>`users.tier is distinct from ${tier}`),
+    )
     .execute();
 }
 

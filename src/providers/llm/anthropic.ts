@@ -22,7 +22,8 @@ interface AnthropicUsage {
 }
 
 /** Cached prompt tokens are reported apart from `input_tokens`; the prompt is all of them. */
-const inputOf = (u: AnthropicUsage): number => (count(u.input_tokens) ?? 0) + (count(u.cache_creation_input_tokens) ?? 0) + (count(u.cache_read_input_tokens) ?? 0);
+const inputOf = (u: AnthropicUsage): number =>
+  (count(u.input_tokens) ?? 0) + (count(u.cache_creation_input_tokens) ?? 0) + (count(u.cache_read_input_tokens) ?? 0);
 
 /** Anthropic's tool_use ids: letters, digits, `_` and `-`. */
 const callId = (id: string): string => idFor(id, /^[A-Za-z0-9_-]{1,64}$/, 40, 'word');
@@ -51,7 +52,12 @@ function messages(req: ChatRequest): unknown[] {
   let results: unknown[] | undefined;
   for (const m of req.messages) {
     if (m.role === 'tool') {
-      results = (m.toolResults ?? []).map((r) => ({ type: 'tool_result', tool_use_id: callId(r.id), content: r.content, ...(r.isError ? { is_error: true } : {}) }));
+      results = (m.toolResults ?? []).map((r) => ({
+        type: 'tool_result',
+        tool_use_id: callId(r.id),
+        content: r.content,
+        ...(r.isError ? { is_error: true } : {}),
+      }));
       out.push({ role: 'user', content: results });
       continue;
     }

@@ -35,7 +35,10 @@ function parts(m: ChatMessage): unknown[] {
     return [
       ...(m.text === '' ? [] : [{ text: m.text }]),
       // A call goes back with the thought signature it came with (Gemini's thinking models require it).
-      ...m.toolCalls.map((c) => ({ functionCall: { id: c.id, name: c.name, args: argumentsObject(c.arguments) }, ...(c.signature ? { thoughtSignature: c.signature } : {}) })),
+      ...m.toolCalls.map((c) => ({
+        functionCall: { id: c.id, name: c.name, args: argumentsObject(c.arguments) },
+        ...(c.signature ? { thoughtSignature: c.signature } : {}),
+      })),
     ];
   }
   const list: unknown[] = [];
@@ -108,7 +111,8 @@ class GeminiTranslator implements Translator {
   }
 
   #usage(out: ChatEvent[]): void {
-    if (this.#input >= 0) out.push({ type: 'usage', input: this.#input, output: this.#output, cachedInput: this.#cached, reasoning: this.#reasoning, costUsd: null });
+    if (this.#input >= 0)
+      out.push({ type: 'usage', input: this.#input, output: this.#output, cachedInput: this.#cached, reasoning: this.#reasoning, costUsd: null });
   }
 
   end(out: ChatEvent[]): void {

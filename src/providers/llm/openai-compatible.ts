@@ -44,7 +44,13 @@ const MAX_FIELD: Record<OpenAiFlavor, string> = {
   openrouter: 'max_tokens',
 };
 
-const FINISH: Record<string, FinishReason> = { stop: 'stop', length: 'length', content_filter: 'content_filter', tool_calls: 'tool_calls', function_call: 'tool_calls' };
+const FINISH: Record<string, FinishReason> = {
+  stop: 'stop',
+  length: 'length',
+  content_filter: 'content_filter',
+  tool_calls: 'tool_calls',
+  function_call: 'tool_calls',
+};
 
 /** Mistral accepts only nine-character alphanumeric call ids; OpenAI at most 40 characters. */
 const callId = (flavor: OpenAiFlavor, id: string): string =>

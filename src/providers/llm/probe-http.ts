@@ -5,8 +5,7 @@ import { request, type Dispatcher } from 'undici';
 export type ProbeFailure = 'timeout' | 'rate-limited' | 'unavailable' | 'network' | 'unexpected';
 
 export type ProbeAnswer =
-  | { readonly kind: 'answer'; readonly status: number; readonly body: unknown }
-  | { readonly kind: 'failed'; readonly reason: ProbeFailure };
+  { readonly kind: 'answer'; readonly status: number; readonly body: unknown } | { readonly kind: 'failed'; readonly reason: ProbeFailure };
 
 /**
  * GET with the probe's deadline, through `dispatcher` (the service's pooled keep-alive agent; undici's
@@ -15,11 +14,7 @@ export type ProbeAnswer =
  * x-goog-api-key) to another origin. The URL and headers carry the key, so nothing here is ever
  * logged or put in an error.
  */
-export async function probeGet(
-  url: URL,
-  headers: Record<string, string>,
-  { signal, dispatcher }: ProbeCall,
-): Promise<ProbeAnswer> {
+export async function probeGet(url: URL, headers: Record<string, string>, { signal, dispatcher }: ProbeCall): Promise<ProbeAnswer> {
   try {
     const res = await request(url, {
       method: 'GET',

@@ -23,7 +23,11 @@ describe('SSE parser (WHATWG event-stream rules)', () => {
     ['message', 'no-space'],
   ];
 
-  for (const [name, eol] of [['LF', '\n'], ['CRLF', '\r\n'], ['CR', '\r']] as const) {
+  for (const [name, eol] of [
+    ['LF', '\n'],
+    ['CRLF', '\r\n'],
+    ['CR', '\r'],
+  ] as const) {
     test(`${name} line ends, split at every position, give the same events`, () => {
       const text = stream.replaceAll('\n', eol);
       for (const chunks of allSplits(text)) assert.deepEqual(parse(chunks), expected, JSON.stringify(chunks));

@@ -115,5 +115,4 @@ export function withoutToolParts(messages: readonly ChatMessage[]): ChatMessage[
 }
 
 /** Whether any message carries tool parts. */
-export const hasToolParts = (messages: readonly ChatMessage[]): boolean =>
-  messages.some((m) => m.role === 'tool' || (m.toolCalls?.length ?? 0) > 0);
+export const hasToolParts = (messages: readonly ChatMessage[]): boolean => messages.some((m) => m.role === 'tool' || (m.toolCalls?.length ?? 0) > 0);

@@ -171,7 +171,10 @@ describe('upstream SSE call (undici)', () => {
       seen.push(...batch);
       await delay(idleMs + 500);
     }
-    assert.deepEqual(seen.map((e) => e.type), ['delta', 'finish']);
+    assert.deepEqual(
+      seen.map((e) => e.type),
+      ['delta', 'finish'],
+    );
   });
 
   test("the caller's signal closes the upstream socket at once and rethrows its reason", async () => {

@@ -2,7 +2,17 @@
 // only as the `apikey` query parameter (so a URL here is never logged or quoted).
 import { isRecord } from '../llm/probe-http.ts';
 import { commonRefusal, keyRefused, newYorkWallClockToIso, notEntitled, num, readJson, str, unexpected, unknownSymbol, type ReadCall } from './http.ts';
-import { type MarketDataError, MAX_BARS, MAX_SYMBOL_MATCHES, type Bar, type BarInterval, type MarketStatus, type PriceHistory, type Quote, type SymbolMatch } from './types.ts';
+import {
+  type MarketDataError,
+  MAX_BARS,
+  MAX_SYMBOL_MATCHES,
+  type Bar,
+  type BarInterval,
+  type MarketStatus,
+  type PriceHistory,
+  type Quote,
+  type SymbolMatch,
+} from './types.ts';
 
 /** The US exchanges whose hours make up "the market". */
 const US_EXCHANGES = ['NYSE', 'NASDAQ', 'AMEX'];
@@ -39,7 +49,11 @@ export class FmpReads {
    */
   async quote(apiKey: string, symbol: string, call: ReadCall): Promise<Quote> {
     const extra = (path: string, query: Record<string, string>) => this.#get(path, query, apiKey, call).catch(() => undefined);
-    const [body, profile, hours] = await Promise.all([this.#get('/quote', { symbol }, apiKey, call), extra('/profile', { symbol }), extra('/all-exchange-market-hours', {})]);
+    const [body, profile, hours] = await Promise.all([
+      this.#get('/quote', { symbol }, apiKey, call),
+      extra('/profile', { symbol }),
+      extra('/all-exchange-market-hours', {}),
+    ]);
     const row: unknown = Array.isArray(body) ? body[0] : undefined;
     const price = isRecord(row) ? num(row['price']) : null;
     if (!isRecord(row) || price === null) throw unknownSymbol(symbol);
@@ -67,7 +81,12 @@ export class FmpReads {
 
   async priceHistory(apiKey: string, q: { symbol: string; interval: BarInterval; from: string; to: string }, call: ReadCall): Promise<PriceHistory> {
     const daily = q.interval === '1day';
-    const body = await this.#get(daily ? '/historical-price-eod/full' : `/historical-chart/${q.interval}`, { symbol: q.symbol, from: q.from, to: q.to }, apiKey, call);
+    const body = await this.#get(
+      daily ? '/historical-price-eod/full' : `/historical-chart/${q.interval}`,
+      { symbol: q.symbol, from: q.from, to: q.to },
+      apiKey,
+      call,
+    );
     const bars: Bar[] = [];
     for (const r of Array.isArray(body) ? body : []) {
       if (!isRecord(r) || typeof r['date'] !== 'string') continue;

@@ -23,7 +23,10 @@ export async function readJson(url: URL, headers: Record<string, string>, call: 
   if (answer.kind === 'answer') return answer;
   const { signal } = call;
   if (signal.aborted && !(signal.reason instanceof DOMException && signal.reason.name === 'TimeoutError')) throw signal.reason;
-  throw new MarketDataError('MARKET_DATA_UNAVAILABLE', signal.aborted ? 'the market-data provider did not answer in time' : 'the market-data provider could not be reached');
+  throw new MarketDataError(
+    'MARKET_DATA_UNAVAILABLE',
+    signal.aborted ? 'the market-data provider did not answer in time' : 'the market-data provider could not be reached',
+  );
 }
 
 /** What every provider means by these statuses, whatever the body says. */

@@ -2,7 +2,17 @@
 // user's key, sent as a bearer token (a header stays out of proxy and access logs).
 import { isRecord } from '../llm/probe-http.ts';
 import { commonRefusal, keyRefused, newYorkDate, notEntitled, num, positive, readJson, str, unexpected, unknownSymbol, type ReadCall } from './http.ts';
-import { MAX_BARS, MAX_SYMBOL_MATCHES, type Bar, type BarInterval, type MarketState, type MarketStatus, type PriceHistory, type Quote, type SymbolMatch } from './types.ts';
+import {
+  MAX_BARS,
+  MAX_SYMBOL_MATCHES,
+  type Bar,
+  type BarInterval,
+  type MarketState,
+  type MarketStatus,
+  type PriceHistory,
+  type Quote,
+  type SymbolMatch,
+} from './types.ts';
 
 /**
  * The session `/v1/marketstatus/now` describes: `market` (`open`, `extended-hours`, `closed`) with its
@@ -37,7 +47,10 @@ export class PolygonReads {
     if (common) throw common;
     if (status === 401) throw keyRefused(status);
     // 403 NOT_AUTHORIZED "You are not entitled to this data": the plan, not the key.
-    if (status === 403) throw isRecord(body) && (body['status'] === 'NOT_AUTHORIZED' || /entitled|plan/i.test(String(body['message'] ?? ''))) ? notEntitled(status) : keyRefused(status);
+    if (status === 403)
+      throw isRecord(body) && (body['status'] === 'NOT_AUTHORIZED' || /entitled|plan/i.test(String(body['message'] ?? '')))
+        ? notEntitled(status)
+        : keyRefused(status);
     if (status === 404 && symbol !== undefined) throw unknownSymbol(symbol);
     if (status < 200 || status >= 300 || !isRecord(body)) throw unexpected(status);
     return body;

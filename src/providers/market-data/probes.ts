@@ -3,15 +3,9 @@ import type { MarketDataProvider } from '../../config.ts';
 import { isRecord, probeGet, transientStatus, withProbeCall, type ProbeCall, type ProbeFailure, type ProbeOptions } from '../llm/probe-http.ts';
 
 export type MarketDataProbeResult =
-  | { readonly outcome: 'valid' }
-  | { readonly outcome: 'invalid'; readonly status: number }
-  | { readonly outcome: 'transient'; readonly reason: ProbeFailure };
+  { readonly outcome: 'valid' } | { readonly outcome: 'invalid'; readonly status: number } | { readonly outcome: 'transient'; readonly reason: ProbeFailure };
 
-export async function probeMarketDataKey(
-  provider: MarketDataProvider,
-  apiKey: string,
-  opts: ProbeOptions,
-): Promise<MarketDataProbeResult> {
+export async function probeMarketDataKey(provider: MarketDataProvider, apiKey: string, opts: ProbeOptions): Promise<MarketDataProbeResult> {
   return withProbeCall(opts, (call) => (provider === 'polygon' ? probePolygon(apiKey, opts.baseUrl, call) : probeFmp(apiKey, opts.baseUrl, call)));
 }
 

@@ -67,7 +67,11 @@ describe('market reads (DESIGN §11)', () => {
       const f = c().fake();
       try {
         // FMP reports regular hours only: outside them its exchanges are closed.
-        for (const [session, expected] of [['closed', 'closed'], ['pre-market', name === 'polygon' ? 'pre-market' : 'closed'], ['after-hours', name === 'polygon' ? 'after-hours' : 'closed']] as const) {
+        for (const [session, expected] of [
+          ['closed', 'closed'],
+          ['pre-market', name === 'polygon' ? 'pre-market' : 'closed'],
+          ['after-hours', name === 'polygon' ? 'after-hours' : 'closed'],
+        ] as const) {
           f.setSession(session);
           assert.equal((await c().data.quote(key(), 'MSFT', deadline())).marketState, expected, session);
         }
@@ -104,7 +108,10 @@ describe('market reads (DESIGN §11)', () => {
 
     test(`${name}: daily bars are named by their trading date; weekends have none`, async () => {
       const h = await c().data.priceHistory(key(), { symbol: 'MSFT', interval: '1day', from: '2025-01-03', to: '2025-01-07' }, deadline());
-      assert.deepEqual(h.bars.map((b) => b.t), ['2025-01-03', '2025-01-06', '2025-01-07']);
+      assert.deepEqual(
+        h.bars.map((b) => b.t),
+        ['2025-01-03', '2025-01-06', '2025-01-07'],
+      );
       assert.deepEqual([h.symbol, h.interval, h.truncated], ['MSFT', '1day', false]);
     });
 
@@ -113,7 +120,10 @@ describe('market reads (DESIGN §11)', () => {
       assert.equal(h.bars.length, 500);
       assert.equal(h.truncated, true);
       assert.equal(h.bars.at(-1)?.t, '2025-01-03T20:59:00.000Z');
-      assert.ok(h.bars.every((b, i) => i === 0 || (h.bars[i - 1]?.t ?? '') < b.t), 'oldest first');
+      assert.ok(
+        h.bars.every((b, i) => i === 0 || (h.bars[i - 1]?.t ?? '') < b.t),
+        'oldest first',
+      );
     });
 
     test(`${name}: market status and symbol search`, async () => {
@@ -122,9 +132,15 @@ describe('market reads (DESIGN §11)', () => {
       assert.equal(s.exchanges?.['nyse'], 'open');
       assert.equal(s.exchanges?.['nasdaq'], 'open');
       const byName = await c().data.searchSymbols(key(), 'apple', deadline());
-      assert.deepEqual(byName.map((m) => [m.symbol, m.name]), [['AAPL', 'Apple Inc.']]);
+      assert.deepEqual(
+        byName.map((m) => [m.symbol, m.name]),
+        [['AAPL', 'Apple Inc.']],
+      );
       const byTicker = await c().data.searchSymbols(key(), 'BRK', deadline());
-      assert.deepEqual(byTicker.map((m) => m.symbol), ['BRK.B']);
+      assert.deepEqual(
+        byTicker.map((m) => m.symbol),
+        ['BRK.B'],
+      );
       assert.deepEqual(await c().data.searchSymbols(key(), 'nothing like it', deadline()), []);
     });
 
@@ -196,7 +212,11 @@ describe('market reads (DESIGN §11)', () => {
     const before = fmp.requests.length;
     await clients.fmp.data.quote(fmp.validKey, 'NVDA', deadline());
     const made = fmp.requests.slice(before);
-    assert.deepEqual(made.map((r) => [r.path, r.query['symbol']]).sort(), [['/stable/all-exchange-market-hours', undefined], ['/stable/profile', 'NVDA'], ['/stable/quote', 'NVDA']]);
+    assert.deepEqual(made.map((r) => [r.path, r.query['symbol']]).sort(), [
+      ['/stable/all-exchange-market-hours', undefined],
+      ['/stable/profile', 'NVDA'],
+      ['/stable/quote', 'NVDA'],
+    ]);
     for (const req of made) {
       assert.equal(req.query['apikey'], fmp.validKey);
       assert.equal(req.headers['authorization'], undefined);
@@ -205,7 +225,10 @@ describe('market reads (DESIGN §11)', () => {
 
   test('polygon and fmp give the same normalised bars for the same data', async () => {
     const q = { symbol: 'NVDA', interval: '5min', from: '2025-03-07', to: '2025-03-10' } as const;
-    const [a, b] = await Promise.all([clients.polygon.data.priceHistory(polygon.validKey, q, deadline()), clients.fmp.data.priceHistory(fmp.validKey, q, deadline())]);
+    const [a, b] = await Promise.all([
+      clients.polygon.data.priceHistory(polygon.validKey, q, deadline()),
+      clients.fmp.data.priceHistory(fmp.validKey, q, deadline()),
+    ]);
     assert.equal(a.bars.length, 156);
     assert.deepEqual(a, b);
   });

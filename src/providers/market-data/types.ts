@@ -73,11 +73,7 @@ export interface SymbolMatch {
 export const MAX_SYMBOL_MATCHES = 10;
 
 export type MarketDataErrorCode =
-  | 'UNKNOWN_SYMBOL'
-  | 'MARKET_DATA_KEY_INVALID'
-  | 'MARKET_DATA_RATE_LIMITED'
-  | 'MARKET_DATA_UNAVAILABLE'
-  | 'MARKET_DATA_NOT_ENTITLED';
+  'UNKNOWN_SYMBOL' | 'MARKET_DATA_KEY_INVALID' | 'MARKET_DATA_RATE_LIMITED' | 'MARKET_DATA_UNAVAILABLE' | 'MARKET_DATA_NOT_ENTITLED';
 
 /**
  * A market-data call that did not give data, already mapped (DESIGN §11). `message` is safe to show

@@ -58,7 +58,8 @@ export function Composer(props: {
     for (const file of files) {
       const format = FORMATS[file.type];
       if (!format) refused.push(`${file.name || 'pasted file'} is not a PNG, JPEG or WebP image`);
-      else if (file.size > limits.maxImageBytes) refused.push(`${file.name || 'pasted image'} is ${mib(file.size)}; an image may be at most ${mib(limits.maxImageBytes)}`);
+      else if (file.size > limits.maxImageBytes)
+        refused.push(`${file.name || 'pasted image'} is ${mib(file.size)}; an image may be at most ${mib(limits.maxImageBytes)}`);
       else if (next.length >= limits.maxImagesPerMessage) refused.push(`a message takes at most ${limits.maxImagesPerMessage} images`);
       else next.push({ id: crypto.randomUUID(), file, format, preview: URL.createObjectURL(file) });
     }
@@ -145,7 +146,12 @@ export function Composer(props: {
       <div class="composer-bar">
         <label class="file">
           <span>Add images</span>
-          <input type="file" accept="image/png,image/jpeg,image/webp" multiple onChange={(e) => (add(e.currentTarget.files ?? []), (e.currentTarget.value = ''))} />
+          <input
+            type="file"
+            accept="image/png,image/jpeg,image/webp"
+            multiple
+            onChange={(e) => (add(e.currentTarget.files ?? []), (e.currentTarget.value = ''))}
+          />
         </label>
         <label class="persona">
           <span class="sr-only">Persona</span>

@@ -94,7 +94,8 @@ export function ConversationList({ selected, round, open, onClose }: { selected:
                 <a href={`/chat/${c.id}`} aria-current={c.id === selected ? 'page' : undefined}>
                   <span class="title">{c.title}</span>
                   <span class="hint">
-                    {providerName(c.provider)} · {g.label === 'Today' || g.label === 'Yesterday' ? time.format(new Date(c.updatedAt)) : date.format(new Date(c.updatedAt))}
+                    {providerName(c.provider)} ·{' '}
+                    {g.label === 'Today' || g.label === 'Yesterday' ? time.format(new Date(c.updatedAt)) : date.format(new Date(c.updatedAt))}
                   </span>
                 </a>
               </li>

@@ -105,7 +105,15 @@ export function EditMessage({ text, onSend, onCancel }: { text: string; onSend: 
   );
 }
 
-export function AssistantMessage({ reply, onRetry, onRegenerate }: { reply: Reply; onRetry?: (() => void) | undefined; onRegenerate?: (() => void) | undefined }) {
+export function AssistantMessage({
+  reply,
+  onRetry,
+  onRegenerate,
+}: {
+  reply: Reply;
+  onRetry?: (() => void) | undefined;
+  onRegenerate?: (() => void) | undefined;
+}) {
   const results = new Map(reply.parts.flatMap((p) => (p.type === 'tool_result' ? [[p.id, p] as const] : [])));
   const running = reply.status === 'streaming';
   const markdown = replyMarkdown(reply);

@@ -69,10 +69,16 @@ export function ModelChooser(props: {
   const { conversation, keys, catalogue, wallet } = props;
   const action = useAction();
   const active = keys?.items.find((k) => k.active);
-  const selected: ModelChoice | undefined = conversation ? { provider: conversation.provider, model: conversation.model } : active ? { provider: active.provider, model: active.defaultModel } : undefined;
+  const selected: ModelChoice | undefined = conversation
+    ? { provider: conversation.provider, model: conversation.model }
+    : active
+      ? { provider: active.provider, model: active.defaultModel }
+      : undefined;
   const choose = (c: ModelChoice) =>
     action.run(async () => {
-      await must(api.PATCH('/api/advisor/provider-keys/{provider}', { params: { path: { provider: c.provider } }, body: { defaultModel: c.model, active: true } }));
+      await must(
+        api.PATCH('/api/advisor/provider-keys/{provider}', { params: { path: { provider: c.provider } }, body: { defaultModel: c.model, active: true } }),
+      );
       props.onKeysChanged();
     });
   useEffect(() => {

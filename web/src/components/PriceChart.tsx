@@ -32,7 +32,13 @@ export function PriceChart({ symbol, interval, bars }: { symbol: string; interva
           grid: { vertLines: { visible: false }, horzLines: { color: dark ? '#27272a' : '#e4e4e7' } },
           timeScale: { timeVisible: interval !== '1day', secondsVisible: false },
         });
-        const series = chart.addSeries(CandlestickSeries, { upColor: '#15803d', downColor: '#b91c1c', borderVisible: false, wickUpColor: '#15803d', wickDownColor: '#b91c1c' });
+        const series = chart.addSeries(CandlestickSeries, {
+          upColor: '#15803d',
+          downColor: '#b91c1c',
+          borderVisible: false,
+          wickUpColor: '#15803d',
+          wickDownColor: '#b91c1c',
+        });
         series.setData(bars.map((b) => ({ time: (Date.parse(b.t) / 1000) as never, open: b.open, high: b.high, low: b.low, close: b.close })));
         chart.timeScale().fitContent();
         dispose = () => chart.remove();

@@ -30,64 +30,68 @@ export function AccountsPage() {
       {accounts.data && accounts.data.items.length === 0 && <p>No trading accounts yet.</p>}
       {accounts.data && accounts.data.items.length > 0 && (
         <div class="table-wrap">
-        <table class="table accounts">
-          <caption class="sr-only">Your trading accounts</caption>
-          <TableHead
-            columns={[
-              'Name',
-              { label: 'Currency', wide: true },
-              { label: 'Time zone', wide: true },
-              { label: 'Brokerage', wide: true },
-              { label: 'Starting balance', num: true },
-              { label: 'Created', wide: true },
-              { label: 'Actions', srOnly: true },
-            ]}
-          />
-          <tbody>
-            {accounts.data.items.map((a) =>
-              editing === a.id ? (
-                <tr key={a.id}>
-                  <td colSpan={7}>
-                    <AccountForm
-                      account={a}
-                      zones={zones}
-                      brokerages={brokerages.data?.items ?? []}
-                      onDone={() => {
-                        setEditing(undefined);
-                        accounts.reload();
-                      }}
-                    />
-                  </td>
-                </tr>
-              ) : (
-                <tr key={a.id}>
-                  <th scope="row">
-                    {a.name}
-                    {narrow && <span class="narrow-only hint">{[a.currency, a.timezone, a.brokerageId ? names.get(a.brokerageId) : undefined].filter(Boolean).join(' · ')}</span>}
-                  </th>
-                  <td class="wide-only">{a.currency}</td>
-                  <td class="wide-only">{a.timezone}</td>
-                  <td class="wide-only">{a.brokerageId ? (names.get(a.brokerageId) ?? '—') : '—'}</td>
-                  <td class="num">{a.startingBalance}</td>
-                  <td class="wide-only">{fmtDate(a.createdAt)}</td>
-                  <td>
-                    <div class="actions">
-                      <a class="button secondary small" href={`/accounts/${a.id}/journal`}>
-                        Journal<span class="sr-only"> of {a.name}</span>
-                      </a>
-                      <button type="button" class="secondary small" onClick={() => setEditing(a.id)}>
-                        Edit<span class="sr-only"> {a.name}</span>
-                      </button>
-                      <button type="button" class="danger small" onClick={() => remove(a)} disabled={row.busy}>
-                        Delete<span class="sr-only"> {a.name}</span>
-                      </button>
-                    </div>
-                  </td>
-                </tr>
-              ),
-            )}
-          </tbody>
-        </table>
+          <table class="table accounts">
+            <caption class="sr-only">Your trading accounts</caption>
+            <TableHead
+              columns={[
+                'Name',
+                { label: 'Currency', wide: true },
+                { label: 'Time zone', wide: true },
+                { label: 'Brokerage', wide: true },
+                { label: 'Starting balance', num: true },
+                { label: 'Created', wide: true },
+                { label: 'Actions', srOnly: true },
+              ]}
+            />
+            <tbody>
+              {accounts.data.items.map((a) =>
+                editing === a.id ? (
+                  <tr key={a.id}>
+                    <td colSpan={7}>
+                      <AccountForm
+                        account={a}
+                        zones={zones}
+                        brokerages={brokerages.data?.items ?? []}
+                        onDone={() => {
+                          setEditing(undefined);
+                          accounts.reload();
+                        }}
+                      />
+                    </td>
+                  </tr>
+                ) : (
+                  <tr key={a.id}>
+                    <th scope="row">
+                      {a.name}
+                      {narrow && (
+                        <span class="narrow-only hint">
+                          {[a.currency, a.timezone, a.brokerageId ? names.get(a.brokerageId) : undefined].filter(Boolean).join(' · ')}
+                        </span>
+                      )}
+                    </th>
+                    <td class="wide-only">{a.currency}</td>
+                    <td class="wide-only">{a.timezone}</td>
+                    <td class="wide-only">{a.brokerageId ? (names.get(a.brokerageId) ?? '—') : '—'}</td>
+                    <td class="num">{a.startingBalance}</td>
+                    <td class="wide-only">{fmtDate(a.createdAt)}</td>
+                    <td>
+                      <div class="actions">
+                        <a class="button secondary small" href={`/accounts/${a.id}/journal`}>
+                          Journal<span class="sr-only"> of {a.name}</span>
+                        </a>
+                        <button type="button" class="secondary small" onClick={() => setEditing(a.id)}>
+                          Edit<span class="sr-only"> {a.name}</span>
+                        </button>
+                        <button type="button" class="danger small" onClick={() => remove(a)} disabled={row.busy}>
+                          Delete<span class="sr-only"> {a.name}</span>
+                        </button>
+                      </div>
+                    </td>
+                  </tr>
+                ),
+              )}
+            </tbody>
+          </table>
         </div>
       )}
       <AccountForm zones={zones} brokerages={brokerages.data?.items ?? []} onDone={accounts.reload} />
@@ -151,7 +155,9 @@ function AccountForm({ account, zones, brokerages, onDone }: { account?: Account
         };
         if (Object.keys(body).length > 0) await must(api.PUT('/api/accounts/{id}', { params: { path: { id: account.id } }, body }));
       } else {
-        await must(api.POST('/api/accounts', { body: { name, currency, timezone: zone, startingBalance: balance || '0', ...(brokerageId ? { brokerageId } : {}) } }));
+        await must(
+          api.POST('/api/accounts', { body: { name, currency, timezone: zone, startingBalance: balance || '0', ...(brokerageId ? { brokerageId } : {}) } }),
+        );
         // The next account starts from the defaults, not from this one.
         setName('');
         setCurrency('USD');
@@ -174,7 +180,15 @@ function AccountForm({ account, zones, brokerages, onDone }: { account?: Account
         </label>
         <label>
           Currency
-          <input list="currencies" required pattern="[A-Za-z]{3}" maxLength={3} size={5} value={currency} onInput={(e) => setCurrency(e.currentTarget.value.toUpperCase())} />
+          <input
+            list="currencies"
+            required
+            pattern="[A-Za-z]{3}"
+            maxLength={3}
+            size={5}
+            value={currency}
+            onInput={(e) => setCurrency(e.currentTarget.value.toUpperCase())}
+          />
           <datalist id="currencies">
             {CURRENCIES.map((c) => (
               <option key={c} value={c} />
@@ -183,7 +197,14 @@ function AccountForm({ account, zones, brokerages, onDone }: { account?: Account
         </label>
         <label class="grow">
           Time zone
-          <input list={listId} required value={typed} onInput={(e) => setTimezone(e.currentTarget.value)} aria-invalid={!zoneKnown} aria-describedby={`${listId}-hint`} />
+          <input
+            list={listId}
+            required
+            value={typed}
+            onInput={(e) => setTimezone(e.currentTarget.value)}
+            aria-invalid={!zoneKnown}
+            aria-describedby={`${listId}-hint`}
+          />
           <datalist id={listId}>{options}</datalist>
           <span id={`${listId}-hint`} class="hint">
             {!zoneKnown ? 'Pick a zone from the list' : stored !== undefined && stored !== typed ? `Stored as ${stored}` : 'IANA name, e.g. America/New_York'}
@@ -192,7 +213,13 @@ function AccountForm({ account, zones, brokerages, onDone }: { account?: Account
         {!account && (
           <label>
             Starting balance
-            <input inputMode="decimal" pattern="[0-9]{1,15}(\.[0-9]{1,8})?" placeholder="0" value={balance} onInput={(e) => setBalance(e.currentTarget.value)} />
+            <input
+              inputMode="decimal"
+              pattern="[0-9]{1,15}(\.[0-9]{1,8})?"
+              placeholder="0"
+              value={balance}
+              onInput={(e) => setBalance(e.currentTarget.value)}
+            />
           </label>
         )}
         <label>

@@ -50,7 +50,8 @@ export function BillingPage() {
     <Page title="Credits">
       {wallet && <WalletSummary wallet={wallet} />}
       <p class="hint">
-        Cheap models are paid with free monthly turns; the others take credits per turn (the model picker beside the message box shows what a turn costs). A turn that produced nothing is not charged.
+        Cheap models are paid with free monthly turns; the others take credits per turn (the model picker beside the message box shows what a turn costs). A
+        turn that produced nothing is not charged.
       </p>
       <h2>Buy credits</h2>
       <Problem error={packs.error ?? checkout.error} />
@@ -186,8 +187,8 @@ export function CheckoutReturnPage({ outcome }: { outcome: 'success' | 'cancel' 
           <p>This checkout expired before it was paid. Nothing was charged; you can buy credits again.</p>
         ) : (
           <p>
-            Waiting for the payment to be confirmed by the payment provider. Your {fmtNumber(state.credits)} credits ({fmtMoney(state.amount, state.currency)}) appear here as soon as
-            it is; you can leave this page meanwhile.
+            Waiting for the payment to be confirmed by the payment provider. Your {fmtNumber(state.credits)} credits ({fmtMoney(state.amount, state.currency)})
+            appear here as soon as it is; you can leave this page meanwhile.
           </p>
         )}
       </div>

@@ -305,7 +305,11 @@ function ConversationView({ conversationId, keys, onKeysChanged, onChanged, onAd
             type="button"
             class="secondary"
             onClick={() =>
-              must(api.GET('/api/advisor/conversations/{id}', { params: { path: { id: conversation.id }, query: { limit: 50, cursor: conversation.nextCursor ?? '' } } }))
+              must(
+                api.GET('/api/advisor/conversations/{id}', {
+                  params: { path: { id: conversation.id }, query: { limit: 50, cursor: conversation.nextCursor ?? '' } },
+                }),
+              )
                 .then((page) => {
                   setOlder((o) => [...page.messages, ...o]);
                   setConversation({ ...conversation, nextCursor: page.nextCursor });
@@ -363,7 +367,16 @@ function ConversationView({ conversationId, keys, onKeysChanged, onChanged, onAd
         streaming={streaming}
         onSend={send}
         onStop={() => void stop()}
-        model={<ModelChooser conversation={conversation} keys={keys} catalogue={catalogue.data} wallet={wallet} onKeysChanged={onKeysChanged} onProblem={setProblem} />}
+        model={
+          <ModelChooser
+            conversation={conversation}
+            keys={keys}
+            catalogue={catalogue.data}
+            wallet={wallet}
+            onKeysChanged={onKeysChanged}
+            onProblem={setProblem}
+          />
+        }
       />
     </section>
   );
@@ -381,7 +394,12 @@ async function imageOf(a: Message['attachments'][number]): Promise<Picked> {
 function problemHelp(err: unknown) {
   const code = (err as { code?: string } | undefined)?.code;
   if (code === 'INSUFFICIENT_CREDITS' || code === 'ALLOWANCE_EXHAUSTED') return <a href="/billing">Buy credits</a>;
-  if (code === 'INSUFFICIENT_CREDITS_ALLOWANCE_AVAILABLE' || code === 'MODEL_NOT_AVAILABLE' || code === 'PROVIDER_KEY_NOT_CONFIGURED' || code === 'PROVIDER_KEY_DECRYPTION_FAILED')
+  if (
+    code === 'INSUFFICIENT_CREDITS_ALLOWANCE_AVAILABLE' ||
+    code === 'MODEL_NOT_AVAILABLE' ||
+    code === 'PROVIDER_KEY_NOT_CONFIGURED' ||
+    code === 'PROVIDER_KEY_DECRYPTION_FAILED'
+  )
     return <a href="/keys">Choose a model on the Keys page</a>;
   return null;
 }

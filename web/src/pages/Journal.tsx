@@ -26,7 +26,11 @@ interface Range {
 }
 
 const lastDays = (to: string, n: number): Range => ({ from: addDays(to, -(n - 1)), to });
-const slug = (name: string) => name.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '') || 'account';
+const slug = (name: string) =>
+  name
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '-')
+    .replace(/^-|-$/g, '') || 'account';
 
 export function JournalPage({ accountId }: { accountId: string }) {
   const path = { id: accountId };

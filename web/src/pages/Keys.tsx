@@ -6,7 +6,12 @@ import { Page, Problem, fmtDateTime, useAction, useLoad, useNarrow, TableHead } 
 type Key = Schemas['ProviderKeyListItem'];
 
 function KeyState({ k }: { k: { verified: boolean; rejectedAt: string | null; rejectedReason: string | null; lastVerifiedAt: string | null } }) {
-  if (k.rejectedAt) return <span class="badge bad" title={k.rejectedReason ?? ''}>Refused {fmtDateTime(k.rejectedAt)}</span>;
+  if (k.rejectedAt)
+    return (
+      <span class="badge bad" title={k.rejectedReason ?? ''}>
+        Refused {fmtDateTime(k.rejectedAt)}
+      </span>
+    );
   return k.verified ? <span class="badge ok">Verified {fmtDateTime(k.lastVerifiedAt)}</span> : <span class="badge warn">Not verified</span>;
 }
 
@@ -40,7 +45,9 @@ export function KeysPage() {
         <div class="table-wrap">
           <table class="table keys">
             <caption class="sr-only">Your language-model keys</caption>
-            <TableHead columns={['Provider', { label: 'Key', wide: true }, 'Default model', { label: 'State', wide: true }, { label: 'Actions', srOnly: true }]} />
+            <TableHead
+              columns={['Provider', { label: 'Key', wide: true }, 'Default model', { label: 'State', wide: true }, { label: 'Actions', srOnly: true }]}
+            />
             <tbody>
               {keys.data.items.map((k: Key) => (
                 <tr key={k.provider}>
@@ -56,7 +63,12 @@ export function KeysPage() {
                     <code>…{k.keyHintTail}</code>
                   </td>
                   <td>
-                    <ModelEditor k={k} catalogue={catalogue.data} onSave={(defaultModel) => patch(k.provider, { defaultModel })} suggestions={catalogue.data?.providers.find((p) => p.provider === k.provider)?.suggestedModels ?? []} />
+                    <ModelEditor
+                      k={k}
+                      catalogue={catalogue.data}
+                      onSave={(defaultModel) => patch(k.provider, { defaultModel })}
+                      suggestions={catalogue.data?.providers.find((p) => p.provider === k.provider)?.suggestedModels ?? []}
+                    />
                   </td>
                   <td class="wide-only">
                     <KeyState k={k} />
@@ -104,7 +116,13 @@ function ModelEditor({ k, catalogue, suggestions, onSave }: { k: Key; catalogue:
         if (model.trim() && model !== k.defaultModel) onSave(model.trim());
       }}
     >
-      <input aria-label={`Default model for ${providerName(k.provider)}`} aria-describedby={`${id}-cost`} list={id} value={model} onInput={(e) => setModel(e.currentTarget.value)} />
+      <input
+        aria-label={`Default model for ${providerName(k.provider)}`}
+        aria-describedby={`${id}-cost`}
+        list={id}
+        value={model}
+        onInput={(e) => setModel(e.currentTarget.value)}
+      />
       <datalist id={id}>
         {suggestions.map((m) => (
           <option key={m} value={m} />
@@ -145,7 +163,12 @@ function SaveProviderKey({ suggestions, onSaved }: { suggestions: { provider: st
     e.preventDefault();
     setSaved(undefined);
     const result = await action.run(() =>
-      must(api.PUT('/api/advisor/provider-keys/{provider}', { params: { path: { provider } }, body: { apiKey: key.apiKey, ...(model.trim() ? { defaultModel: model.trim() } : {}) } })),
+      must(
+        api.PUT('/api/advisor/provider-keys/{provider}', {
+          params: { path: { provider } },
+          body: { apiKey: key.apiKey, ...(model.trim() ? { defaultModel: model.trim() } : {}) },
+        }),
+      ),
     );
     if (!result) return key.refused();
     key.setApiKey('');
@@ -168,7 +191,16 @@ function SaveProviderKey({ suggestions, onSaved }: { suggestions: { provider: st
         </label>
         <label class="grow">
           API key
-          <input ref={key.field} type="password" name="apiKey" required value={key.apiKey} autoComplete="off" spellcheck={false} onInput={(e) => key.setApiKey(e.currentTarget.value)} />
+          <input
+            ref={key.field}
+            type="password"
+            name="apiKey"
+            required
+            value={key.apiKey}
+            autoComplete="off"
+            spellcheck={false}
+            onInput={(e) => key.setApiKey(e.currentTarget.value)}
+          />
         </label>
         <label class="grow">
           Default model (optional)
@@ -226,7 +258,16 @@ function MarketDataKey({ status, name, onChange }: { status: Schemas['MarketData
       <form onSubmit={submit} autoComplete="off">
         <label>
           {status.configured ? `Replace the ${name} key` : `${name} API key`}
-          <input ref={key.field} type="password" name="marketDataKey" required value={key.apiKey} autoComplete="off" spellcheck={false} onInput={(e) => key.setApiKey(e.currentTarget.value)} />
+          <input
+            ref={key.field}
+            type="password"
+            name="marketDataKey"
+            required
+            value={key.apiKey}
+            autoComplete="off"
+            spellcheck={false}
+            onInput={(e) => key.setApiKey(e.currentTarget.value)}
+          />
         </label>
         <button type="submit" disabled={action.busy}>
           {action.busy ? 'Verifying…' : 'Verify and save'}

@@ -40,7 +40,15 @@ export function SignInPage({ onDone }: { onDone: () => void }) {
           <p class="hint">This service runs on your machine with its embedded defaults, so any user id signs in.</p>
           <label>
             User id
-            <input ref={userField} name="userId" required maxLength={128} value={userId} onInput={(e) => setUserId(e.currentTarget.value)} autoComplete="username" />
+            <input
+              ref={userField}
+              name="userId"
+              required
+              maxLength={128}
+              value={userId}
+              onInput={(e) => setUserId(e.currentTarget.value)}
+              autoComplete="username"
+            />
           </label>
           <button type="submit" disabled={action.busy}>
             Sign in
@@ -57,7 +65,15 @@ export function SignInPage({ onDone }: { onDone: () => void }) {
         </p>
         <label>
           Bearer token
-          <textarea ref={tokenField} name="token" rows={3} required value={token} spellcheck={false} onInput={(e) => (setToken(e.currentTarget.value), setTokenProblem(false))} />
+          <textarea
+            ref={tokenField}
+            name="token"
+            rows={3}
+            required
+            value={token}
+            spellcheck={false}
+            onInput={(e) => (setToken(e.currentTarget.value), setTokenProblem(false))}
+          />
         </label>
         <button type="submit">Use this token</button>
         {tokenProblem && (

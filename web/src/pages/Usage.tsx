@@ -143,7 +143,11 @@ function DayChart({ rows, from, to }: { rows: Row[]; from: string; to: string })
   const active = days.filter((_, i) => (tokens[i] ?? 0) > 0).length;
   return (
     <figure class="usage-chart" ref={figure}>
-      <svg viewBox={`0 0 ${w} ${h}`} role="img" aria-label={`Tokens per day from ${from} to ${to}: ${active} days with use; bars are tokens, points the estimated cost of a day.`}>
+      <svg
+        viewBox={`0 0 ${w} ${h}`}
+        role="img"
+        aria-label={`Tokens per day from ${from} to ${to}: ${active} days with use; bars are tokens, points the estimated cost of a day.`}
+      >
         <g class="y-axis">
           {tokenTicks.map((t) => (
             <g key={t}>

@@ -53,7 +53,21 @@ export function chartSummary(days: Day[], currency: string, from: string, to: st
   return `${range}: ${days.length} trading day${days.length === 1 ? '' : 's'} with fills, ${up} up, ${down} down; best ${m(best)}, worst ${m(worst)}.`;
 }
 
-export function DailyPnlChart({ days, currency, from, to, height = 220, figuresTable = true }: { days: Day[]; currency: string; from: string; to: string; height?: number; figuresTable?: boolean }) {
+export function DailyPnlChart({
+  days,
+  currency,
+  from,
+  to,
+  height = 220,
+  figuresTable = true,
+}: {
+  days: Day[];
+  currency: string;
+  from: string;
+  to: string;
+  height?: number;
+  figuresTable?: boolean;
+}) {
   const box = useRef<HTMLDivElement>(null);
   const [width, setWidth] = useState(640);
   useEffect(() => {
@@ -86,7 +100,9 @@ export function DailyPnlChart({ days, currency, from, to, height = 220, figuresT
     <figure class="jr-chart">
       <div ref={box} class="jr-chart-box">
         {days.length === 0 ? (
-          <p class="hint">No fills from {day(from)} to {day(to)}.</p>
+          <p class="hint">
+            No fills from {day(from)} to {day(to)}.
+          </p>
         ) : (
           <svg width={width} height={height} viewBox={`0 0 ${width} ${height}`} role="img" aria-label={summary} data-testid="pnl-chart">
             {ticks.map((t) => (
@@ -103,7 +119,15 @@ export function DailyPnlChart({ days, currency, from, to, height = 220, figuresT
               const top = s > 0 ? y(v) : zero;
               const h = Math.max(s === 0 ? 0 : 1, Math.abs(y(v) - zero));
               return (
-                <rect key={d.tradingDay} class={`jr-bar ${s > 0 ? 'up' : s < 0 ? 'down' : 'flat'}`} x={MARGIN.left + i * slot + (slot - bw) / 2} y={top} width={bw} height={h} data-day={d.tradingDay}>
+                <rect
+                  key={d.tradingDay}
+                  class={`jr-bar ${s > 0 ? 'up' : s < 0 ? 'down' : 'flat'}`}
+                  x={MARGIN.left + i * slot + (slot - bw) / 2}
+                  y={top}
+                  width={bw}
+                  height={h}
+                  data-day={d.tradingDay}
+                >
                   <title>
                     {day(d.tradingDay)}: {money(d.netPnl, currency, { signed: true }).text}
                   </title>
@@ -131,7 +155,16 @@ export function DailyPnlChart({ days, currency, from, to, height = 220, figuresT
           <div class="jr-scroll" role="region" aria-label="Daily figures" tabIndex={0}>
             <table class="table compact">
               <caption class="sr-only">Daily figures</caption>
-              <TableHead columns={['Trading day', { label: 'Fills', num: true }, { label: 'Round trips', num: true }, { label: 'Realized P&L', num: true }, { label: 'Fees', num: true }, { label: 'Net P&L', num: true }]} />
+              <TableHead
+                columns={[
+                  'Trading day',
+                  { label: 'Fills', num: true },
+                  { label: 'Round trips', num: true },
+                  { label: 'Realized P&L', num: true },
+                  { label: 'Fees', num: true },
+                  { label: 'Net P&L', num: true },
+                ]}
+              />
               <tbody>
                 {[...days].reverse().map((d) => (
                   <tr key={d.tradingDay}>

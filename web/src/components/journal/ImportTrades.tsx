@@ -13,7 +13,8 @@ const MAX_BYTES = 5 * 1024 * 1024;
 /** A refusal of an import in words (the codes mean something else for a chat message). */
 function importProblem(err: unknown): string {
   if (err instanceof ApiError && err.code === 'PAYLOAD_TOO_LARGE') return 'The file is larger than 5 MiB. Split it and import the parts.';
-  if (err instanceof ApiError && err.code === 'VALIDATION_ERROR') return `The file could not be read as trades: ${err.details[0]?.message ?? err.message}. Nothing was imported.`;
+  if (err instanceof ApiError && err.code === 'VALIDATION_ERROR')
+    return `The file could not be read as trades: ${err.details[0]?.message ?? err.message}. Nothing was imported.`;
   return explain(err);
 }
 
@@ -33,7 +34,11 @@ export function ImportTrades({ accountId, onImported }: { accountId: string; onI
       return;
     }
     const result = await action.run(async () => {
-      const response = await authorizedFetch(`/api/accounts/${encodeURIComponent(accountId)}/trades/import`, { method: 'POST', headers: { 'content-type': 'text/csv' }, body: file });
+      const response = await authorizedFetch(`/api/accounts/${encodeURIComponent(accountId)}/trades/import`, {
+        method: 'POST',
+        headers: { 'content-type': 'text/csv' },
+        body: file,
+      });
       if (!response.ok) throw await errorOf(response);
       return (await response.json()) as ImportReport;
     });
@@ -45,13 +50,18 @@ export function ImportTrades({ accountId, onImported }: { accountId: string; onI
     }
   };
 
-  const problem = tooBig ? 'The file is larger than 5 MiB. Split it and import the parts.' : action.error !== undefined ? importProblem(action.error) : undefined;
+  const problem = tooBig
+    ? 'The file is larger than 5 MiB. Split it and import the parts.'
+    : action.error !== undefined
+      ? importProblem(action.error)
+      : undefined;
   return (
     <section class="card jr-import" aria-labelledby="import-title">
       <h2 id="import-title">Import trades</h2>
       <p class="hint" id="import-hint">
-        A CSV file with a header row naming the columns <code>symbol</code>, <code>side</code>, <code>quantity</code>, <code>price</code>, <code>executedAt</code> and, if you have
-        them, <code>fee</code>, <code>externalId</code>, <code>note</code> — in any order. Rows already in the journal are skipped, so a file can be imported again.
+        A CSV file with a header row naming the columns <code>symbol</code>, <code>side</code>, <code>quantity</code>, <code>price</code>,{' '}
+        <code>executedAt</code> and, if you have them, <code>fee</code>, <code>externalId</code>, <code>note</code> — in any order. Rows already in the journal
+        are skipped, so a file can be imported again.
       </p>
       <form class="jr-filters" onSubmit={submit}>
         <label>

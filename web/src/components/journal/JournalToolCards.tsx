@@ -40,7 +40,9 @@ function readJournal(r: Record<string, unknown>): JournalResult | undefined {
     totals: r.totals as unknown as Totals,
     days,
     daysOmitted: typeof r.daysOmitted === 'number' ? r.daysOmitted : undefined,
-    openPositions: Array.isArray(r.openPositions) ? (r.openPositions.filter((p) => isObject(p) && typeof p.symbol === 'string' && isDecimal(p.quantity)) as OpenPosition[]) : [],
+    openPositions: Array.isArray(r.openPositions)
+      ? (r.openPositions.filter((p) => isObject(p) && typeof p.symbol === 'string' && isDecimal(p.quantity)) as OpenPosition[])
+      : [],
     balance: text(r.balance),
   };
 }
@@ -95,7 +97,9 @@ export function PositionSizeToolResult({ result }: { result: Record<string, unkn
           </div>
         ))}
       </dl>
-      <p class="hint">{account ? `Sized on the balance of ${account.name}.` : 'Sized on the balance given.'} Shares are rounded down so the risk stays within the amount.</p>
+      <p class="hint">
+        {account ? `Sized on the balance of ${account.name}.` : 'Sized on the balance given.'} Shares are rounded down so the risk stays within the amount.
+      </p>
     </div>
   );
 }

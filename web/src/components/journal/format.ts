@@ -72,7 +72,12 @@ export function money(text: string, currency: string, opts: { signed?: boolean }
         signDisplay: opts.signed ? 'exceptZero' : 'auto',
       });
     } catch {
-      return new Intl.NumberFormat(undefined, { minimumFractionDigits: digits, maximumFractionDigits: digits, roundingMode: 'halfEven', signDisplay: opts.signed ? 'exceptZero' : 'auto' });
+      return new Intl.NumberFormat(undefined, {
+        minimumFractionDigits: digits,
+        maximumFractionDigits: digits,
+        roundingMode: 'halfEven',
+        signDisplay: opts.signed ? 'exceptZero' : 'auto',
+      });
     }
   });
   return { text: f.format(text as Numeric), exact: text, isExact: placesOf(text) <= digits, sign: signOf(text) };
