@@ -1,22 +1,18 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { startOpenAiCompatibleFake, type OpenAiCompatibleFake } from './fakes/index.ts';
+import type { OpenAiCompatibleFake } from './fakes/index.ts';
 import { buildTestApp, codeOf, type TestApp } from './helpers/app.ts';
 import { rawExchange } from './helpers/net.ts';
+import { appOnOpenAiFake } from './kits/conversations.ts';
 
 /** Rules every route obeys at the edge, before any feature code runs (DESIGN §3, §10). */
 describe('http edge rules', () => {
   let t: TestApp;
   let fake: OpenAiCompatibleFake;
-  before(async () => {
-    fake = await startOpenAiCompatibleFake({ flavor: 'openai' });
-    t = await buildTestApp({ env: { OPENAI_BASE_URL: fake.url } });
-  });
-  after(async () => {
-    await t.close();
-    await fake.close();
-  });
+  let close: () => Promise<void>;
+  before(async () => ({ t, fake, close } = await appOnOpenAiFake()));
+  after(() => close());
 
   const newUser = () => `u-${randomUUID()}`;
   const account = (name: string) => ({ name, currency: 'USD', timezone: 'UTC', startingBalance: '100' });

@@ -3,9 +3,9 @@ import assert from 'node:assert/strict';
 import { createVault, parseKeyring } from '../src/platform/aes-vault.ts';
 import type { Vault } from '../src/platform/vault.ts';
 import { grantCredits, ledgerPage } from '../src/features/billing/wallet-service.ts';
-import { message, send, startOf, userWithOpenAiKey } from './kits/conversations.ts';
-import { startOpenAiCompatibleFake, type OpenAiCompatibleFake } from './fakes/index.ts';
-import { TEST_ENCRYPTION_KEYS, buildTestApp, codeOf, type TestApp } from './helpers/app.ts';
+import { message, send, startOf, userWithOpenAiKey, appOnOpenAiFake } from './kits/conversations.ts';
+import type { OpenAiCompatibleFake } from './fakes/index.ts';
+import { TEST_ENCRYPTION_KEYS, codeOf, type TestApp } from './helpers/app.ts';
 
 type Page = { nextCursor: string | null };
 
@@ -13,14 +13,9 @@ type Page = { nextCursor: string | null };
 describe('page cursors', () => {
   let fake: OpenAiCompatibleFake;
   let t: TestApp;
-  before(async () => {
-    fake = await startOpenAiCompatibleFake({ flavor: 'openai' });
-    t = await buildTestApp({ env: { OPENAI_BASE_URL: fake.url } });
-  });
-  after(async () => {
-    await t.close();
-    await fake.close();
-  });
+  let close: () => Promise<void>;
+  before(async () => ({ t, fake, close } = await appOnOpenAiFake()));
+  after(() => close());
 
   /** A user with 3 conversations (the first with 3 turns) and 3 ledger entries. */
   async function userWithPages(): Promise<{ user: string; conversationId: string }> {

@@ -5,7 +5,8 @@ import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import { sql } from 'kysely';
 import type { Provider } from '../../src/catalogue.ts';
-import type { TestApp } from '../helpers/app.ts';
+import { buildTestApp, type TestApp } from '../helpers/app.ts';
+import { startOpenAiCompatibleFake, type OpenAiCompatibleFake } from '../fakes/index.ts';
 import type { TurnBilling, TurnCharge, TurnRequest } from '../../src/features/billing/turn-billing.ts';
 
 export interface Frame {
@@ -215,4 +216,11 @@ function openSse(url: string, opts: { method: string; headers: Record<string, st
     },
     destroy: () => req.destroy(),
   };
+}
+
+/** A test app on a fresh database whose OpenAI calls go to an OpenAI-compatible fake, and how to close both. */
+export async function appOnOpenAiFake(): Promise<{ t: TestApp; fake: OpenAiCompatibleFake; close: () => Promise<void> }> {
+  const fake = await startOpenAiCompatibleFake({ flavor: 'openai' });
+  const t = await buildTestApp({ env: { OPENAI_BASE_URL: fake.url } });
+  return { t, fake, close: async () => (await t.close(), await fake.close()) };
 }

@@ -3,26 +3,20 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import type { FastifySchema } from 'fastify';
-import { buildTestApp, codeOf, type TestApp } from '../../../test/helpers/app.ts';
+import { codeOf, type TestApp } from '../../../test/helpers/app.ts';
 import type { OpenAiCompatibleFake } from '../../../test/fakes/index.ts';
-import { startOpenAiCompatibleFake } from '../../../test/fakes/index.ts';
 import { createValidatorCompiler } from '../../http/validation.ts';
 import { ConversationList, components, type ConversationListItemDto, type ConversationWithMessagesDto } from './schemas.ts';
-import { IMAGES, image, message, newUser, send, startOf, userWithOpenAiKey } from '../../../test/kits/conversations.ts';
+import { IMAGES, image, message, newUser, send, startOf, userWithOpenAiKey, appOnOpenAiFake } from '../../../test/kits/conversations.ts';
 
 type Page = { items: ConversationListItemDto[]; nextCursor: string | null };
 
 describe('advisor conversations', () => {
   let fake: OpenAiCompatibleFake;
   let t: TestApp;
-  before(async () => {
-    fake = await startOpenAiCompatibleFake({ flavor: 'openai' });
-    t = await buildTestApp({ env: { OPENAI_BASE_URL: fake.url } });
-  });
-  after(async () => {
-    await t.close();
-    await fake.close();
-  });
+  let close: () => Promise<void>;
+  before(async () => ({ t, fake, close } = await appOnOpenAiFake()));
+  after(() => close());
 
   const userWithKey = (tag: string): Promise<string> => userWithOpenAiKey(t, fake.validKey, tag);
   async function converse(user: string, conversationId: string | null, text = 'Hi', extra: Record<string, unknown> = {}): Promise<string> {

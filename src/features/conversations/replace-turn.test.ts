@@ -2,10 +2,10 @@
 // conversation's last turn, through HTTP on a real database.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { buildTestApp, type TestApp } from '../../../test/helpers/app.ts';
-import { startOpenAiCompatibleFake, type OpenAiCompatibleFake } from '../../../test/fakes/index.ts';
+import type { TestApp } from '../../../test/helpers/app.ts';
+import type { OpenAiCompatibleFake } from '../../../test/fakes/index.ts';
 import { giveCredits } from '../../../test/kits/billing.ts';
-import { IMAGES, countRows, image, message, newUser, saveKey, send, startOf, userWithOpenAiKey } from '../../../test/kits/conversations.ts';
+import { IMAGES, countRows, image, message, newUser, saveKey, send, startOf, userWithOpenAiKey, appOnOpenAiFake } from '../../../test/kits/conversations.ts';
 import type { ConversationWithMessagesDto } from './schemas.ts';
 
 type Sent = { role: string; content: unknown }[];
@@ -13,14 +13,9 @@ type Sent = { role: string; content: unknown }[];
 describe('a turn that replaces the last one (issue 29)', () => {
   let fake: OpenAiCompatibleFake;
   let t: TestApp;
-  before(async () => {
-    fake = await startOpenAiCompatibleFake({ flavor: 'openai' });
-    t = await buildTestApp({ env: { OPENAI_BASE_URL: fake.url } });
-  });
-  after(async () => {
-    await t.close();
-    await fake.close();
-  });
+  let close: () => Promise<void>;
+  before(async () => ({ t, fake, close } = await appOnOpenAiFake()));
+  after(() => close());
 
   async function turn(user: string, conversationId: string | null, text: string, reply: string, extra: Record<string, unknown> = {}) {
     fake.enqueueStream({ chunks: [reply] });

@@ -3,9 +3,9 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
-import { buildTestApp, codeOf, type TestApp } from '../../../test/helpers/app.ts';
-import { startOpenAiCompatibleFake, type OpenAiCompatibleFake } from '../../../test/fakes/index.ts';
-import { message, newUser, send, startOf, userWithOpenAiKey } from '../../../test/kits/conversations.ts';
+import { codeOf, type TestApp } from '../../../test/helpers/app.ts';
+import type { OpenAiCompatibleFake } from '../../../test/fakes/index.ts';
+import { message, newUser, send, startOf, userWithOpenAiKey, appOnOpenAiFake } from '../../../test/kits/conversations.ts';
 import { searchDocument } from './repo.ts';
 import type { ConversationListItemDto } from './schemas.ts';
 import { searchTerms } from './search.ts';
@@ -15,14 +15,9 @@ type Page = { items: ConversationListItemDto[]; nextCursor: string | null };
 describe('conversation search (issue 29)', () => {
   let fake: OpenAiCompatibleFake;
   let t: TestApp;
-  before(async () => {
-    fake = await startOpenAiCompatibleFake({ flavor: 'openai' });
-    t = await buildTestApp({ env: { OPENAI_BASE_URL: fake.url } });
-  });
-  after(async () => {
-    await t.close();
-    await fake.close();
-  });
+  let close: () => Promise<void>;
+  before(async () => ({ t, fake, close } = await appOnOpenAiFake()));
+  after(() => close());
 
   async function converse(user: string, conversationId: string | null, text: string, reply: string): Promise<string> {
     fake.enqueueStream({ chunks: [reply] });
