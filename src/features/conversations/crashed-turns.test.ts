@@ -103,6 +103,22 @@ describe('crashed turns (DESIGN §10)', () => {
     assert.equal(await assertLedgerInvariant(t, user), PAID_CREDITS);
   });
 
+  test('issue 29: a crashed turn charged for its content is found by its words (indexed by the statement that charges it); one closed empty is not', async () => {
+    const [paid, returned] = [await payingUser(), await payingUser()];
+    const [withText, empty] = [await crashedTurn(paid), await crashedTurn(returned)];
+    await t.deps.db.updateTable('messages').set({ content: 'Guidance surprised everyone' }).where('id', '=', withText).execute();
+    await sleep(60);
+    assert.equal(await sweepCrashedTurns(t.deps, 50), 2);
+    const found = async (user: string, q: string): Promise<number> => {
+      const res = await t.call('GET', `/api/advisor/conversations?q=${q}`, { user });
+      assert.equal(res.statusCode, 200, res.body);
+      return res.json<{ items: unknown[] }>().items.length;
+    };
+    assert.deepEqual([await turnStatus(t, withText), await turnStatus(t, empty)], ['charged', 'returned']);
+    assert.equal(await found(paid, 'guidance'), 1);
+    assert.equal(await found(returned, 'crashed'), 0);
+  });
+
   test('DESIGN §12 under faults: a crashed turn is closed with the text, calls and results its frame log holds (what its clients were sent) and charged, never made free', async () => {
     const user = await payingUser();
     const turnId = await crashedTurn(user);
