@@ -20,8 +20,22 @@ export interface Nginx {
   stop(): Promise<void>;
 }
 
-/** deploy/nginx.conf filled with a free loopback port and `upstreams` (`http://host:port` each), running in the foreground. */
+/**
+ * deploy/nginx.conf filled with a free loopback port and `upstreams` (`http://host:port` each), running in
+ * the foreground. A port found free can be taken before nginx binds it (other suites start servers beside
+ * this one): then another port is tried.
+ */
 export async function startNginx(upstreams: readonly string[]): Promise<Nginx> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startNginxOnce(upstreams);
+    } catch (err) {
+      if (attempt >= 3 || !(err instanceof Error) || !err.message.includes('Address already in use')) throw err;
+    }
+  }
+}
+
+async function startNginxOnce(upstreams: readonly string[]): Promise<Nginx> {
   if (!NGINX) throw new Error('nginx is not installed (apt-get install nginx)');
   const port = await unusedPort();
   const prefix = mkdtempSync(path.join(os.tmpdir(), 'advisor-nginx-'));
