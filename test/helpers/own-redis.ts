@@ -1,3 +1,4 @@
+import { once } from 'node:events';
 // A Redis of a test's own: one redis-server, or a real Redis Cluster of three masters (DESIGN §15),
 // each node a process of its own in a temporary directory. Proxied, every client reaches it through
 // loopback TCP proxies the test can cut or freeze (a cluster's nodes announce their proxy's port, so
@@ -56,11 +57,21 @@ export async function startOwnRedis(opts: { cluster: boolean; proxied: boolean }
   };
   try {
     for (let i = 0; i < (opts.cluster ? 3 : 1); i++) {
-      const port = await unusedPort();
-      const proxy = opts.proxied ? new TcpProxy('127.0.0.1', port) : undefined;
-      const announced = proxy ? await proxy.start(0) : port;
-      const spec: NodeSpec = { port, busPort: await unusedPort(), dir: path.join(root, `node-${i}`), proxy, announced };
-      nodes.push({ ...spec, process: await spawnNode(spec, opts.cluster) });
+      // A port found free can be taken before redis-server binds it (other suites start servers beside
+      // this one): then the node is started again on other ports.
+      for (let attempt = 1; ; attempt++) {
+        const port = await unusedPort();
+        const proxy = opts.proxied ? new TcpProxy('127.0.0.1', port) : undefined;
+        const announced = proxy ? await proxy.start(0) : port;
+        const spec: NodeSpec = { port, busPort: await unusedPort(), dir: path.join(root, `node-${i}`), proxy, announced };
+        try {
+          nodes.push({ ...spec, process: await spawnNode(spec, opts.cluster) });
+          break;
+        } catch (err) {
+          await proxy?.stop();
+          if (attempt >= 3) throw err;
+        }
+      }
     }
     if (opts.cluster) await createCluster(nodes);
   } catch (err) {
@@ -106,8 +117,13 @@ async function spawnNode(node: NodeSpec, cluster: boolean): Promise<ChildProcess
   const child = spawn('redis-server', args, { cwd: node.dir, stdio: 'ignore' });
   let spawnError: Error | undefined;
   child.on('error', (err) => (spawnError = err));
+  // A server that could not bind its ports exits at once: that is a failure now, not after the wait.
+  const exited = once(child, 'exit').then(() => {
+    throw new Error(`redis-server on ${node.port} exited`);
+  });
+  exited.catch(() => undefined);
   try {
-    await waitForPort(node.port);
+    await Promise.race([waitForPort(node.port), exited]);
   } catch (err) {
     child.kill('SIGKILL');
     throw spawnError ?? err;
