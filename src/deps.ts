@@ -15,6 +15,7 @@ import type { FrameLog } from './platform/frame-log.ts';
 import type { Vault } from './platform/vault.ts';
 import { createVault, loadOrCreateKeyring, loadOrCreateSecret, type Keyring } from './platform/aes-vault.ts';
 import { createCoordination, type Coordination } from './platform/coordination.ts';
+import { admitInTurn, type Admission } from './platform/admission.ts';
 import path from 'node:path';
 import { createTurnBilling, type TurnBilling } from './features/billing/turn-billing.ts';
 import { sealedKeyIds } from './features/advisor-keys/repo.ts';
@@ -34,6 +35,8 @@ export interface Deps {
   readonly vault: Vault;
   readonly limiter: RateLimiter;
   readonly leases: StreamLeases;
+  /** A stream request's rate-limit verdict and lease, asked for together (DESIGN §4). */
+  readonly admission: Admission;
   /** DESIGN §12: every live turn's frames, readable from any instance. */
   readonly frames: FrameLog;
   readonly auth: Authenticator;
@@ -114,7 +117,7 @@ export async function createDeps(config: Config, opts: DepsOptions = {}): Promis
   const vault = createVault(keyring);
   const jwtSecret = tokenSecret(config, warn) ?? '';
   const coordination: Coordination = owner
-    ? { limiter: owner.limiter, leases: owner.leases, frames: owner.frames, store: 'memory', close: async () => undefined }
+    ? { limiter: owner.limiter, leases: owner.leases, admission: owner.admission, frames: owner.frames, store: 'memory', close: async () => undefined }
     : createCoordination(config, handle.db, clock, opts.redisPrefix ?? 'advisor:', (err, what) => logger.warn({ err }, `${what} failed`));
   // Stops and attaches from other instances are heard from the first request on.
   await coordination.frames.ready(2000);
@@ -137,6 +140,7 @@ export async function createDeps(config: Config, opts: DepsOptions = {}): Promis
   const billing = createTurnBilling({ db: handle.db, clock, config, logger, metrics, ids });
   const payments = createStripePayments(config.stripe);
   const over = opts.overrides ?? {};
+  const leases = over.leases ? over.leases(coordination.leases) : coordination.leases;
   return {
     config,
     logger,
@@ -146,7 +150,9 @@ export async function createDeps(config: Config, opts: DepsOptions = {}): Promis
     ids,
     vault,
     limiter: coordination.limiter,
-    leases: over.leases ? over.leases(coordination.leases) : coordination.leases,
+    leases,
+    // Leases a test wraps are asked for through the wrapper.
+    admission: over.leases ? admitInTurn(coordination.limiter, leases) : coordination.admission,
     frames: coordination.frames,
     auth: createAuthenticator({ ...config.auth, jwtSecret, localSignIn: config.localSignIn }, clock),
     metrics,

@@ -5,11 +5,10 @@
 // no parts log. What the service does beyond it is its own cost; what this costs, no implementation
 // of the same rules on the same stores avoids.
 //   Every turn, in order: the token (verified tokens remembered, as the service does); the rate-limit
-//   verdict (Redis, asked before the body is read and taken with the reads); the body; the reads at once
-//   (the earlier message with this clientMessageId, the user's keys with the provider key decrypted,
-//   the stream lease); the reservation and the turn's rows in one statement with its commit; the
-//   provider call with the service's request (system prompt, tools, message) and its stream translated
-//   into frames; every frame into the turn's shared log (DESIGN §12) and to the client from it; the
+//   verdict and the stream lease (one Redis script, asked before the body is read); the body; the
+//   reads, the decision, the reservation and the turn's rows in one statement with its commit (the
+//   user's provider key as last read, compared there byte for byte, then decrypted); the provider call
+//   with the service's request (system prompt, tools, message) and its stream translated into frames; every frame into the turn's shared log (DESIGN §12) and to the client from it; the
 //   reply stored and the charge settled in one statement with its commit; the lease released; the
 //   terminal frame.
 // Same environment as the service (DATABASE_URL, REDIS_URL, AUTH_JWT_SECRET, ENCRYPTION_KEYS,
@@ -21,7 +20,7 @@ import { bearerToken } from '../../src/http/auth.ts';
 import { SseWriter } from '../../src/http/sse.ts';
 import type { RateLimitRule } from '../../src/platform/rate-limiter.ts';
 import { findModel } from '../../src/catalogue.ts';
-import { keysForTurn } from '../../src/features/advisor-keys/service.ts';
+import { openTurnKeys, turnKeysPart } from '../../src/features/advisor-keys/service.ts';
 import { Toolbox } from '../../src/features/advisor-tools/toolbox.ts';
 import { buildMessages, defaultTitle, systemPrompt } from '../../src/features/conversations/context.ts';
 import { deltaData, doneData, startData } from '../../src/features/conversations/frames.ts';
@@ -29,6 +28,7 @@ import { closingStatement, MAX_OUTPUT_TOKENS } from '../../src/features/conversa
 import { LEASE_TTL_MS } from '../../src/features/conversations/stream-runtime.ts';
 import { storable } from '../../src/features/conversations/parts.ts';
 import * as repo from '../../src/features/conversations/repo.ts';
+import { keyRowsOf, readKey } from '../../src/features/conversations/turn.ts';
 import { receiptOf } from '../../src/features/usage/receipt.ts';
 import type { FinishReason, RoundUsage } from '../../src/providers/llm/index.ts';
 
@@ -37,38 +37,41 @@ const FLOOR_RULE: RateLimitRule = { name: 'bench-floor-advisor-messages', limit:
 
 const config = loadConfig(process.env);
 const deps = await createDeps(config, { skipMigrations: true });
-
+const catalogue = repo.catalogueRows(config.catalogue.models);
 async function turn(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
   const user = await deps.auth.verify(bearerToken(req.headers.authorization) ?? '');
-  const verdict = deps.limiter.hit(FLOOR_RULE, user.id);
+  const admitted = deps.admission.admit(FLOOR_RULE, user.id, LEASE_TTL_MS);
   let raw = '';
   for await (const chunk of req) raw += String(chunk);
   const body = JSON.parse(raw) as { text: string; clientMessageId: string };
-  const [decision, prior, keys, lease] = await Promise.all([
-    verdict,
-    repo.findTurnByClientId(deps.db, user.id, body.clientMessageId),
-    keysForTurn(deps, user.id, null),
-    deps.leases.acquire(user.id, LEASE_TTL_MS),
-  ]);
-  if (!decision.allowed || prior !== undefined || keys.key instanceof Error || lease === null) throw new Error('floor: a turn the bench sends was refused');
-  const key = keys.key;
+  const { decision, lease } = await admitted;
+  if (!decision.allowed || lease === null) throw new Error('floor: a turn the bench sends was refused');
   const now = deps.clock.now();
   const conversationId = deps.ids.uuid();
   const userMessageId = deps.ids.uuid();
   const replyId = deps.ids.uuid();
-  const rows: repo.TurnRows = {
+  const start: repo.TurnStart = {
     now,
     userId: user.id,
+    target: undefined,
     conversationId,
-    newConversation: { id: conversationId, title: defaultTitle(body.text), provider: key.provider, model: key.model, persona_id: null },
+    title: defaultTitle(body.text),
     personaId: undefined,
     userMessage: { id: userMessageId, content: body.text, clientMessageId: body.clientMessageId },
     replyId,
     attachments: [],
+    leaseHeld: true,
+    key: deps.streams.knownKeys.get(user.id) ?? (await readKey(deps, user.id, null)),
+    catalogue,
+    historyBudget: deps.config.contextBudgetChars,
   };
-  const charge = await deps.billing.reserve({ turnId: replyId, userId: user.id, provider: key.provider, model: key.model, images: 0 }, (db, reservation) =>
-    repo.startReservedTurn(db, rows, reservation),
+  const { row, charge } = await deps.billing.reserveWithin({ turnId: replyId, userId: user.id, images: 0 }, (db, reservation) =>
+    repo.startTurn(db, start, { keys: turnKeysPart(user.id), reservation }),
   );
+  const keys = openTurnKeys(deps, null, keyRowsOf(user.id, row));
+  if (row.refusal !== null || charge === undefined || keys.key instanceof Error)
+    throw new Error(`floor: a turn the bench sends was refused (${String(row.refusal)})`);
+  const key = keys.key;
   const toolbox = new Toolbox(deps, user.id, keys.marketKey, true);
   const abort = new AbortController();
   const chat = {

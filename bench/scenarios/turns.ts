@@ -187,9 +187,10 @@ export async function turns(h: Harness): Promise<Row> {
         'delta to the end of the response (the service stores the reply, settles the charge and releases the lease before its ' +
         "end frame). The floor (bench/lib/turn-floor.ts, its own process, the service's node flags, the same users, its own " +
         'rate-limit rule) is a bare node:http server doing only what the rules make every turn do, in their order, through the ' +
-        "service's own stores and rule code: the token (remembered once verified), the Redis rate-limit verdict, the body, the " +
-        'reads at once (the earlier message with this clientMessageId, the keys with the provider key decrypted, the lease), ' +
-        "the reservation and the turn's rows in one statement with its commit, the provider call with the service's request " +
+        "service's own stores and rule code: the token (remembered once verified), the rate-limit verdict and the lease (one " +
+        "Redis script, asked before the body is read), the body, the reads, the checks, the reservation and the turn's rows in " +
+        "one statement with its commit (the user's provider key as last read, compared there, then decrypted), the provider " +
+        "call with the service's request " +
         '(system prompt, tools) and its stream translated into frames, every frame into the shared frame log and to the client ' +
         'from it, the reply and the charge settled in one statement with its commit, the lease released, the terminal frame; ' +
         'none of Fastify, request logs, metrics or the live-turn machinery. Its rate against the proxy is what any ' +

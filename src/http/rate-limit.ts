@@ -33,7 +33,11 @@ export async function enforceRateLimit(
   subject: string,
   reply: { header(name: string, value: string): unknown },
 ): Promise<void> {
-  const decision = await limiter.hit(rule, subject);
+  applyDecision(rule, await limiter.hit(rule, subject), reply);
+}
+
+/** A decision taken: the headers on an admitted request, RATE_LIMITED (429) otherwise. */
+export function applyDecision(rule: RateLimitRule, decision: RateLimitDecision, reply: { header(name: string, value: string): unknown }): void {
   const headers = rateLimitHeaders(rule, decision);
   if (!decision.allowed) {
     throw new AppError('RATE_LIMITED', `Rate limit exceeded: at most ${rule.limit} per ${seconds(rule.windowMs)} s`, { headers });

@@ -1,4 +1,5 @@
 import type { Config } from '../config.ts';
+import { admitInTurn, type Admission } from './admission.ts';
 import type { Db } from '../db/types.ts';
 import type { Clock } from './clock.ts';
 import { createMemoryRateLimiter } from './memory-rate-limiter.ts';
@@ -8,6 +9,7 @@ import { createPgStreamLeases } from './pg-stream-leases.ts';
 import type { RateLimiter } from './rate-limiter.ts';
 import { createRedisRateLimiter } from './redis-rate-limiter.ts';
 import { createRedisStreamLeases } from './redis-stream-leases.ts';
+import { createRedisAdmission } from './redis-admission.ts';
 import { closeRedis, openRedis, type RedisClient } from './redis-connection.ts';
 import type { StreamLeases } from './stream-lease.ts';
 import { FrameLog } from './frame-log.ts';
@@ -19,6 +21,8 @@ import { createRedisFrameStore } from './redis-frame-store.ts';
 export interface Coordination {
   readonly limiter: RateLimiter;
   readonly leases: StreamLeases;
+  /** A stream's rate-limit verdict and lease, asked for together (one round trip on Redis). */
+  readonly admission: Admission;
   /** DESIGN §12: the turns' frame logs. */
   readonly frames: FrameLog;
   readonly store: 'redis' | 'postgres' | 'memory';
@@ -32,14 +36,16 @@ export interface Coordination {
 export function createCoordination(config: Config, db: Db, clock: Clock, redisPrefix: string, onError: (err: unknown, what: string) => void): Coordination {
   let limiter: RateLimiter;
   let leases: StreamLeases;
+  let admission: Admission | undefined;
   let frameStore: FrameStore;
   let store: Coordination['store'];
   let redis: RedisClient | undefined;
   if (config.redis) {
-    // One connection for both: limits and leases need the same availability, not two sockets.
+    // One connection for all: limits and leases need the same availability, not two sockets.
     redis = openRedis(config.redis);
     limiter = createRedisRateLimiter({ client: redis, prefix: redisPrefix, clock });
     leases = createRedisStreamLeases({ client: redis, prefix: redisPrefix });
+    admission = createRedisAdmission({ client: redis, prefix: redisPrefix, clock });
     frameStore = createRedisFrameStore({ client: redis, prefix: redisPrefix, onError: (err) => onError(err, 'redis frame store') });
     store = 'redis';
   } else if (config.databaseUrl) {
@@ -68,6 +74,7 @@ export function createCoordination(config: Config, db: Db, clock: Clock, redisPr
   return {
     limiter,
     leases,
+    admission: admission ?? admitInTurn(limiter, leases),
     frames,
     store,
     async close() {

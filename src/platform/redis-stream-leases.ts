@@ -17,12 +17,15 @@ if not holder then
 end
 return 0
 `);
-const RELEASE = new LuaScript(`
+export const RELEASE = new LuaScript(`
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('DEL', KEYS[1])
 end
 return 0
 `);
+
+/** The user's stream lease: it carries the user's hash tag, like the user's rate-limit windows (one slot on a cluster). */
+export const leaseKey = (prefix: string, userId: string): string => `${prefix}lease:${userTag(userId)}`;
 
 export interface RedisStreamLeasesOptions {
   /** The instance's Redis connection (see openRedis); its owner closes it. */
@@ -37,7 +40,7 @@ export interface RedisStreamLeasesOptions {
  */
 export function createRedisStreamLeases(opts: RedisStreamLeasesOptions): StreamLeases {
   const { client } = opts;
-  const key = (userId: string) => `${opts.prefix}lease:${userTag(userId)}`;
+  const key = (userId: string): string => leaseKey(opts.prefix, userId);
   return {
     async acquire(userId, ttlMs) {
       const token = randomToken(16);

@@ -88,7 +88,8 @@ export async function countRows(t: TestApp): Promise<{ conversations: number; me
 }
 
 export interface BillingSpy {
-  reserves: TurnRequest[];
+  /** The reservations made (a turn's provider and model are absent when its start statement chose them). */
+  reserves: Omit<TurnRequest, 'provider' | 'model'>[];
   settles: { charge: TurnCharge; produced: boolean }[];
   /** For the test app's `deps.billing` override: the app's real billing, recorded. */
   wrap(real: TurnBilling): TurnBilling;
@@ -103,6 +104,12 @@ export function billingSpy(): BillingSpy {
       async reserve(req, store) {
         spy.reserves.push(req);
         return real.reserve(req, store);
+      },
+      async reserveWithin(req, store) {
+        const reserved = await real.reserveWithin(req, store);
+        // Only what was reserved: a statement that refused the turn reserved nothing.
+        if (reserved.charge !== undefined) spy.reserves.push(req);
+        return reserved;
       },
       async settle(charge, produced, store) {
         spy.settles.push({ charge, produced });

@@ -40,17 +40,22 @@ export interface TurnKeyRow extends SealedColumns {
 }
 
 /**
- * A turn's two keys in one round trip: the provider key (the active one, or `provider`'s) and the
- * market-data key, each row tagged by its kind.
+ * A turn's two keys as one query: the provider key (the active one, or `provider`'s: a value, or an
+ * expression of the caller's statement) and the market-data key, each row tagged by its kind.
  */
-export async function findTurnKeys(db: Db, userId: string, provider: string | null): Promise<TurnKeyRow[]> {
+export function turnKeysQuery(userId: string, provider: RawBuilder<string> | string | null): RawBuilder<TurnKeyRow> {
   const which = provider === null ? sql`active` : sql`provider = ${provider}`;
-  const { rows } = await sql<TurnKeyRow>`
+  return sql<TurnKeyRow>`
     select 'provider' as kind, user_id, provider, key_id, nonce, ciphertext, tag, default_model
       from provider_keys where user_id = ${userId} and ${which}
     union all
     select 'market', user_id, provider, key_id, nonce, ciphertext, tag, null
-      from market_data_keys where user_id = ${userId}`.execute(db);
+      from market_data_keys where user_id = ${userId}`;
+}
+
+/** A turn's two keys in one round trip (turnKeysQuery). */
+export async function findTurnKeys(db: Db, userId: string, provider: string | null): Promise<TurnKeyRow[]> {
+  const { rows } = await turnKeysQuery(userId, provider).execute(db);
   return rows;
 }
 

@@ -1,6 +1,7 @@
 import type { Deps } from '../../deps.ts';
 import { PROVIDERS, type Provider } from '../../catalogue.ts';
 import { UNIQUE_VIOLATION, pgErrorCode } from '../../db/create-db.ts';
+import type { RawBuilder } from 'kysely';
 import { AppError } from '../../http/errors.ts';
 import { VaultError } from '../../platform/vault.ts';
 import type { ProviderProbeResult } from '../../providers/llm/index.ts';
@@ -39,8 +40,15 @@ export interface TurnKeys {
  * new conversation) or that provider's key (an existing conversation keeps its provider; `model` is
  * then the key's defaultModel), and the market-data key.
  */
+export type { TurnKeyRow } from './repo.ts';
+
 export async function keysForTurn(deps: Pick<Deps, 'db' | 'vault' | 'logger' | 'marketData'>, userId: string, provider: Provider | null): Promise<TurnKeys> {
   const rows = await repo.findTurnKeys(deps.db, userId, provider);
+  return openTurnKeys(deps, provider, rows);
+}
+
+/** The keys a turn's part of a statement read (`turnKeysPart`), decrypted, or why the provider key cannot be used. */
+export function openTurnKeys(deps: Pick<Deps, 'vault' | 'logger' | 'marketData'>, provider: Provider | null, rows: readonly repo.TurnKeyRow[]): TurnKeys {
   const keyRow = rows.find((r) => r.kind === 'provider');
   const marketRow = rows.find((r) => r.kind === 'market');
   const key = keyRow
@@ -53,6 +61,18 @@ export async function keysForTurn(deps: Pick<Deps, 'db' | 'vault' | 'logger' | '
       );
   return { key, marketKey: marketRow ? openMarketDataKey(deps, marketRow) : undefined };
 }
+
+/** A turn's key rows, read on their own (`provider`: an expression naming the provider; null: the active key). */
+export async function readTurnKeys(deps: Pick<Deps, 'db'>, userId: string, provider: RawBuilder<string> | null): Promise<repo.TurnKeyRow[]> {
+  const { rows } = await repo.turnKeysQuery(userId, provider).execute(deps.db);
+  return rows;
+}
+
+/** The keys feature's part of a turn's start statement: the turn's key rows (`provider`: an expression of that statement; null: the active key). */
+export const turnKeysPart =
+  (userId: string) =>
+  (provider: RawBuilder<string> | null): RawBuilder<repo.TurnKeyRow> =>
+    repo.turnKeysQuery(userId, provider);
 
 function usable(deps: Pick<Deps, 'vault' | 'logger'>, row: repo.TurnKeyRow): UsableProviderKey | AppError {
   const provider = asProvider(row.provider);

@@ -35,11 +35,14 @@ export interface TurnReservation {
   readonly turnId: string;
   readonly userId: string;
   /** The id of the `turn:` ledger entry, written only when the turn is paid with credits. */
-  readonly ledgerId: string | null;
+  readonly ledgerId: string;
   readonly now: Date;
   readonly month: string;
-  readonly allowance: boolean;
-  readonly cost: number;
+  /**
+   * The model's terms: a query of at most one row `(allowance boolean, cost bigint)` — the model's own
+   * (`modelTerms`), or a CTE of the caller's statement; no row: nothing is reserved (the part yields none).
+   */
+  readonly terms: RawBuilder<unknown>;
   readonly images: number;
   readonly tiers: string;
   readonly defaultTier: string;
@@ -56,8 +59,13 @@ export interface TurnReservation {
 export function reservation(r: TurnReservation): RawBuilder<ChargeRow> {
   return sql<ChargeRow>`
     select r_source as source, r_credits as credits
-    from reserve_turn(${r.turnId}, ${r.userId}, ${r.ledgerId}::uuid, ${r.now}::timestamptz, ${r.month}, ${r.allowance}::boolean,
-                      ${r.cost}::bigint, ${r.images}::integer, ${r.tiers}::jsonb, ${r.defaultTier}, ${r.liveSince}::timestamptz)`;
+    from ${r.terms} terms, lateral reserve_turn(${r.turnId}, ${r.userId}, ${r.ledgerId}::uuid, ${r.now}::timestamptz, ${r.month}, terms.allowance,
+                      terms.cost, ${r.images}::integer, ${r.tiers}::jsonb, ${r.defaultTier}, ${r.liveSince}::timestamptz)`;
+}
+
+/** A model's terms as `reservation` reads them: one row. */
+export function modelTerms(allowance: boolean, cost: number): RawBuilder<unknown> {
+  return sql`(select ${allowance}::boolean as allowance, ${cost}::bigint as cost)`;
 }
 
 /**

@@ -38,6 +38,11 @@ describe('billing through the advisor stream (DESIGN §7, §8)', () => {
         await beforeStore?.();
         return store(db, reservation);
       }),
+    reserveWithin: (req, store) =>
+      (billingOverride ?? real).reserveWithin(req, async (db, reservation) => {
+        await beforeStore?.();
+        return store(db, reservation);
+      }),
     settle: (charge, produced, store) => (billingOverride ?? real).settle(charge, produced, store),
   });
   before(async () => {

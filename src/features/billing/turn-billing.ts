@@ -20,6 +20,9 @@ export interface TurnCharge {
   readonly images: number;
 }
 
+/** A reservation's request when the caller's statement chooses the model. */
+export type ChargeRequest = Omit<TurnRequest, 'provider' | 'model'>;
+
 export interface TurnRequest {
   readonly turnId: string;
   readonly userId: string;
@@ -34,7 +37,13 @@ export type { ChargeRow } from './repo.ts';
  * A caller's statement with billing's part in it: it runs on `db` and reads `part` — a query of at
  * most one row `(source, credits)` — exactly once, as a CTE, and returns that row.
  */
-export type WithBillingPart = (db: Db, part: RawBuilder<repo.ChargeRow>) => Promise<repo.ChargeRow | undefined>;
+export type WithBillingPart<R = repo.ChargeRow | undefined> = (db: Db, part: RawBuilder<repo.ChargeRow>) => Promise<R>;
+
+/** A turn statement's row with billing's part in it: `source` and `credits` null when the part reserved nothing. */
+export interface WithCharge {
+  readonly source: string | null;
+  readonly credits: number | null;
+}
 
 /**
  * The seam between the advisor stream and billing (DESIGN §8).
@@ -50,6 +59,14 @@ export type WithBillingPart = (db: Db, part: RawBuilder<repo.ChargeRow>) => Prom
  */
 export interface TurnBilling {
   reserve(req: TurnRequest, store: WithBillingPart): Promise<TurnCharge>;
+  /**
+   * `reserve` for a turn whose model the caller's statement decides (one statement reads, decides and
+   * stores a turn): billing's part reads the caller's CTE `terms` — the chosen model's catalogue terms
+   * `(allowance boolean, cost bigint)` — and reserves nothing when it has no row (the caller refused
+   * the turn); the statement's row carries the part's `source` and `credits`. Refusals and failures
+   * as `reserve`'s; an AppError the caller's part raises reaches the caller unchanged.
+   */
+  reserveWithin<R extends WithCharge>(req: ChargeRequest, store: WithBillingPart<R>): Promise<{ row: R; charge: TurnCharge | undefined }>;
   settle(charge: TurnCharge, produced: boolean, store: WithBillingPart): Promise<void>;
 }
 
@@ -60,6 +77,10 @@ export function createTurnBilling(deps: BillingDeps): TurnBilling {
   const tiers = tiersJson(deps.config.catalogue.tiers);
   return {
     reserve: (req, store) => reserveTurn(deps, tiers, req, store),
+    async reserveWithin(req, store) {
+      const row = await runReservation(deps, tiers, req, sql`terms`, store);
+      return { row, charge: row.source === null || row.credits === null ? undefined : chargeOf(req, row.source, row.credits) };
+    },
     async settle(charge, produced, store) {
       if (produced) {
         await chargeTurn(deps, charge.turnId, store);
@@ -130,20 +151,29 @@ function chargeSource(source: string): TurnCharge['source'] {
 async function reserveTurn(deps: BillingDeps, tiers: string, req: TurnRequest, store: WithBillingPart): Promise<TurnCharge> {
   const model = findModel(deps.config.catalogue, req.provider, req.model);
   if (!model) throw new AppError('MODEL_NOT_AVAILABLE', `model ${req.model} of ${req.provider} is not available`);
+  const row = await runReservation(deps, tiers, req, repo.modelTerms(model.allowance, model.creditsPerTurn), store);
+  if (!row) throw new Error('the turn statement returned no reservation');
+  return chargeOf(req, row.source, row.credits);
+}
+
+function chargeOf(req: ChargeRequest, source: string, credits: number): TurnCharge {
+  return { turnId: req.turnId, userId: req.userId, source: chargeSource(source), credits, images: req.images };
+}
+
+/** Runs `store` with the reservation on `terms` as billing's part; a refusal becomes the client's AppError, an unusable store 402 BILLING_NOT_AVAILABLE. */
+async function runReservation<R>(deps: BillingDeps, tiers: string, req: ChargeRequest, terms: RawBuilder<unknown>, store: WithBillingPart<R>): Promise<R> {
   if (!Number.isSafeInteger(req.images) || req.images < 0) throw new Error(`images must be a non-negative integer (got ${req.images})`);
   const now = deps.clock.now();
-  let row: repo.ChargeRow | undefined;
   try {
-    row = await store(
+    return await store(
       deps.db,
       repo.reservation({
         turnId: req.turnId,
         userId: req.userId,
-        ledgerId: model.creditsPerTurn > 0 ? deps.ids.uuid() : null,
+        ledgerId: deps.ids.uuid(),
         now,
         month: monthKey(now),
-        allowance: model.allowance,
-        cost: model.creditsPerTurn,
+        terms,
         images: req.images,
         tiers,
         defaultTier: deps.config.catalogue.defaultTier,
@@ -151,6 +181,8 @@ async function reserveTurn(deps: BillingDeps, tiers: string, req: TurnRequest, s
       }),
     );
   } catch (err) {
+    // The caller's own refusal, raised by its part of the statement.
+    if (err instanceof AppError) throw err;
     const refusal = refusalOf(err, now);
     if (refusal) throw refusal;
     if (!failedInReservation(err)) throw err;
@@ -158,8 +190,6 @@ async function reserveTurn(deps: BillingDeps, tiers: string, req: TurnRequest, s
     deps.logger.error({ err, userId: req.userId, turnId: req.turnId }, 'billing store unavailable; turn refused');
     throw new AppError('BILLING_NOT_AVAILABLE', 'billing is not available right now; try again shortly');
   }
-  if (!row) throw new Error('the turn statement returned no reservation');
-  return { turnId: req.turnId, userId: req.userId, source: chargeSource(row.source), credits: row.credits, images: req.images };
 }
 
 const SQLSTATE = /^[0-9A-Z]{5}$/;

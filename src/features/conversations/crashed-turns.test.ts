@@ -9,6 +9,8 @@ import { buildTestApp, type TestApp } from '../../../test/helpers/app.ts';
 import { assertLedgerInvariant, giveCredits, turnStatus } from '../../../test/kits/billing.ts';
 import { sweepCrashedTurns } from './crashed-turns.ts';
 import * as repo from './repo.ts';
+import { turnKeysPart } from '../advisor-keys/service.ts';
+import { findTurnKeys } from '../advisor-keys/repo.ts';
 import { message, newUser, replyRow, saveKey, send, startOf, waitFor } from '../../../test/kits/conversations.ts';
 
 const SWEEP_AFTER_MS = 1000;
@@ -61,19 +63,27 @@ describe('crashed turns (DESIGN §10)', () => {
   async function crashedTurn(user: string): Promise<string> {
     const replyId = randomUUID();
     const conversationId = randomUUID();
-    const rows: repo.TurnRows = {
+    const [sealed] = await findTurnKeys(t.deps.db, user, null);
+    assert.ok(sealed, 'the user has a key');
+    const start: repo.TurnStart = {
       now: t.deps.clock.now(),
       userId: user,
+      target: undefined,
       conversationId,
-      newConversation: { id: conversationId, title: 'Crashed', provider: 'openai', model: PAID_MODEL, persona_id: null },
+      title: 'Crashed',
       personaId: undefined,
       userMessage: { id: randomUUID(), content: 'Will it be charged?', clientMessageId: randomUUID() },
       replyId,
       attachments: [],
+      leaseHeld: true,
+      key: { sealed, opens: true },
+      catalogue: repo.catalogueRows(t.deps.config.catalogue.models),
+      historyBudget: t.deps.config.contextBudgetChars,
     };
-    await t.deps.billing.reserve({ turnId: replyId, userId: user, provider: 'openai', model: PAID_MODEL, images: 0 }, (db, reservation) =>
-      repo.startReservedTurn(db, rows, reservation),
+    const { row, charge } = await t.deps.billing.reserveWithin({ turnId: replyId, userId: user, images: 0 }, (db, reservation) =>
+      repo.startTurn(db, start, { keys: turnKeysPart(user), reservation }),
     );
+    assert.equal(charge?.source, 'credits', `the turn started (refusal: ${String(row.refusal)})`);
     return replyId;
   }
 
@@ -162,8 +172,8 @@ describe('crashed turns (DESIGN §10)', () => {
         billing: (real) => ({
           ...real,
           // The start statement commits, then its acknowledgement is lost on the connection.
-          reserve: (req, store) =>
-            real.reserve(req, async (db, reservation) => {
+          reserveWithin: (req, store) =>
+            real.reserveWithin(req, async (db, reservation) => {
               await store(db, reservation);
               throw new Error('Connection terminated unexpectedly');
             }),

@@ -1,9 +1,8 @@
 // DESIGN §4: one live stream per user. A stream request's claim on the user's lease: asked for once,
-// with the request's first reads; given back once — by the request when it does not stream, by the
+// with the request's rate-limit verdict at admission (deps.admission); given back once — by the request when it does not stream, by the
 // live turn it hands the lease to when it does.
 import type { Deps } from '../../deps.ts';
 import { AppError } from '../../http/errors.ts';
-import { LEASE_TTL_MS } from './stream-runtime.ts';
 
 export class LeaseClaim {
   readonly #deps: Pick<Deps, 'leases' | 'logger'>;
@@ -12,10 +11,11 @@ export class LeaseClaim {
   readonly #asked: Promise<string | null | AppError>;
   #done = false;
 
-  constructor(deps: Pick<Deps, 'leases' | 'logger'>, userId: string) {
+  /** `asked`: the admission's answer (a token, or null when the lease was not taken). */
+  constructor(deps: Pick<Deps, 'leases' | 'logger'>, userId: string, asked: Promise<string | null>) {
     this.#deps = deps;
     this.#userId = userId;
-    this.#asked = deps.leases.acquire(userId, LEASE_TTL_MS).catch((err: unknown) => {
+    this.#asked = asked.catch((err: unknown) => {
       if (err instanceof AppError) return err;
       throw err;
     });

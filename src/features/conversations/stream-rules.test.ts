@@ -229,6 +229,24 @@ describe('advisor stream: checks, idempotency, limits', () => {
       await refused(user, null, message(), 409, 'PROVIDER_KEY_DECRYPTION_FAILED');
     });
 
+    test('DESIGN §5: a key that stops decrypting after this instance opened it for a turn → 409 PROVIDER_KEY_DECRYPTION_FAILED, nothing reserved or stored', async () => {
+      const user = await userWithKey('decrypt-later');
+      const first = await send(t, user, null, message());
+      assert.equal(first.frames.at(-1)?.event, 'done', first.body);
+      // The instance remembers the key's sealed bytes; the start statement compares them with the stored ones.
+      await sql`update provider_keys set tag = ${Buffer.alloc(16)} where user_id = ${user}`.execute(t.deps.db);
+      await refused(user, null, message(), 409, 'PROVIDER_KEY_DECRYPTION_FAILED');
+    });
+
+    test('DESIGN §6: a key saved again after this instance read the old one → the next turn starts on the new one', async () => {
+      const user = await userWithKey('resaved');
+      assert.equal((await send(t, user, null, message())).statusCode, 200);
+      await saveKey(t, user, 'openai', fake.validKey, 'gpt-4.1-mini');
+      const next = await send(t, user, null, message());
+      assert.equal(next.frames.at(-1)?.event, 'done', next.body);
+      assert.equal(startOf(next)['model'], 'gpt-4.1-mini', 'the key as saved now, with its default model');
+    });
+
     test('DESIGN §8: a billing refusal (model not in the catalogue → 402 MODEL_NOT_AVAILABLE) leaves nothing behind', async () => {
       const user = newUser('bill');
       await saveKey(t, user, 'openai', fake.validKey, 'dall-e-3');

@@ -3,6 +3,8 @@
 import type { FastifyRequest } from 'fastify';
 import type { SseWriter } from '../../http/sse.ts';
 import { Ticker } from '../../platform/ticker.ts';
+import type { LeaseClaim } from './lease-claim.ts';
+import type { TurnStart } from './repo.ts';
 
 /** A crashed instance's lease frees itself within this; a live turn renews it every third of it. */
 export const LEASE_TTL_MS = 30_000;
@@ -16,6 +18,36 @@ export interface Ticking {
   markAlive(): Promise<void>;
 }
 
+/** How many users' provider keys an instance remembers as it last read them (their sealed bytes only: never a key in the clear). */
+const KNOWN_KEYS = 10_000;
+
+/** What a turn's start statement is told of the user's provider key (repo.TurnStart `key`). */
+export type KnownKey = NonNullable<TurnStart['key']>;
+
+/** The provider keys this instance last read, by user, least recently used first out. */
+export class KnownKeys {
+  readonly #keys = new Map<string, KnownKey>();
+
+  get(userId: string): KnownKey | undefined {
+    const key = this.#keys.get(userId);
+    if (key !== undefined) {
+      this.#keys.delete(userId);
+      this.#keys.set(userId, key);
+    }
+    return key;
+  }
+
+  set(userId: string, key: KnownKey): void {
+    this.#keys.delete(userId);
+    this.#keys.set(userId, key);
+    if (this.#keys.size > KNOWN_KEYS) this.#keys.delete(this.#keys.keys().next().value ?? '');
+  }
+
+  delete(userId: string): void {
+    this.#keys.delete(userId);
+  }
+}
+
 /** One timer per kind of periodic work, however many streams are open. */
 export class StreamRuntime {
   /** The keep-alive comment of every open stream connection; a backed-up socket gets none (it must not grow). */
@@ -24,8 +56,10 @@ export class StreamRuntime {
   readonly heartbeat: Ticker<Ticking>;
   /** Every live turn's lease renewal. */
   readonly renewal: Ticker<Ticking>;
-  /** Each stream request's rate-limit verdict, asked for at admission and awaited by the turn. */
-  readonly verdicts = new WeakMap<FastifyRequest, Promise<void>>();
+  /** Each stream request's rate-limit verdict and lease claim, asked for together at admission and taken up by the turn. */
+  /** The users' provider keys as last read, so a turn's start needs no read of its own (turn.ts). */
+  readonly knownKeys = new KnownKeys();
+  readonly admissions = new WeakMap<FastifyRequest, { readonly verdict: Promise<void>; readonly claim: LeaseClaim }>();
 
   constructor(heartbeatMs: number) {
     this.pings = new Ticker(heartbeatMs, (sse) => void (sse.needsDrain || sse.comment('ping')));
@@ -38,6 +72,13 @@ export class StreamRuntime {
 
   /** The verdict taken for this request at admission (none taken: admitted). */
   verdictOf(req: FastifyRequest): Promise<void> {
-    return this.verdicts.get(req) ?? Promise.resolve();
+    return this.admissions.get(req)?.verdict ?? Promise.resolve();
+  }
+
+  /** The request's claim on its user's stream lease, asked for at admission. */
+  claimOf(req: FastifyRequest): LeaseClaim {
+    const admitted = this.admissions.get(req);
+    if (admitted === undefined) throw new Error('a stream request was not admitted');
+    return admitted.claim;
   }
 }

@@ -1,11 +1,12 @@
 // An advisor turn, from request to settlement, as named stages run in order by `streamTurn`:
-// admission → body and images → reads → decision → reserve and store → relay → outcome → settle and end.
+// admission → body and images → start (reads, decision, reservation and storing: one statement) → relay → outcome →
+// settle and end.
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { findModel, PROVIDERS, type PricingConfig, type Provider } from '../../catalogue.ts';
+import { findModel, PROVIDERS, type Provider } from '../../catalogue.ts';
 import { FOREIGN_KEY_VIOLATION, UNIQUE_VIOLATION, isDatabaseUnavailable, pgErrorCode } from '../../db/create-db.ts';
 import type { Deps } from '../../deps.ts';
 import { AppError } from '../../http/errors.ts';
-import { enforceRateLimit } from '../../http/rate-limit.ts';
+import { applyDecision } from '../../http/rate-limit.ts';
 import type { RateLimitRule } from '../../platform/rate-limiter.ts';
 import {
   ProviderError,
@@ -17,9 +18,9 @@ import {
   type ToolResultPart,
 } from '../../providers/llm/index.ts';
 import type { UsableMarketDataKey } from '../advisor-keys/market-data-service.ts';
-import { keysForTurn, type TurnKeys, type UsableProviderKey } from '../advisor-keys/service.ts';
+import { openTurnKeys, readTurnKeys, turnKeysPart, type TurnKeyRow, type TurnKeys, type UsableProviderKey } from '../advisor-keys/service.ts';
 import { overLimit, Toolbox, type ToolOutcome } from '../advisor-tools/toolbox.ts';
-import { reservationState } from '../billing/turn-billing.ts';
+import { reservationState, type TurnCharge } from '../billing/turn-billing.ts';
 import { abandonTurn, settleCrashed } from './crashed-turns.ts';
 import { buildMessages, defaultTitle, systemPrompt } from './context.ts';
 import { deltaData, doneData, errorData, replayTurn, toolCallData, toolResultData, type StreamErrorCode, type TurnIds } from './frames.ts';
@@ -28,6 +29,7 @@ import { serveStream } from './attach.ts';
 import { decodeImages } from './images.ts';
 import { LiveTurn, type RoundRequest, type StopCause } from './live-turn.ts';
 import { LeaseClaim } from './lease-claim.ts';
+import { LEASE_TTL_MS } from './stream-runtime.ts';
 import * as repo from './repo.ts';
 import type { StreamMessageInput } from './schemas.ts';
 
@@ -60,29 +62,42 @@ const TURN_CHECKS = {
 export const TURN_CHECKS_DOC =
   'Checks, in order (each refusal stores, reserves and calls nothing): ' + `${Object.values(TURN_CHECKS).flat().join('; ')}. Then 200 text/event-stream.`;
 
+/** How many times a turn's start reads the user's provider key again when it changed meanwhile. */
+const KEY_READS = 3;
+
 /** A stream request body up to this size is read while the rate-limit verdict is on its way. */
 const READ_BEFORE_VERDICT_BYTES = 64 * 1024;
 const NOT_NULL_VIOLATION = '23502';
 
 /**
  * Stage 1, admission (the route's onRequest hook: after authentication, before the body is read).
- * Every request counts (DESIGN §4). The verdict is left in flight while a small body is read and
- * checked and the turn's first reads run, so the limit costs no round trip of its own; a large body
- * (images) is not read at all for a request the limit refuses.
+ * Every request counts (DESIGN §4); an admitted one asks for its user's stream lease in the same step
+ * (one Redis round trip). The answer is left in flight while a small body is read and checked, so it
+ * costs no wait of its own; a large body (images) is not read at all for a request the limit refuses.
+ * The lease goes back however the request ends, unless a live turn took it over.
  */
 export function admitTurn(deps: Deps): (req: FastifyRequest, reply: FastifyReply) => Promise<void> {
   return async (req, reply) => {
     if (deps.lifecycle.draining) throw new AppError('SERVICE_UNAVAILABLE', 'the service is shutting down; retry shortly');
-    const verdict = enforceRateLimit(deps.limiter, ADVISOR_MESSAGES, req.user.id, reply);
+    const userId = req.user.id;
+    const admitted = deps.admission.admit(ADVISOR_MESSAGES, userId, LEASE_TTL_MS);
+    const verdict = admitted.then((a) => applyDecision(ADVISOR_MESSAGES, a.decision, reply));
     verdict.catch(() => undefined);
-    deps.streams.verdicts.set(req, verdict);
+    const claim = new LeaseClaim(
+      deps,
+      userId,
+      admitted.then((a) => a.lease),
+    );
+    deps.streams.admissions.set(req, { verdict, claim });
+    reply.raw.once('close', () => void claim.release());
     if (!(Number(req.headers['content-length']) <= READ_BEFORE_VERDICT_BYTES)) await verdict;
   };
 }
 
-/** The route's error handler: a request the limit refuses is a 429 whatever else is wrong with it. */
+/** The route's error handler: a request the limit refuses is a 429 whatever else is wrong with it; the lease goes back first. */
 export function refuseAfterVerdict(deps: Deps): (err: unknown, req: FastifyRequest) => Promise<never> {
   return async (err, req) => {
+    await deps.streams.admissions.get(req)?.claim.release();
     await deps.streams.verdictOf(req);
     throw err;
   };
@@ -91,20 +106,18 @@ export function refuseAfterVerdict(deps: Deps): (err: unknown, req: FastifyReque
 /** The whole turn: its stages in order. `target` is the conversation, or null to start one. */
 export async function streamTurn(deps: Deps, req: FastifyRequest, reply: FastifyReply, target: string | null): Promise<void> {
   const userId = req.user.id;
-  let claim: LeaseClaim | undefined;
+  const claim = deps.streams.claimOf(req);
   let started: Started;
   try {
     const input = readInput(deps, req.body as StreamMessageInput);
-    claim = new LeaseClaim(deps, userId);
-    const reads = await readTurn(deps, userId, target, input, deps.streams.verdictOf(req), claim);
-    const plan = await decide(deps, userId, target, input, reads);
-    started = plan.kind === 'replay' ? plan : await reserveAndStore(deps, userId, target, input, plan, reply.log);
+    await deps.streams.verdictOf(req);
+    started = await startTurn(deps, { userId, target, input, claim, log: reply.log });
   } catch (err) {
     // Awaited here, so the refusal is handled before the finally gives the lease back.
     return await refuseAfterVerdict(deps)(err, req);
   } finally {
     // A turn that started holds the lease now (handed over); any other outcome gives it back here.
-    await claim?.release();
+    await claim.release();
   }
   // Up to 18 MB of base64 is decoded and stored by now; the stream may last minutes.
   (req as { body: unknown }).body = null;
@@ -135,121 +148,199 @@ function readInput(deps: Deps, body: StreamMessageInput): TurnInput {
   return { body, images: decodeImages(body.attachments ?? [], deps.config.maxImageBytes) };
 }
 
-/** Stage 3, reads: what the decision needs, read at once, the user's stream lease among them. */
-interface TurnReads {
-  readonly conversation: repo.ConversationRow | undefined;
-  /** The turn an earlier request with this clientMessageId started. */
-  readonly prior: repo.PriorTurn | undefined;
-  /** The key the turn runs on, or why there is none (refused in its place in the decision). */
-  readonly key: UsableProviderKey | AppError;
-  /** The market-data key the advisor's market tools use, if one is stored. */
-  readonly marketKey: UsableMarketDataKey | undefined;
-  /** The conversation's earlier turns that fit the context budget (none for a new conversation), a replaced turn left out. */
-  readonly history: repo.HistoryRow[];
-  /** The conversation's last turn, read when the request `replaces` it. */
-  readonly last: Awaited<ReturnType<typeof repo.lastTurn>>;
-  /** The request's claim on the user's stream lease, asked for with these reads. */
+/** A stream request past its admission and body checks. */
+interface TurnRequest {
+  readonly userId: string;
+  readonly target: string | null;
+  readonly input: TurnInput;
+  /** The request's claim on its user's stream lease (the admission's). */
   readonly claim: LeaseClaim;
+  readonly log: FastifyReply['log'];
 }
 
-/**
- * The rate-limit verdict, the earlier message with this id, the keys (a new conversation's active
- * provider key and the market-data key) and the lease (`claim`, asked for by the caller), in one
- * round trip; the verdict is taken first. An existing conversation's keys and history follow once
- * its provider is known; the history is read under the lease, so a reply that has just ended is in it.
- */
-async function readTurn(deps: Deps, userId: string, target: string | null, input: TurnInput, verdict: Promise<void>, claim: LeaseClaim): Promise<TurnReads> {
-  const [admitted, conversation, prior, activeKeys, held] = await Promise.allSettled([
-    verdict,
-    target === null ? undefined : repo.findConversation(deps.db, userId, target),
-    repo.findTurnByClientId(deps.db, userId, input.body.clientMessageId),
-    target === null ? keysForTurn(deps, userId, null) : undefined,
-    claim.held(),
-  ]);
-  if (admitted.status === 'rejected') throw admitted.reason;
-  const found = valueOf(conversation);
-  // A missing conversation is refused before the key is looked at; an existing one keeps its provider.
-  let keys: TurnKeys = valueOf(activeKeys) ?? { key: new AppError('CONVERSATION_NOT_FOUND', 'conversation not found'), marketKey: undefined };
-  let history: repo.HistoryRow[] = [];
-  let last: TurnReads['last'];
-  if (found) {
-    // A turn replaced (regenerate, edit) is not part of the history its replacement is sent.
-    if (input.body.replaces !== undefined) last = await repo.lastTurn(deps.db, found.id);
-    [keys, history] = await Promise.all([
-      keysForTurn(deps, userId, asProvider(found.provider)),
-      valueOf(held) ? repo.historyWithin(deps.db, found.id, deps.config.contextBudgetChars, last?.user.seq) : [],
-    ]);
-  }
-  return { conversation: found, prior: valueOf(prior), key: keys.key, marketKey: keys.marketKey, history, last, claim };
-}
-
-/** Stage 4, decision: a replay of the stored reply, or the turn to reserve (its provider, model and context). */
+/** A replay of the stored reply (DESIGN §7 idempotency). */
 interface Replay extends TurnIds {
   readonly kind: 'replay';
   readonly reply: repo.MessageRow;
 }
 
-interface NewTurn {
-  readonly kind: 'new';
-  readonly conversation: repo.ConversationRow | undefined;
-  readonly key: UsableProviderKey;
-  readonly provider: Provider;
-  readonly model: string;
-  /** Held: the turn runs under it. */
-  readonly claim: LeaseClaim;
-  readonly history: repo.HistoryRow[];
-  readonly marketKey: UsableMarketDataKey | undefined;
-  /** The model takes tools (its catalogue entry does not say `"tools": false`). */
-  readonly toolsEnabled: boolean;
-  /** The model's catalogue prices (DESIGN §13), when it has them. */
-  readonly pricing: PricingConfig | undefined;
-  /** The user message (with its reply) this turn takes the place of. */
-  readonly replaced: repo.MessageRow | undefined;
-}
+/** Stage 3, the start: a live turn (and what its first round sends), or a replay. */
+type Started = Replay | { readonly kind: 'live'; readonly live: LiveTurn; readonly request: RoundRequest };
 
-type Plan = Replay | NewTurn;
-
-/** The checks of TURN_CHECKS.decision, in order. */
-async function decide(deps: Deps, userId: string, target: string | null, input: TurnInput, reads: TurnReads): Promise<Plan> {
-  const { conversation, claim } = reads;
-  if (target !== null && conversation === undefined) throw new AppError('CONVERSATION_NOT_FOUND', 'conversation not found');
-  const replay = await idempotentReplay(deps, target, input.body, reads.prior, claim);
-  if (replay) return replay;
-  const replaced = replacedTurn(input.body.replaces, reads.last);
-  if (reads.key instanceof AppError) throw reads.key;
-  const key = reads.key;
-  // An existing conversation keeps the provider and model it started with.
-  const provider = conversation ? asProvider(conversation.provider) : key.provider;
-  const model = conversation?.model ?? key.model;
-  const entry = findModel(deps.config.catalogue, provider, model);
-  if (input.images.length > 0 && entry?.images === false) {
-    throw new AppError('IMAGES_NOT_SUPPORTED', `${provider} model ${model} does not take images`);
-  }
+/**
+ * Reads, decision, reservation and storing in one statement (repo.startTurn: one round trip, one
+ * commit), the checks in TURN_CHECKS' order: a refusal stores and reserves nothing. A message already
+ * stored under this clientMessageId is replayed (or refused) by `priorReplay`; a turn that `replaces`
+ * the last one reads it first and starts in a transaction that drops it (`replacing`).
+ */
+async function startTurn(deps: Deps, turn: TurnRequest): Promise<Started> {
+  const { userId, target, input, claim } = turn;
+  const { body, images } = input;
+  const replacing = body.replaces === undefined ? undefined : await turnToReplace(deps, turn, body.replaces);
+  if (replacing?.kind === 'replay') return replacing;
   // Draining began while this request was being checked (admission saw it too late).
   if (deps.lifecycle.draining) throw new AppError('SERVICE_UNAVAILABLE', 'the service is shutting down; retry shortly');
-  await claim.token();
-  const toolsEnabled = entry?.tools !== false && deps.config.advisorMaxToolCalls > 0;
-  return {
-    kind: 'new',
-    conversation,
-    key,
-    provider,
-    model,
-    claim,
-    history: reads.history,
-    marketKey: reads.marketKey,
-    toolsEnabled,
-    pricing: entry?.pricing,
-    replaced,
+  const start: repo.TurnStart = {
+    now: deps.clock.now(),
+    userId,
+    target: target ?? undefined,
+    conversationId: target ?? deps.ids.uuid(),
+    title: defaultTitle(body.text),
+    personaId: body.personaId,
+    userMessage: { id: deps.ids.uuid(), content: body.text, clientMessageId: body.clientMessageId },
+    replyId: deps.ids.uuid(),
+    attachments: images.map((i) => ({ id: deps.ids.uuid(), format: i.format, data: i.data })),
+    leaseHeld: await claim.held(),
+    key: undefined,
+    catalogue: catalogueOf(deps),
+    historyBudget: deps.config.contextBudgetChars,
   };
+  let row: repo.StartRow;
+  let charge: TurnCharge | undefined;
+  // The user's provider key as this instance last read it; one stored since is read and the start tried again.
+  for (let attempt = 1; ; attempt++) {
+    const key = deps.streams.knownKeys.get(userId) ?? (await readKey(deps, userId, target));
+    try {
+      ({ row, charge } = await deps.billing.reserveWithin({ turnId: start.replyId, userId, images: images.length }, (db, reservation) => {
+        const parts = { keys: turnKeysPart(userId), reservation };
+        if (replacing === undefined) return repo.startTurn(db, { ...start, key }, parts);
+        const titles = { replaced: defaultTitle(replacing.user.content), next: start.title };
+        return repo.replaceAndStartTurn(db, replacing.user, titles, { ...start, key }, parts);
+      }));
+    } catch (err) {
+      return await afterFailedStart(deps, err, turn, start.replyId);
+    }
+    if (row.refusal !== 'KEY_CHANGED') break;
+    deps.streams.knownKeys.delete(userId);
+    if (attempt === KEY_READS) throw new AppError('SERVICE_UNAVAILABLE', 'the provider key kept changing while the turn started; retry');
+  }
+  if (row.refusal === 'CLIENT_MESSAGE_ID_SEEN') return await priorReplay(deps, turn);
+  const provider = row.provider === null ? undefined : asProvider(row.provider);
+  const keys = openTurnKeys(deps, target === null ? null : (provider ?? null), keyRowsOf(userId, row));
+  if (row.refusal !== null || charge === undefined || provider === undefined) throw await refusal(row, keys, claim);
+  // The very bytes this instance opened (the statement compared them): they open again.
+  if (keys.key instanceof AppError) throw new Error('a provider key that opened no longer opens');
+  return { kind: 'live', ...(await liveTurn(deps, turn, start, { row, provider, key: keys.key, marketKey: keys.marketKey, charge })) };
 }
 
-/** The turn a request `replaces`: the conversation's last user message, whose reply is not streaming (there is none on a new conversation). */
-function replacedTurn(replaces: string | undefined, last: TurnReads['last']): repo.MessageRow | undefined {
-  if (replaces === undefined) return undefined;
+/** The client's error for a start statement's refusal (StartRefusal). */
+async function refusal(row: repo.StartRow, keys: TurnKeys, claim: LeaseClaim): Promise<AppError> {
+  const { provider, model } = row;
+  switch (row.refusal) {
+    case 'CONVERSATION_NOT_FOUND':
+      return new AppError('CONVERSATION_NOT_FOUND', 'conversation not found');
+    case 'PROVIDER_KEY_NOT_CONFIGURED':
+    case 'PROVIDER_KEY_DECRYPTION_FAILED':
+      if (keys.key instanceof AppError) return keys.key;
+      break;
+    case 'IMAGES_NOT_SUPPORTED':
+      return new AppError('IMAGES_NOT_SUPPORTED', `${provider} model ${model} does not take images`);
+    case 'STREAM_IN_PROGRESS':
+      // The lease's refusal: another stream holds it.
+      return (await claim.token().then(
+        () => new Error('a held lease was refused'),
+        (err: unknown) => (err instanceof AppError ? err : new AppError('STREAM_IN_PROGRESS', 'another reply is streaming for this user')),
+      )) as AppError;
+    case 'MODEL_NOT_AVAILABLE':
+      return new AppError('MODEL_NOT_AVAILABLE', `model ${model} of ${provider} is not available`);
+    default:
+      break;
+  }
+  throw new Error(`the turn statement answered refusal ${String(row.refusal)} with source ${String(row.source)}`);
+}
+
+/** The catalogue's models as the start statement reads them, serialised once per configuration. */
+const catalogues = new WeakMap<object, string>();
+function catalogueOf(deps: Deps): string {
+  const { catalogue } = deps.config;
+  let rows = catalogues.get(catalogue);
+  if (rows === undefined) catalogues.set(catalogue, (rows = repo.catalogueRows(catalogue.models)));
+  return rows;
+}
+
+/** The key rows of a start statement's answer, as the keys feature reads them. */
+export function keyRowsOf(userId: string, row: repo.StartRow): TurnKeyRow[] {
+  const rows: TurnKeyRow[] = [];
+  const sealed = (keyId: string | null, nonce: Uint8Array | null, ciphertext: Uint8Array | null, tag: Uint8Array | null) =>
+    keyId === null || nonce === null || ciphertext === null || tag === null ? undefined : { key_id: keyId, nonce, ciphertext, tag };
+  const p = sealed(row.p_key_id, row.p_nonce, row.p_ciphertext, row.p_tag);
+  if (p && row.provider !== null) rows.push({ kind: 'provider', user_id: userId, provider: row.provider, default_model: row.p_default_model, ...p });
+  const m = sealed(row.m_key_id, row.m_nonce, row.m_ciphertext, row.m_tag);
+  if (m && row.m_provider !== null) rows.push({ kind: 'market', user_id: userId, provider: row.m_provider, default_model: null, ...m });
+  return rows;
+}
+
+/** Reads and opens the user's provider key (the conversation's provider's, or the active one), and remembers it as read. */
+export async function readKey(deps: Deps, userId: string, target: string | null): Promise<repo.TurnStart['key']> {
+  const rows = await readTurnKeys(deps, userId, target === null ? null : repo.conversationProvider(userId, target));
+  const row = rows.find((r) => r.kind === 'provider');
+  if (row === undefined) return undefined;
+  const known = { sealed: row, opens: !(openTurnKeys(deps, null, [row]).key instanceof AppError) };
+  deps.streams.knownKeys.set(userId, known);
+  return known;
+}
+
+/** What the start statement answered for a turn that starts. */
+interface StartedRow {
+  readonly row: repo.StartRow;
+  readonly provider: Provider;
+  readonly key: UsableProviderKey;
+  readonly marketKey: UsableMarketDataKey | undefined;
+  readonly charge: TurnCharge;
+}
+
+/** Stage 3's end: the live turn (holding the lease from now on) and its first round's request. */
+async function liveTurn(deps: Deps, turn: TurnRequest, start: repo.TurnStart, s: StartedRow): Promise<{ live: LiveTurn; request: RoundRequest }> {
+  const { userId, input, claim } = turn;
+  const { row, provider, key, charge } = s;
+  const model = row.model ?? key.model;
+  const entry = findModel(deps.config.catalogue, provider, model);
+  const toolbox = new Toolbox(deps, userId, s.marketKey, entry?.tools !== false && deps.config.advisorMaxToolCalls > 0);
+  const system = systemPrompt(deps.config.catalogue, row.persona_id, toolbox.offered, start.now);
+  const request: RoundRequest = { system, messages: buildMessages(row.history, input.body.text, input.images), tools: toolbox.offered };
+  const live = new LiveTurn(deps, {
+    conversationId: start.conversationId,
+    userMessageId: start.userMessage.id,
+    assistantMessageId: start.replyId,
+    provider,
+    model,
+    billing: { source: charge.source, credits: charge.credits },
+    userId,
+    leaseToken: await claim.handOver(),
+    key,
+    charge,
+    toolbox,
+    pricing: entry?.pricing,
+    log: turn.log,
+  });
+  return { live, request };
+}
+
+/**
+ * A turn that `replaces` the conversation's last: the conversation, an earlier message with this
+ * clientMessageId and the last turn, read at once and checked in TURN_CHECKS' order; the user message
+ * to replace, or a replay.
+ */
+async function turnToReplace(deps: Deps, turn: TurnRequest, replaces: string): Promise<Replay | { kind: 'replace'; user: repo.MessageRow }> {
+  const { userId, target, input } = turn;
+  if (target === null) throw invalid('/replaces', 'must be the id of the conversation’s last user message');
+  const [conversation, prior, last] = await Promise.all([
+    repo.findConversation(deps.db, userId, target),
+    repo.findTurnByClientId(deps.db, userId, input.body.clientMessageId),
+    repo.lastTurn(deps.db, target),
+  ]);
+  if (conversation === undefined) throw new AppError('CONVERSATION_NOT_FOUND', 'conversation not found');
+  const replay = await idempotentReplay(deps, target, input.body, prior, turn.claim);
+  if (replay) return replay;
   if (last?.user.id !== replaces) throw invalid('/replaces', 'must be the id of the conversation’s last user message');
   if (last.reply?.status === 'streaming') throw new AppError('STREAM_IN_PROGRESS', 'the reply to the message being replaced is still streaming');
-  return last.user;
+  return { kind: 'replace', user: last.user };
+}
+
+/** A message already stored under this clientMessageId: its replay, or the refusal; one that vanished meanwhile (its conversation deleted) starts anew. */
+async function priorReplay(deps: Deps, turn: TurnRequest): Promise<Started> {
+  const prior = await repo.findTurnByClientId(deps.db, turn.userId, turn.input.body.clientMessageId);
+  return (await idempotentReplay(deps, turn.target, turn.input.body, prior, turn.claim)) ?? startTurn(deps, turn);
 }
 
 /**
@@ -298,90 +389,23 @@ function replayOf(prior: repo.PriorTurn, reply: repo.MessageRow): Replay {
   };
 }
 
-/** Stage 5, reserve and store: a live turn (and what its first round sends), or a replay after a lost race. */
-type Started = Replay | { readonly kind: 'live'; readonly live: LiveTurn; readonly request: RoundRequest };
-
-/**
- * The billing reservation and the turn's rows (the user message, its images, the reply placeholder,
- * the conversation) in one statement: one round trip, one commit, both stored or neither. A
- * refusal stores nothing; the lease is given back on any failure.
- */
-async function reserveAndStore(deps: Deps, userId: string, target: string | null, input: TurnInput, plan: NewTurn, log: FastifyReply['log']): Promise<Started> {
-  const { conversation, key, provider, model, claim } = plan;
-  const { body, images } = input;
-  const conversationId = conversation?.id ?? deps.ids.uuid();
-  const userMessageId = deps.ids.uuid();
-  const assistantMessageId = deps.ids.uuid();
-  const personaId = body.personaId ?? conversation?.persona_id ?? null;
-  const rows: repo.TurnRows = {
-    now: deps.clock.now(),
-    userId,
-    conversationId,
-    newConversation: conversation ? undefined : { id: conversationId, title: defaultTitle(body.text), provider, model, persona_id: personaId },
-    personaId: body.personaId,
-    userMessage: { id: userMessageId, content: body.text, clientMessageId: body.clientMessageId },
-    replyId: assistantMessageId,
-    attachments: images.map((i) => ({ id: deps.ids.uuid(), format: i.format, data: i.data })),
-  };
-  try {
-    const toolbox = new Toolbox(deps, userId, plan.marketKey, plan.toolsEnabled);
-    const system = systemPrompt(deps.config.catalogue, personaId, toolbox.offered, rows.now);
-    const request: RoundRequest = { system, messages: buildMessages(plan.history, body.text, images), tools: toolbox.offered };
-    const { replaced } = plan;
-    const charge = await deps.billing.reserve({ turnId: assistantMessageId, userId, provider, model, images: images.length }, (db, reservation) =>
-      replaced === undefined
-        ? repo.startReservedTurn(db, rows, reservation)
-        : // The one turn that is not one statement: the replaced turn goes in the same transaction.
-          db.transaction().execute(async (trx) => {
-            await repo.dropLastTurn(trx, conversationId, replaced, { replaced: defaultTitle(replaced.content), next: defaultTitle(body.text) });
-            return repo.startReservedTurn(trx, rows, reservation);
-          }),
-    );
-    const billing = { source: charge.source, credits: charge.credits };
-    const leaseToken = await claim.handOver();
-    const init = {
-      conversationId,
-      userMessageId,
-      assistantMessageId,
-      provider,
-      model,
-      billing,
-      userId,
-      leaseToken,
-      key,
-      charge,
-      toolbox,
-      pricing: plan.pricing,
-      log,
-    };
-    const live = new LiveTurn(deps, init);
-    return { kind: 'live', live, request };
-  } catch (err) {
-    return await afterFailedStart(deps, err, { userId, target, input, plan, turnId: assistantMessageId });
-  }
-}
-
 /**
  * A start statement that failed: a replay when it lost a race with a concurrent duplicate (the
  * unique index decided), else the error the client gets. One that failed on the connection may have
  * committed all the same: its turn is settled by what it stored.
  */
-async function afterFailedStart(
-  deps: Deps,
-  err: unknown,
-  start: { userId: string; target: string | null; input: TurnInput; plan: NewTurn; turnId: string },
-): Promise<Replay> {
-  const { userId, target, input, plan } = start;
-  if ((err instanceof AppError && err.code === 'BILLING_NOT_AVAILABLE') || isDatabaseUnavailable(err)) abandonTurn(deps, start.turnId);
+async function afterFailedStart(deps: Deps, err: unknown, turn: TurnRequest, turnId: string): Promise<Replay> {
+  const { userId, target, input } = turn;
+  if ((err instanceof AppError && err.code === 'BILLING_NOT_AVAILABLE') || isDatabaseUnavailable(err)) abandonTurn(deps, turnId);
   const code = pgErrorCode(err);
   if (code === UNIQUE_VIOLATION) {
     const prior = await repo.findTurnByClientId(deps.db, userId, input.body.clientMessageId);
-    const replayed = await idempotentReplay(deps, target, input.body, prior, plan.claim);
+    const replayed = await idempotentReplay(deps, target, input.body, prior, turn.claim);
     if (replayed) return replayed;
     throw new AppError('STREAM_IN_PROGRESS', 'another reply is streaming for this conversation');
   }
   // The conversation was deleted meanwhile.
-  if ((code === NOT_NULL_VIOLATION || code === FOREIGN_KEY_VIOLATION) && plan.conversation) {
+  if ((code === NOT_NULL_VIOLATION || code === FOREIGN_KEY_VIOLATION) && target !== null) {
     throw new AppError('CONVERSATION_NOT_FOUND', 'conversation not found');
   }
   throw err;
@@ -398,7 +422,7 @@ export interface RoundsEnd {
 }
 
 /**
- * Stage 6, relay, into the turn's frame log (its clients follow the log, DESIGN §12): rounds with
+ * Stage 4, relay, into the turn's frame log (its clients follow the log, DESIGN §12): rounds with
  * the provider until it answers in text (DESIGN §11): each round's deltas as they come and its tool
  * calls, run by the turn's toolbox while the round still streams, their results sent back in the
  * next round. Nothing is written to the database meanwhile. A key the provider refused is marked
@@ -469,7 +493,7 @@ const STOPPED_WITH: Readonly<Record<StopCause, Failure | undefined>> = {
 const ENDED_EARLY: Failure = { code: 'PROVIDER_UNAVAILABLE', retryable: true, detail: 'stream ended early' };
 
 /**
- * Stage 7, the outcome (pure): an answer the provider finished is complete; a turn stopped from
+ * Stage 5, the outcome (pure): an answer the provider finished is complete; a turn stopped from
  * outside (a stop, no client left, the drain, another stream) is interrupted, one that ran too long
  * or failed is failed — each with the terminal frame its cause calls for.
  */
@@ -485,7 +509,7 @@ export function outcomeOf(rounds: RoundsEnd, cause: StopCause | undefined): Outc
 }
 
 /**
- * Stage 8, settle and end: the reply stored with its parts and receipt and the charge settled (one
+ * Stage 6, settle and end: the reply stored with its parts and receipt and the charge settled (one
  * statement; charged if a delta was produced, DESIGN §7), the lease released, then the terminal
  * frame — so a client that has seen `done` finds the reply stored and may send its next message.
  */
@@ -623,11 +647,6 @@ async function drain(events: AsyncIterator<unknown>): Promise<void> {
 
 function invalid(path: string, message: string): AppError {
   return new AppError('VALIDATION_ERROR', `${path}: ${message}`, { details: [{ path, message }] });
-}
-
-function valueOf<T>(read: PromiseSettledResult<T>): T {
-  if (read.status === 'rejected') throw read.reason;
-  return read.value;
 }
 
 export function asProvider(name: string): Provider {

@@ -1,0 +1,28 @@
+// The start statement finds a turn's catalogue entry in SQL (repo.catalogueRows): the same entry as
+// findModel for every model, `*` globs and characters LIKE would read as wildcards alike, first match winning.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { sql } from 'kysely';
+import { findModel, type Catalogue, type ModelEntryConfig } from '../../catalogue.ts';
+import { createDb, type DbHandle } from '../../db/create-db.ts';
+import { catalogueRows } from './repo.ts';
+
+let h: DbHandle;
+before(async () => {
+  h = await createDb({ pgliteDir: 'memory://' });
+});
+after(() => h.close());
+
+const entry = (match: string, creditsPerTurn: number): ModelEntryConfig => ({ provider: 'openai', match, allowance: false, creditsPerTurn });
+const models = [entry('gpt-4o-mini*', 1), entry('gpt-4o*', 2), entry('a_b', 3), entry('x%y*', 4), entry('pre*mid*suf', 5), entry('back\\slash', 6), entry('*', 7)];
+
+test('DESIGN §1 (first matching entry wins): the start statement finds the entry findModel finds, wildcard characters taken literally', async () => {
+  const catalogue = { models } as unknown as Catalogue;
+  const names = ['gpt-4o-mini', 'gpt-4o-mini-2024', 'gpt-4o', 'gpt-4o-x', 'a_b', 'aXb', 'x%y', 'x%yz', 'xAy', 'premidsuf', 'pre-mid-suf', 'premisuf', 'back\\slash', 'backslash', 'other'];
+  for (const model of names) {
+    const { rows } = await sql<{ cost: number }>`select m.cost from jsonb_to_recordset(${catalogueRows(models)}::jsonb)
+        as m(ord int, provider text, pattern text, allowance boolean, cost bigint, images boolean)
+      where m.provider = 'openai' and ${model} like m.pattern escape '\\' order by m.ord limit 1`.execute(h.db);
+    assert.equal(Number(rows[0]?.cost), findModel(catalogue, 'openai', model)?.creditsPerTurn, model);
+  }
+});
