@@ -17,7 +17,7 @@ import { createVault, loadOrCreateKeyring, loadOrCreateSecret, type Keyring } fr
 import { createCoordination, type Coordination } from './platform/coordination.ts';
 import { admitInTurn, type Admission } from './platform/admission.ts';
 import path from 'node:path';
-import { createTurnBilling, type TurnBilling } from './features/billing/turn-billing.ts';
+import { createTurnBilling, markTurnsAlive, type TurnBilling } from './features/billing/turn-billing.ts';
 import { sealedKeyIds } from './features/advisor-keys/repo.ts';
 import { StreamRuntime } from './features/conversations/stream-runtime.ts';
 import { createLlm, createUpstreamAgent, type Llm } from './providers/llm/index.ts';
@@ -137,7 +137,8 @@ export async function createDeps(config: Config, opts: DepsOptions = {}): Promis
     probeTimeoutMs: config.marketDataProbeTimeoutMs,
     agent: upstream,
   });
-  const billing = createTurnBilling({ db: handle.db, clock, config, logger, metrics, ids });
+  const billingDeps = { db: handle.db, clock, config, logger, metrics, ids };
+  const billing = createTurnBilling(billingDeps);
   const payments = createStripePayments(config.stripe);
   const over = opts.overrides ?? {};
   const leases = over.leases ? over.leases(coordination.leases) : coordination.leases;
@@ -162,7 +163,10 @@ export async function createDeps(config: Config, opts: DepsOptions = {}): Promis
     llm: over.llm ? over.llm(llm) : llm,
     marketData: over.marketData ? over.marketData(marketData) : marketData,
     payments: over.payments ? over.payments(payments) : payments,
-    streams: new StreamRuntime(config.streamHeartbeatMs),
+    streams: new StreamRuntime(config.streamHeartbeatMs, {
+      markAlive: (turnIds) => markTurnsAlive(billingDeps, turnIds),
+      onError: (err) => logger.warn({ err }, 'marking running turns alive failed'),
+    }),
     async close() {
       // Streams have ended or been stopped by now; whatever upstream call is left is cut.
       await upstream.destroy();

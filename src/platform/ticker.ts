@@ -6,22 +6,25 @@ const MAX_SLOTS = 10;
  * (instead of a timer per member), and only while there are members. Members are dealt round-robin
  * into slots and one slot is served per tick, so the work (a ping write, a Redis call) is spread
  * over the interval rather than done for thousands of members at once. A member's first turn comes
- * within one interval of joining, then one every interval.
+ * within one interval of joining, then one every interval. `eachSlot` (optional) then gets the slot's
+ * members together, for work done once for many (one statement marking them all).
  */
 export class Ticker<T> {
   readonly #slots: Set<T>[];
   readonly #tickMs: number;
   readonly #each: (member: T) => void;
+  readonly #eachSlot: ((members: readonly T[]) => void) | undefined;
   #size = 0;
   #dealt = 0;
   #turn = 0;
   #timer: NodeJS.Timeout | undefined;
 
-  constructor(intervalMs: number, each: (member: T) => void) {
+  constructor(intervalMs: number, each: (member: T) => void, eachSlot?: (members: readonly T[]) => void) {
     const slots = Math.max(1, Math.min(MAX_SLOTS, Math.floor(intervalMs / 1000)));
     this.#slots = Array.from({ length: slots }, () => new Set<T>());
     this.#tickMs = intervalMs / slots;
     this.#each = each;
+    this.#eachSlot = eachSlot;
   }
 
   add(member: T): void {
@@ -45,6 +48,8 @@ export class Ticker<T> {
 
   static #tick<T>(t: Ticker<T>): void {
     const slot = t.#slots[t.#turn++ % t.#slots.length];
-    if (slot !== undefined) for (const member of slot) t.#each(member);
+    if (slot === undefined || slot.size === 0) return;
+    for (const member of slot) t.#each(member);
+    t.#eachSlot?.([...slot]);
   }
 }

@@ -180,8 +180,9 @@ export async function staleReservations(db: Db, before: Date, limit: number): Pr
 }
 
 /** A running turn's sign of life (its heartbeat); nothing once it is settled. */
-export async function markAlive(db: Db, turnId: string, now: Date): Promise<void> {
-  await db.updateTable('turn_charges').set({ alive_at: now }).where('turn_id', '=', turnId).where('status', '=', 'reserved').execute();
+export async function markAlive(db: Db, turnIds: readonly string[], now: Date): Promise<void> {
+  if (turnIds.length === 0) return;
+  await db.updateTable('turn_charges').set({ alive_at: now }).where('turn_id', 'in', turnIds).where('status', '=', 'reserved').execute();
 }
 
 export async function insertPurchase(db: Db, row: PurchaseRow): Promise<void> {

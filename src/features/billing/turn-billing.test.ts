@@ -9,7 +9,7 @@ import { ManualClock } from '../../../test/helpers/manual-clock.ts';
 import type { Db } from '../../db/types.ts';
 import {
   createTurnBilling,
-  markTurnAlive,
+  markTurnsAlive,
   settleAbandonedTurn,
   billingAlone,
   silentTurns,
@@ -223,7 +223,7 @@ describe('turn billing (DESIGN §8)', () => {
       const old = await reserve(u, 'big-1');
       const long = await reserve(u, 'big-1');
       clock.advance(3 * 60_000);
-      await markTurnAlive(t.deps, long.turnId);
+      await markTurnsAlive(t.deps, [long.turnId]);
       const fresh = await reserve(u, 'big-1');
       const silent = await silentTurns(t.deps, 2 * 60_000);
       assert.ok(silent.includes(old.turnId), 'silent for 3 minutes');

@@ -287,9 +287,9 @@ export function silentTurns(deps: BillingDeps, silentForMs: number, batch = 500)
   return repo.staleReservations(deps.db, new Date(deps.clock.now().getTime() - silentForMs), batch);
 }
 
-/** A running turn's heartbeat on its reservation (DESIGN §10: the sweeper never takes a live turn). */
-export function markTurnAlive(deps: BillingDeps, turnId: string): Promise<void> {
-  return repo.markAlive(deps.db, turnId, deps.clock.now());
+/** Running turns' heartbeat on their reservations, in one statement (DESIGN §10: the sweeper never takes a live turn). */
+export function markTurnsAlive(deps: BillingDeps, turnIds: readonly string[]): Promise<void> {
+  return repo.markAlive(deps.db, turnIds, deps.clock.now());
 }
 
 /**

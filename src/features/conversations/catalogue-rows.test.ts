@@ -14,11 +14,35 @@ before(async () => {
 after(() => h.close());
 
 const entry = (match: string, creditsPerTurn: number): ModelEntryConfig => ({ provider: 'openai', match, allowance: false, creditsPerTurn });
-const models = [entry('gpt-4o-mini*', 1), entry('gpt-4o*', 2), entry('a_b', 3), entry('x%y*', 4), entry('pre*mid*suf', 5), entry('back\\slash', 6), entry('*', 7)];
+const models = [
+  entry('gpt-4o-mini*', 1),
+  entry('gpt-4o*', 2),
+  entry('a_b', 3),
+  entry('x%y*', 4),
+  entry('pre*mid*suf', 5),
+  entry('back\\slash', 6),
+  entry('*', 7),
+];
 
 test('DESIGN §1 (first matching entry wins): the start statement finds the entry findModel finds, wildcard characters taken literally', async () => {
   const catalogue = { models } as unknown as Catalogue;
-  const names = ['gpt-4o-mini', 'gpt-4o-mini-2024', 'gpt-4o', 'gpt-4o-x', 'a_b', 'aXb', 'x%y', 'x%yz', 'xAy', 'premidsuf', 'pre-mid-suf', 'premisuf', 'back\\slash', 'backslash', 'other'];
+  const names = [
+    'gpt-4o-mini',
+    'gpt-4o-mini-2024',
+    'gpt-4o',
+    'gpt-4o-x',
+    'a_b',
+    'aXb',
+    'x%y',
+    'x%yz',
+    'xAy',
+    'premidsuf',
+    'pre-mid-suf',
+    'premisuf',
+    'back\\slash',
+    'backslash',
+    'other',
+  ];
   for (const model of names) {
     const { rows } = await sql<{ cost: number }>`select m.cost from jsonb_to_recordset(${catalogueRows(models)}::jsonb)
         as m(ord int, provider text, pattern text, allowance boolean, cost bigint, images boolean)

@@ -11,7 +11,7 @@ import { snapshotData, startData } from './frames.ts';
 import { apiParts, PartsLog } from './parts.ts';
 import type { Toolbox } from '../advisor-tools/toolbox.ts';
 import { markProviderKeyRejected, type UsableProviderKey } from '../advisor-keys/service.ts';
-import { markTurnAlive, type TurnCharge, type WithBillingPart } from '../billing/turn-billing.ts';
+import type { TurnCharge, WithBillingPart } from '../billing/turn-billing.ts';
 import type { TurnIds } from './frames.ts';
 import * as repo from './repo.ts';
 import { LEASE_TTL_MS, type Ticking } from './stream-runtime.ts';
@@ -282,13 +282,9 @@ export class LiveTurn implements TurnIds, Ticking {
     this.frames.alive();
   }
 
-  /** The heartbeat's call: the reservation's sign of life, so no sweeper takes this turn for a crashed one. */
-  async markAlive(): Promise<void> {
-    try {
-      await markTurnAlive(this.#deps, this.charge.turnId);
-    } catch (err) {
-      this.log.warn({ err }, 'marking the turn alive failed');
-    }
+  /** The turn whose reservation the heartbeat marks alive, so no sweeper takes this turn for a crashed one. */
+  get turnId(): string {
+    return this.charge.turnId;
   }
 
   /**

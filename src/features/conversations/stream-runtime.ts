@@ -14,8 +14,15 @@ export interface Ticking {
   /** A sign of life for clients following the turn from other instances. */
   beat(): void;
   renewLease(): Promise<void>;
-  /** The reservation's sign of life (DESIGN §10: the sweeper never takes a live turn). */
-  markAlive(): Promise<void>;
+  /** The turn whose reservation shows a sign of life with every heartbeat (DESIGN §10: the sweeper never takes a live turn). */
+  readonly turnId: string;
+}
+
+/** What the heartbeat does once for many live turns. */
+export interface Heartbeats {
+  /** Marks these turns' reservations alive, in one statement. */
+  markAlive(turnIds: readonly string[]): Promise<void>;
+  onError(err: unknown): void;
 }
 
 /** How many users' provider keys an instance remembers as it last read them (their sealed bytes only: never a key in the clear). */
@@ -52,21 +59,23 @@ export class KnownKeys {
 export class StreamRuntime {
   /** The keep-alive comment of every open stream connection; a backed-up socket gets none (it must not grow). */
   readonly pings: Ticker<SseWriter>;
-  /** Every live turn's sign of life for followers elsewhere, and its reservation's. */
+  /** Every live turn's sign of life for followers elsewhere, and (together, per tick) its reservation's. */
   readonly heartbeat: Ticker<Ticking>;
   /** Every live turn's lease renewal. */
   readonly renewal: Ticker<Ticking>;
-  /** Each stream request's rate-limit verdict and lease claim, asked for together at admission and taken up by the turn. */
   /** The users' provider keys as last read, so a turn's start needs no read of its own (turn.ts). */
   readonly knownKeys = new KnownKeys();
+  /** Each stream request's rate-limit verdict and lease claim, asked for together at admission and taken up by the turn. */
   readonly admissions = new WeakMap<FastifyRequest, { readonly verdict: Promise<void>; readonly claim: LeaseClaim }>();
 
-  constructor(heartbeatMs: number) {
+  constructor(heartbeatMs: number, beats: Heartbeats) {
     this.pings = new Ticker(heartbeatMs, (sse) => void (sse.needsDrain || sse.comment('ping')));
-    this.heartbeat = new Ticker(heartbeatMs, (live) => {
-      live.beat();
-      void live.markAlive();
-    });
+    // The reservations of a tick's turns are marked together: one statement per tick, however many turns run.
+    this.heartbeat = new Ticker(
+      heartbeatMs,
+      (live) => live.beat(),
+      (lives) => void beats.markAlive(lives.map((l) => l.turnId)).catch((err: unknown) => beats.onError(err)),
+    );
     this.renewal = new Ticker(LEASE_TTL_MS / 3, (live) => void live.renewLease());
   }
 
