@@ -12,10 +12,12 @@ export interface TurnLogEvents {
 
 /**
  * Writes of a running log to the store are at least this far apart (the terminal frame goes at once):
- * a fast provider costs the store a few dozen writes a second, not one per delta; a follower on another
- * instance sees frames this much later at most.
+ * a turn costs the store at most 20 writes a second, not one per delta (a provider's chunks come 10 to
+ * 50 ms apart); a follower on another instance sees frames this much later at most, and a crashed
+ * turn's stored reply lacks at most this much of what its clients were sent (DESIGN §12). The turn's
+ * own client is served from memory, at once.
  */
-const FLUSH_INTERVAL_MS = 20;
+const FLUSH_INTERVAL_MS = 50;
 const FLUSH_RETRY_MS = 100;
 const FLUSH_RETRY_MAX_MS = 2_000;
 /** How long the end of a log keeps being retried while the store is unreachable. */
