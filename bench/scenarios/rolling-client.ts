@@ -171,6 +171,8 @@ export class Load {
         continue;
       }
       this.#count(`POST ${describe(r)}`);
+      // No instance counted it: it reached none, or one refused it at admission (draining) before the limit counts.
+      if (r.kind === 'unreached' || r.status === 503) sent.pop();
       if (r.kind === 'unreached') {
         another();
         await sleep(100);
