@@ -1,9 +1,10 @@
 // The users of the rolling-restart row, each behaving as a real client of several instances does
 // (DESIGN §7, §12, and the web client's "Send again"): a message is sent to the next instance in turn;
 // a request that reached no instance, or one that was draining (503), is sent again with the same
-// clientMessageId to another; a stream cut before its terminal frame is resumed on another instance
-// with Last-Event-ID; a reply that ended with SHUTTING_DOWN is sent again with a new clientMessageId in
-// its place (`replaces`). Every frame is parsed and kept to what checking needs: ids, text, the end.
+// clientMessageId to another; a stream cut before its terminal frame (by a stopping instance, or by the
+// client's own flaky network: CUT_SHARE of the turns) is resumed on another instance with Last-Event-ID;
+// a reply that ended with SHUTTING_DOWN is sent again with a new clientMessageId in its place
+// (`replaces`). Every frame is parsed and kept to what checking needs: ids, text, the end.
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import { performance } from 'node:perf_hooks';
@@ -18,6 +19,8 @@ const SILENCE_MS = 40_000;
 /** DESIGN §4: 30 streamed messages per rolling 60 s; the client keeps under it, retries included. */
 const LIMIT = { messages: 28, windowMs: 60_000 };
 export const MESSAGES_PER_CONVERSATION = 5;
+/** A flaky network: this share of turns has its first stream cut by the client after 1 to 30 deltas (then resumed elsewhere). */
+export const CUT_SHARE = 0.05;
 
 /** One turn (one clientMessageId) as its client saw it, across every connection it took. */
 export class TurnView {
@@ -137,6 +140,7 @@ export class Load {
     const target = turn.conversationId;
     const body = JSON.stringify({ text, clientMessageId: turn.clientMessageId, ...(replaces === undefined ? {} : { replaces }) });
     let at = this.#next++ % this.#urls.length;
+    let cutAfter = Math.random() < CUT_SHARE ? 1 + Math.floor(Math.random() * 30) : undefined;
     const another = (): void => void (at = (at + 1) % this.#urls.length);
     while (turn.end === undefined && performance.now() < deadline && !this.#closed) {
       if (turn.assistantMessageId !== undefined) {
@@ -162,7 +166,8 @@ export class Load {
       sent.push(performance.now());
       const path = `/api/advisor/conversations/${target ?? 'new'}/messages/stream`;
       turn.restart();
-      const r = await this.#exchange(at, 'POST', path, token, body, turn);
+      const r = await this.#exchange(at, 'POST', path, token, body, turn, cutAfter);
+      cutAfter = undefined;
       if (r.kind === 'streamed') {
         if (turn.end === undefined && turn.assistantMessageId === undefined) {
           this.#count('POST cut before its start frame');
@@ -202,8 +207,8 @@ export class Load {
     this.events.set(what, (this.events.get(what) ?? 0) + 1);
   }
 
-  /** One request to instance `at`; a stream's frames go to `turn` as they arrive. */
-  #exchange(at: number, method: 'GET' | 'POST', path: string, token: string, body: string | undefined, turn: TurnView): Promise<Exchange> {
+  /** One request to instance `at`; a stream's frames go to `turn` as they arrive (the client cuts it after `cutAfter` deltas, if given). */
+  #exchange(at: number, method: 'GET' | 'POST', path: string, token: string, body: string | undefined, turn: TurnView, cutAfter?: number): Promise<Exchange> {
     const headers: Record<string, string> = { authorization: `Bearer ${token}`, accept: 'text/event-stream' };
     if (body !== undefined) Object.assign(headers, { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) });
     if (method === 'GET') headers['last-event-id'] = String(turn.lastId);
@@ -235,13 +240,22 @@ export class Load {
           return;
         }
         let pending = '';
+        let deltas = 0;
         res.setEncoding('utf8');
         res.on('data', (c: string) => {
           pending += c;
           const cut = pending.lastIndexOf('\n\n');
           if (cut < 0) return;
-          for (const f of parseFrames(pending.slice(0, cut + 2)).frames) turn.take(f);
+          for (const f of parseFrames(pending.slice(0, cut + 2)).frames) {
+            turn.take(f);
+            if (f.event === 'delta') deltas++;
+          }
           pending = pending.slice(cut + 2);
+          if (cutAfter !== undefined && deltas >= cutAfter && turn.end === undefined) {
+            this.#count('stream cut by its client (a flaky network)');
+            cutAfter = undefined;
+            req.destroy();
+          }
         });
         res.on('close', () => done({ kind: 'streamed' }));
       });

@@ -14,7 +14,7 @@ import type { Row } from '../lib/report.ts';
 import { seedKeysDirect } from '../lib/seed.ts';
 import { commandCalls, commandsBetween, commitsSoFar, segmentsSent } from '../lib/sockets.ts';
 import { distribution, int, ms } from '../lib/stats.ts';
-import { Load, MESSAGES_PER_CONVERSATION, type TurnView } from './rolling-client.ts';
+import { CUT_SHARE, Load, MESSAGES_PER_CONVERSATION, type TurnView } from './rolling-client.ts';
 import { userIds } from './targets.ts';
 
 const INSTANCES = 3;
@@ -145,27 +145,29 @@ export async function rolling(h: Harness): Promise<Row> {
       goal: 'no turn lost without a terminal frame; nothing stored twice; the text clients assembled = the stored reply; ledger = wallet',
       met: broken.length === 0,
       how:
-        `${INSTANCES} service processes on the run's PostgreSQL and Redis, SHUTDOWN_DRAIN_MS=${DRAIN_MS} (shorter than a reply, so ` +
-        `the drain ends some turns with SHUTTING_DOWN). ${users} users (pro tier, key rows written with the service's own vault, default ` +
-        `model ${PAID_MODEL}: not an allowance model, ${CREDITS_PER_TURN} credits a turn; ${int(GRANT)} credits each, granted through the ` +
-        "service's own ledger function) each send a message every " +
-        `${PACE_MS / 1000} s (or when the previous one ended, if later; ${MESSAGES_PER_CONVERSATION} to a conversation, then a new one), round-robin over the ` +
-        `instances; the fake replies with ${REPLY.deltas} deltas ${REPLY.delayMs} ms apart. After ${phase.before / 1000} s, each instance ` +
-        'in turn gets SIGTERM, is waited for until it exits, is started again on the same port and waited for until /readyz answers 200; ' +
+        `${INSTANCES} service processes on the run's PostgreSQL and Redis, SHUTDOWN_DRAIN_MS=${DRAIN_MS} (shorter than a reply, so the ` +
+        `drain ends some turns with SHUTTING_DOWN). ${users} users (pro tier, key rows written with the service's own vault, default model ` +
+        `${PAID_MODEL}: not an allowance model, ${CREDITS_PER_TURN} credits a turn; ${int(GRANT)} credits each, granted through the ` +
+        `service's own ledger function) each send a message every ${PACE_MS / 1000} s (or when the previous one ended, if later; ` +
+        `${MESSAGES_PER_CONVERSATION} to a conversation, then a new one), round-robin over the instances; the fake replies with ` +
+        `${REPLY.deltas} deltas ${REPLY.delayMs} ms apart. After ${phase.before / 1000} s, each instance in turn gets SIGTERM, is waited ` +
+        'for until it exits, is started again on the same port and waited for until /readyz answers 200; ' +
         `${phase.between / 1000} s later the next; the load goes on ${phase.after / 1000} s after the last is ready. The clients ` +
         '(bench/scenarios/rolling-client.ts) parse every frame: a request that reached no instance or met a draining one (503) is sent ' +
-        'again with the same clientMessageId to the next instance (a 409 STREAM_IN_PROGRESS for it: again after 1 s); a stream cut before ' +
-        'its terminal frame is resumed on another instance (GET …/stream, Last-Event-ID); a reply that ended with SHUTTING_DOWN is sent ' +
-        'again with a new clientMessageId taking its place (`replaces`, as the web client\'s "Send again"); a message without a terminal ' +
-        'frame 60 s after it was sent is lost. Checked afterwards in PostgreSQL: at most one user message per clientMessageId; the user ' +
-        "messages stored = the turns clients saw start, less those replaced; every `done` turn's stored reply complete and equal to the " +
-        'text its client assembled (no frame id seen twice or skipped); no reply left streaming nor charge left reserved; per user ' +
-        'wallet balance = sum of its ledger entries = the grant less the credits of its charged turns. Throughput = turns ending `done` ' +
-        `per second before the first SIGTERM (from ${phase.ramp / 1000} s after the start), during the restarts (first SIGTERM to last ` +
-        'ready) and after. ' +
-        'Per turn, over the window before the first restart: CPU of the three instances (user + system, /proc/<pid>/stat) / turns ' +
-        'completed, Redis commands (INFO commandstats), PostgreSQL commits (pg_stat_database.xact_commit) and TCP data segments the ' +
-        'instances sent to PostgreSQL and Redis (`ss`).',
+        'again with the same clientMessageId to the next instance (a 409 STREAM_IN_PROGRESS for it: again after 1 s); a stream cut ' +
+        'before its terminal frame is resumed on another instance (GET …/stream with Last-Event-ID), and so that resumes happen during ' +
+        `the restarts, ${CUT_SHARE * 100}% of the turns have their first stream cut by the client itself after 1 to 30 deltas (a flaky ` +
+        'network); a reply that ended with SHUTTING_DOWN is sent again with a new clientMessageId taking its place (`replaces`, as the ' +
+        'web client\'s "Send again"); a message without a terminal frame 60 s after it was sent is lost. Checked afterwards in ' +
+        'PostgreSQL: at most one user message per clientMessageId; the user messages stored = the turns clients saw start, less those ' +
+        "replaced; the charges reserved = the turns clients saw start; every `done` turn's stored reply complete and equal to the text " +
+        'its client assembled (no frame id seen twice or skipped), every other turn (not replaced) stored with its error code; no reply ' +
+        'left streaming nor charge left reserved; per user, wallet balance = sum of its ledger entries = the grant less the credits of ' +
+        'its charged turns; every instance exited 0. Throughput = turns ending `done` per second before the first SIGTERM (from ' +
+        `${phase.ramp / 1000} s after the start), during the restarts (first SIGTERM to last ready) and after. Per turn, over the ` +
+        'window before the first restart: CPU of the three instances (user + system, /proc/<pid>/stat) / turns completed, Redis ' +
+        'commands (INFO commandstats), PostgreSQL commits (pg_stat_database.xact_commit) and TCP data segments the instances sent to ' +
+        'PostgreSQL and Redis (`ss`).',
       notes: [
         `turns by end: ${list(byEnd)}; ${int(started.length)} saw their start frame; client retries and resumes: ${list(load.events) || 'none'}`,
         `restarts: ${restarts
