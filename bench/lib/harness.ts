@@ -7,7 +7,7 @@ import type { StreamScript } from '../../test/fakes/index.ts';
 import { mintToken } from '../../src/http/auth.ts';
 import { TEST_ENCRYPTION_KEYS, TEST_JWT_SECRET } from '../../test/helpers/app.ts';
 import type { ScriptMessage } from './fake-upstream.ts';
-import { ROOT, type Proc, type Procs } from './procs.ts';
+import { ask, ROOT, type Proc, type Procs } from './procs.ts';
 import type { Stores } from './stores.ts';
 
 export interface Harness {
@@ -41,20 +41,7 @@ export interface HarnessOptions {
 export async function createHarness(procs: Procs, stores: Stores, opts: HarnessOptions): Promise<Harness> {
   const fake = await procs.startNode('fake-upstream', 'bench/lib/fake-upstream.ts', { env: baseEnv(), ipc: true });
   const fakeUrl = fake.ready;
-  let seq = 0;
-  const send = (m: Omit<ScriptMessage, 'id'>): Promise<void> => {
-    const id = ++seq;
-    return new Promise<void>((resolve, reject) => {
-      const onMessage = (reply: { id?: number }): void => {
-        if (reply.id !== id) return;
-        fake.child.off('message', onMessage);
-        resolve();
-      };
-      fake.child.on('message', onMessage);
-      const message: ScriptMessage = { id, ...m };
-      fake.child.send(message, (err) => err && reject(err));
-    });
-  };
+  const send = (m: Omit<ScriptMessage, 'id'>): Promise<void> => ask<unknown>(fake, m).then(() => undefined);
   // The service (and the floor) run with the node flags of the service's own `npm start` (heap settings),
   // then any asked for; when profiling, each process's profile is named after it.
   let profiles = 0;

@@ -153,3 +153,42 @@ export function cpuMs(pid: number): number {
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return ((Number(fields[11]) + Number(fields[12])) * 1000) / ticksPerSecond;
 }
+
+/** CPU time of processes so far (one that has gone counts nothing). */
+export function pidsCpuMs(pids: readonly number[]): number {
+  let sum = 0;
+  for (const pid of pids) {
+    try {
+      sum += cpuMs(pid);
+    } catch {
+      // ended (a backend the pool replaced)
+    }
+  }
+  return sum;
+}
+
+let asked = 0;
+
+/**
+ * Sends `message` with an id of its own over a child's IPC channel (started with `ipc: true`); resolves
+ * with the child's reply carrying that id.
+ */
+export function ask<T>(proc: Proc, message: object): Promise<T> {
+  const id = ++asked;
+  const { child } = proc;
+  return new Promise<T>((resolve, reject) => {
+    const onMessage = (reply: { id?: number }): void => {
+      if (reply.id !== id) return;
+      child.off('message', onMessage);
+      child.off('exit', onExit);
+      resolve(reply as T);
+    };
+    const onExit = (): void => {
+      child.off('message', onMessage);
+      reject(new Error(`${proc.name} exited before it answered`));
+    };
+    child.on('message', onMessage);
+    child.once('exit', onExit);
+    child.send({ id, ...message }, (err) => err && reject(err));
+  });
+}

@@ -10,8 +10,8 @@ export const PROVIDER_KEY = 'sk-valid-openai';
 /** The default model the service picks from the fake's model list; an allowance model. */
 export const DEFAULT_MODEL = 'gpt-4o-mini';
 
-/** Users with the pro tier and an active, verified OpenAI key, as a save through the API leaves them. */
-export async function seedKeysDirect(pool: pg.Pool, userIds: readonly string[]): Promise<void> {
+/** Users with the pro tier and an active, verified OpenAI key (default model `model`), as a save through the API leaves them. */
+export async function seedKeysDirect(pool: pg.Pool, userIds: readonly string[], model = DEFAULT_MODEL): Promise<void> {
   const vault = createVault(parseKeyring(TEST_ENCRYPTION_KEYS));
   const sealed = userIds.map((u) => vault.seal(PROVIDER_KEY, providerSlot(u, 'openai')));
   await pool.query(`insert into users (id, tier) select unnest($1::text[]), 'pro' on conflict (id) do update set tier = 'pro'`, [userIds]);
@@ -20,7 +20,7 @@ export async function seedKeysDirect(pool: pg.Pool, userIds: readonly string[]):
        last_verified_at, created_at, updated_at)
      select u, 'openai', $2, n, c, t, $6, $7, true, now(), now(), now()
      from unnest($1::text[], $3::bytea[], $4::bytea[], $5::bytea[]) as x(u, n, c, t)`,
-    [userIds, vault.primaryKeyId, sealed.map((s) => s.nonce), sealed.map((s) => s.ciphertext), sealed.map((s) => s.tag), hintTail(PROVIDER_KEY), DEFAULT_MODEL],
+    [userIds, vault.primaryKeyId, sealed.map((s) => s.nonce), sealed.map((s) => s.ciphertext), sealed.map((s) => s.tag), hintTail(PROVIDER_KEY), model],
   );
 }
 

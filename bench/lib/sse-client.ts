@@ -73,7 +73,8 @@ class FirstFrame {
   }
 }
 
-class MarkerCounter {
+/** Counts a marker's occurrences in a stream of chunks, also those split across two chunks. */
+export class MarkerCounter {
   readonly #marker: Buffer;
   #tail: Buffer = Buffer.alloc(0);
   count = 0;
@@ -113,6 +114,8 @@ export interface StreamRequest {
   readonly markers: Markers;
   /** The stream is aborted (an error) if it has not ended by then. */
   readonly timeoutMs: number;
+  /** Sees every chunk of a 200 body as it arrives (performance.now()), e.g. to time markers of its own. */
+  readonly onChunk?: ((chunk: Buffer, at: number) => void) | undefined;
 }
 
 export function openStream(req: StreamRequest): OpenStream {
@@ -175,7 +178,9 @@ export function openStream(req: StreamRequest): OpenStream {
         });
         return;
       }
+      const onChunk = req.onChunk;
       res.on('data', (chunk: Buffer) => {
+        if (onChunk !== undefined) onChunk(chunk, performance.now());
         first.push(chunk);
         if (deltas.push(chunk) > 0) {
           lastDeltaAt = performance.now();
@@ -212,4 +217,30 @@ export function openStream(req: StreamRequest): OpenStream {
       cr.destroy();
     },
   };
+}
+
+/**
+ * Opens `n` streams, at most `starting` of them before their first delta at once; every one must get
+ * there (else all are aborted and this throws, naming `name`).
+ */
+export async function openAll(n: number, open: (i: number) => OpenStream, name: string, starting: number): Promise<OpenStream[]> {
+  const opened: OpenStream[] = [];
+  let next = 0;
+  let failure: string | undefined;
+  await Promise.all(
+    Array.from({ length: Math.min(starting, n) }, async () => {
+      while (next < n && failure === undefined) {
+        const s = open(next++);
+        opened.push(s);
+        await s.firstDelta;
+        const ended = s.settled();
+        if (ended !== undefined) failure ??= `stream ended before staying open: status ${ended.status}, ${ended.error ?? 'no error'}`;
+      }
+    }),
+  );
+  if (failure !== undefined) {
+    for (const s of opened) s.abort();
+    throw new Error(`${name}: ${failure}`);
+  }
+  return opened;
 }

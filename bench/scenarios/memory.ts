@@ -5,13 +5,14 @@ import type { Harness } from '../lib/harness.ts';
 import { sampleRss, type Proc } from '../lib/procs.ts';
 import type { Row } from '../lib/report.ts';
 import { seedKeysDirect } from '../lib/seed.ts';
-import type { OpenStream } from '../lib/sse-client.ts';
+import { openAll, type OpenStream } from '../lib/sse-client.ts';
 import { int } from '../lib/stats.ts';
 import { proxyStream, serviceStream, userIds } from './targets.ts';
 
 /** Streams being started at once (not yet at their first delta). */
-const STARTING = 200;
-const SETTLE_MS = 3000;
+export const STARTING = 200;
+/** From the last stream's first delta (or the warm-up's end) to the RSS samples. */
+export const SETTLE_MS = 3000;
 
 interface Measure {
   readonly restBytes: number;
@@ -90,13 +91,13 @@ async function measure(
   const agent = new http.Agent({ keepAlive: false, maxSockets: Infinity });
   const live: OpenStream[] = [];
   try {
-    const warmStreams = await openAll(warm, (i) => openWarm(i, agent), target.name);
+    const warmStreams = await openAll(warm, (i) => openWarm(i, agent), target.name, STARTING);
     for (const w of warmStreams) w.abort();
     await Promise.all(warmStreams.map((w) => w.result));
     await delay(SETTLE_MS);
     const restBytes = await sampleRss(target.pid);
     const t0 = performance.now();
-    live.push(...(await openAll(n, (i) => open(i, agent), target.name)));
+    live.push(...(await openAll(n, (i) => open(i, agent), target.name, STARTING)));
     const openMs = performance.now() - t0;
     await delay(SETTLE_MS);
     const openBytes = await sampleRss(target.pid);
@@ -106,27 +107,4 @@ async function measure(
     await Promise.all(live.map((l) => l.result));
     agent.destroy();
   }
-}
-
-/** Opens `n` streams, at most STARTING of them before their first delta; every one must get there. */
-async function openAll(n: number, open: (i: number) => OpenStream, name: string): Promise<OpenStream[]> {
-  const opened: OpenStream[] = [];
-  let next = 0;
-  let failure: string | undefined;
-  await Promise.all(
-    Array.from({ length: Math.min(STARTING, n) }, async () => {
-      while (next < n && failure === undefined) {
-        const s = open(next++);
-        opened.push(s);
-        await s.firstDelta;
-        const ended = s.settled();
-        if (ended !== undefined) failure ??= `stream ended before staying open: status ${ended.status}, ${ended.error ?? 'no error'}`;
-      }
-    }),
-  );
-  if (failure !== undefined) {
-    for (const s of opened) s.abort();
-    throw new Error(`${name}: ${failure}`);
-  }
-  return opened;
 }

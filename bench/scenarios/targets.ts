@@ -3,14 +3,15 @@
 import { randomUUID } from 'node:crypto';
 import type http from 'node:http';
 import { DEFAULT_MODEL } from '../lib/seed.ts';
-import { OPENAI_MARKERS, SERVICE_MARKERS, openStream, type OpenStream } from '../lib/sse-client.ts';
+import { OPENAI_MARKERS, SERVICE_MARKERS, openStream, type OpenStream, type StreamRequest } from '../lib/sse-client.ts';
 
 export const QUESTION = 'I closed my ES long at the open after a gap down; was that a process mistake or a reasonable exit?';
 
-/** Longer than any stream of the bench runs (the memory row holds its streams open for under a minute). */
-const STREAM_TIMEOUT_MS = 5 * 60_000;
+/** Longer than any stream of the bench runs (the scale row holds its streams open for a few minutes). */
+const STREAM_TIMEOUT_MS = 15 * 60_000;
 
-export function serviceStream(serviceUrl: string, token: string, agent: http.Agent): OpenStream {
+/** A turn on a new conversation; `onChunk` sees the body's chunks as they arrive. */
+export function serviceStream(serviceUrl: string, token: string, agent: http.Agent, onChunk?: StreamRequest['onChunk']): OpenStream {
   return openStream({
     url: new URL('/api/advisor/conversations/new/messages/stream', serviceUrl),
     headers: { authorization: `Bearer ${token}` },
@@ -18,6 +19,7 @@ export function serviceStream(serviceUrl: string, token: string, agent: http.Age
     agent,
     markers: SERVICE_MARKERS,
     timeoutMs: STREAM_TIMEOUT_MS,
+    onChunk,
   });
 }
 

@@ -5,10 +5,10 @@ import { performance } from 'node:perf_hooks';
 import { Redis } from 'ioredis';
 import type { Harness } from '../lib/harness.ts';
 import { streamAgent } from '../lib/harness.ts';
-import { cpuMs, type Proc } from '../lib/procs.ts';
+import { cpuMs, pidsCpuMs, type Proc } from '../lib/procs.ts';
 import type { Row } from '../lib/report.ts';
 import { saveKeysViaApi } from '../lib/seed.ts';
-import { segmentsSent } from '../lib/sockets.ts';
+import { commandCalls, commandsBetween, segmentsSent } from '../lib/sockets.ts';
 import type { OpenStream, StreamResult } from '../lib/sse-client.ts';
 import { distribution, int, median, ms } from '../lib/stats.ts';
 import { proxyStream, serviceStream, userIds } from './targets.ts';
@@ -276,26 +276,6 @@ async function round(target: Proc, turns: number, turn: () => Promise<StreamResu
   return { turnsPerSecond: (turns * 1000) / wall, cpuUsPerTurn: (cpu * 1000) / turns, pathUsPerTurn, results };
 }
 
-/** CPU time of processes so far (one that has gone counts nothing). */
-function pidsCpuMs(pids: readonly number[]): number {
-  let sum = 0;
-  for (const pid of pids) {
-    try {
-      sum += cpuMs(pid);
-    } catch {
-      // ended (a backend the pool replaced)
-    }
-  }
-  return sum;
-}
-
-/** Calls so far of each Redis command (INFO commandstats). */
-async function commandCalls(redis: Redis): Promise<Map<string, number>> {
-  const calls = new Map<string, number>();
-  for (const m of (await redis.info('commandstats')).matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) calls.set(m[1] ?? '', Number(m[2]));
-  return calls;
-}
-
 function tripsPerTurn(
   ports: readonly number[],
   segments0: Map<number, number> | undefined,
@@ -308,11 +288,6 @@ function tripsPerTurn(
     if (port === undefined || segments0 === undefined || segments1 === undefined) return undefined;
     return ((segments1.get(port) ?? 0) - (segments0.get(port) ?? 0)) / turns;
   };
-  const commands = new Map<string, number>();
-  for (const [name, n] of commands1) {
-    // The bench's own INFO between the readings is not the service's.
-    const d = n - (commands0.get(name) ?? 0) - (name === 'info' ? 1 : 0);
-    if (d > 0) commands.set(name, d / turns);
-  }
+  const commands = new Map([...commandsBetween(commands0, commands1)].map(([name, n]) => [name, n / turns]));
   return { postgres: sent(ports[0]), redis: sent(ports[1]), commands };
 }
