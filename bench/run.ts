@@ -57,7 +57,7 @@ const SCENARIOS: Record<string, { title: string; run: (h: Harness) => Promise<Ro
   rolling: { title: 'Rolling restart under load', run: rolling },
 };
 /** The whole run stops (and cleans up) after this, whatever is still going. */
-const WATCHDOG_MS = 20 * 60_000;
+const WATCHDOG_MS = 45 * 60_000;
 
 const { values } = parseArgs({
   options: {

@@ -96,7 +96,9 @@ export async function buildApp(deps: Deps) {
 
   app.setErrorHandler((err: FastifyError | AppError, req, reply) => {
     const appError = toAppError(err, req);
-    if (appError.status >= 500) req.log.error({ err, code: appError.code }, 'request failed');
+    // A 503 is the service refusing on purpose (draining, a store unreachable): worth a line, not a stack.
+    if (appError.code === 'SERVICE_UNAVAILABLE') req.log.warn({ code: appError.code, reason: appError.message, cause: causeOf(appError) }, 'request refused');
+    else if (appError.status >= 500) req.log.error({ err, code: appError.code }, 'request failed');
     return sendError(appError, req, reply);
   });
   app.setNotFoundHandler((req, reply) => sendError(new AppError('NOT_FOUND', `no route ${req.method} ${req.url.split('?')[0]}`), req, reply));
@@ -181,4 +183,9 @@ function toAppError(err: FastifyError | AppError, req: FastifyRequest): AppError
     return new AppError('SERVICE_UNAVAILABLE', 'a dependency is unavailable; retry shortly', { headers: { 'Retry-After': '5' } });
   }
   return new AppError('INTERNAL', 'internal error');
+}
+
+/** The message of what made an error (a store's own failure behind a 503), if any. */
+function causeOf(err: Error): string | undefined {
+  return err.cause instanceof Error ? err.cause.message : undefined;
 }
