@@ -123,7 +123,10 @@ export async function conversationSearch(h: Harness): Promise<Row> {
   }
 }
 
-/** The users, their conversations and the conversations' search documents; the index dropped meanwhile and built again as it was. */
+/**
+ * The users, their conversations and the conversations' search documents (a conversation earlier rows of the
+ * run stored keeps its own); the index dropped meanwhile and built again as it was.
+ */
 async function seed(pool: pg.Pool, databaseUrl: string): Promise<void> {
   const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: databaseUrl, max: 1 }) }) });
   try {
@@ -147,7 +150,8 @@ async function seed(pool: pg.Pool, databaseUrl: string): Promise<void> {
     await sql`drop index conversation_search_document_idx`.execute(db);
     await sql`insert into conversation_search (conversation_id, document)
       select c.id, p.words || ${ownerMark(sql`c.user_id`)}
-      from (select id, user_id, row_number() over () as r from conversations) c join search_pool p on p.n = (c.r * 7919) % ${DOCUMENTS}`.execute(db);
+      from (select id, user_id, row_number() over () as r from conversations) c join search_pool p on p.n = (c.r * 7919) % ${DOCUMENTS}
+      on conflict (conversation_id) do nothing`.execute(db);
     await sql.raw(definition).execute(db);
   } finally {
     await db.destroy();

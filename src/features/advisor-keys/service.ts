@@ -21,6 +21,7 @@ export interface UsableProviderKey {
   readonly model: string;
   readonly apiKey: string;
   /** The stored key's sealing nonce: every save (and rewrap) seals anew, so it names this stored key exactly. */
+  /** The sealed key's nonce (a copy of its own: the driver's buffer is a slice of a slab a running turn would keep). */
   readonly version: Uint8Array;
 }
 
@@ -77,7 +78,8 @@ export const turnKeysPart =
 function usable(deps: Pick<Deps, 'vault' | 'logger'>, row: repo.TurnKeyRow): UsableProviderKey | AppError {
   const provider = asProvider(row.provider);
   try {
-    return { provider, model: row.default_model ?? '', apiKey: deps.vault.open(sealedOf(row), providerSlot(row.user_id, row.provider)), version: row.nonce };
+    const apiKey = deps.vault.open(sealedOf(row), providerSlot(row.user_id, row.provider));
+    return { provider, model: row.default_model ?? '', apiKey, version: new Uint8Array(row.nonce) };
   } catch (err) {
     if (!(err instanceof VaultError)) throw err;
     // Which slot failed helps an operator after a keyring change; the cause never carries key material.

@@ -21,10 +21,11 @@ const models = [
   entry('x%y*', 4),
   entry('pre*mid*suf', 5),
   entry('back\\slash', 6),
+  entry("it's*", 8),
   entry('*', 7),
 ];
 
-test('DESIGN §1 (first matching entry wins): the start statement finds the entry findModel finds, wildcard characters taken literally', async () => {
+test('DESIGN §1 (first matching entry wins): the start statement finds the entry findModel finds, wildcard characters and quotes taken literally', async () => {
   const catalogue = { models } as unknown as Catalogue;
   const names = [
     'gpt-4o-mini',
@@ -41,11 +42,12 @@ test('DESIGN §1 (first matching entry wins): the start statement finds the entr
     'premisuf',
     'back\\slash',
     'backslash',
+    "it's-1",
+    "it''s",
     'other',
   ];
   for (const model of names) {
-    const { rows } = await sql<{ cost: number }>`select m.cost from jsonb_to_recordset(${catalogueRows(models)}::jsonb)
-        as m(ord int, provider text, pattern text, allowance boolean, cost bigint, images boolean)
+    const { rows } = await sql<{ cost: number }>`select m.cost from ${catalogueRows(models)}
       where m.provider = 'openai' and ${model} like m.pattern escape '\\' order by m.ord limit 1`.execute(h.db);
     assert.equal(Number(rows[0]?.cost), findModel(catalogue, 'openai', model)?.creditsPerTurn, model);
   }

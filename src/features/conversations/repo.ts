@@ -326,7 +326,7 @@ export interface TurnStart {
    */
   readonly key: { readonly sealed: KnownKey; readonly opens: boolean } | undefined;
   /** The catalogue's models (`catalogueRows`). */
-  readonly catalogue: string;
+  readonly catalogue: RawBuilder<unknown>;
   /** The context budget in characters (the history sent is what fits). */
   readonly historyBudget: number;
 }
@@ -386,12 +386,22 @@ export interface StartRow {
   readonly history: HistoryRow[];
 }
 
-/** The catalogue's models as a start statement reads them: `*` globs as LIKE patterns, in order (the first match wins, as findModel). */
-export function catalogueRows(models: readonly { provider: string; match: string; allowance: boolean; creditsPerTurn: number; images?: boolean }[]): string {
+/**
+ * The catalogue's models as a start statement reads them: a `VALUES` list of constants, written into the
+ * statement's text (prepared once per connection with it, nothing sent or parsed per turn), its `*` globs as
+ * LIKE patterns, in order (the first match wins, as findModel). Operator configuration, quoted as literals.
+ */
+export function catalogueRows(
+  models: readonly { provider: string; match: string; allowance: boolean; creditsPerTurn: number; images?: boolean }[],
+): RawBuilder<unknown> {
   const like = (glob: string): string => glob.replace(/[\\%_]/g, (c) => `\\${c}`).replaceAll('*', '%');
-  return JSON.stringify(
-    models.map((m, ord) => ({ ord, provider: m.provider, pattern: like(m.match), allowance: m.allowance, cost: m.creditsPerTurn, images: m.images !== false })),
+  const rows = models.map(
+    (m, ord) =>
+      sql`(${sql.lit(ord)}, ${sql.lit(m.provider)}, ${sql.lit(like(m.match))}, ${sql.lit(m.allowance)}, ${sql.lit(m.creditsPerTurn)}::bigint,
+        ${sql.lit(m.images !== false)})`,
   );
+  const none = sql`(-1, '', '', false, 0::bigint, false)`;
+  return sql`(values ${sql.join(rows.length > 0 ? rows : [none])}) as m(ord, provider, pattern, allowance, cost, images)`;
 }
 
 /**
@@ -445,7 +455,7 @@ export async function startTurn(db: Db | Trx, t: TurnStart, parts: StartingParts
       mkey as (select * from keys where kind = 'market'),
       chosen as (${chosen}),
       entry as (
-        select m.* from jsonb_to_recordset(${t.catalogue}::jsonb) as m(ord int, provider text, pattern text, allowance boolean, cost bigint, images boolean)
+        select m.* from ${t.catalogue}
         where m.provider = (select provider from chosen) and (select model from chosen) like m.pattern escape '\\' order by m.ord limit 1),
       refusal as (select case
         when ${existing} and not exists (select 1 from target) then 'CONVERSATION_NOT_FOUND'

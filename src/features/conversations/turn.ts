@@ -2,6 +2,7 @@
 // admission → body and images → start (reads, decision, reservation and storing: one statement) → relay → outcome →
 // settle and end.
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { RawBuilder } from 'kysely';
 import { findModel, PROVIDERS, type Provider } from '../../catalogue.ts';
 import { FOREIGN_KEY_VIOLATION, UNIQUE_VIOLATION, isDatabaseUnavailable, pgErrorCode } from '../../db/create-db.ts';
 import type { Deps } from '../../deps.ts';
@@ -249,9 +250,9 @@ async function refusal(row: repo.StartRow, keys: TurnKeys, claim: LeaseClaim): P
   throw new Error(`the turn statement answered refusal ${String(row.refusal)} with source ${String(row.source)}`);
 }
 
-/** The catalogue's models as the start statement reads them, serialised once per configuration. */
-const catalogues = new WeakMap<object, string>();
-function catalogueOf(deps: Deps): string {
+/** The catalogue's models as the start statement reads them, built once per configuration. */
+const catalogues = new WeakMap<object, RawBuilder<unknown>>();
+function catalogueOf(deps: Deps): RawBuilder<unknown> {
   const { catalogue } = deps.config;
   let rows = catalogues.get(catalogue);
   if (rows === undefined) catalogues.set(catalogue, (rows = repo.catalogueRows(catalogue.models)));
@@ -275,7 +276,9 @@ export async function readKey(deps: Deps, userId: string, target: string | null)
   const rows = await readTurnKeys(deps, userId, target === null ? null : repo.conversationProvider(userId, target));
   const row = rows.find((r) => r.kind === 'provider');
   if (row === undefined) return undefined;
-  const known = { sealed: row, opens: !(openTurnKeys(deps, null, [row]).key instanceof AppError) };
+  // Copies of their own: the driver's buffers are slices of 8 KiB slabs, and one kept per user would keep its slab.
+  const sealed = { key_id: row.key_id, nonce: new Uint8Array(row.nonce), ciphertext: new Uint8Array(row.ciphertext), tag: new Uint8Array(row.tag) };
+  const known = { sealed, opens: !(openTurnKeys(deps, null, [row]).key instanceof AppError) };
   deps.streams.knownKeys.set(userId, known);
   return known;
 }
