@@ -218,14 +218,14 @@ async function startTurn(deps: Deps, turn: TurnRequest): Promise<Started> {
   if (row.refusal === 'CLIENT_MESSAGE_ID_SEEN') return await priorReplay(deps, turn);
   const provider = row.provider === null ? undefined : asProvider(row.provider);
   const keys = openTurnKeys(deps, target === null ? null : (provider ?? null), keyRowsOf(userId, row));
-  if (row.refusal !== null || charge === undefined || provider === undefined) throw await refusal(row, keys, claim);
+  if (row.refusal !== null || charge === undefined || provider === undefined) throw refusal(row, keys);
   // The very bytes this instance opened (the statement compared them): they open again.
   if (keys.key instanceof AppError) throw new Error('a provider key that opened no longer opens');
   return { kind: 'live', ...(await liveTurn(deps, turn, start, { row, provider, key: keys.key, marketKey: keys.marketKey, charge })) };
 }
 
 /** The client's error for a start statement's refusal (StartRefusal). */
-async function refusal(row: repo.StartRow, keys: TurnKeys, claim: LeaseClaim): Promise<AppError> {
+function refusal(row: repo.StartRow, keys: TurnKeys): AppError {
   const { provider, model } = row;
   switch (row.refusal) {
     case 'CONVERSATION_NOT_FOUND':
@@ -237,11 +237,8 @@ async function refusal(row: repo.StartRow, keys: TurnKeys, claim: LeaseClaim): P
     case 'IMAGES_NOT_SUPPORTED':
       return new AppError('IMAGES_NOT_SUPPORTED', `${provider} model ${model} does not take images`);
     case 'STREAM_IN_PROGRESS':
-      // The lease's refusal: another stream holds it.
-      return (await claim.token().then(
-        () => new Error('a held lease was refused'),
-        (err: unknown) => (err instanceof AppError ? err : new AppError('STREAM_IN_PROGRESS', 'another reply is streaming for this user')),
-      )) as AppError;
+      // The admission did not get the lease: another stream of the user holds it (a store that failed was a 503 already).
+      return new AppError('STREAM_IN_PROGRESS', 'another reply is streaming for this user');
     case 'MODEL_NOT_AVAILABLE':
       return new AppError('MODEL_NOT_AVAILABLE', `model ${model} of ${provider} is not available`);
     default:
