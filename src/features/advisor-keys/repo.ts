@@ -53,12 +53,6 @@ export function turnKeysQuery(userId: string, provider: RawBuilder<string> | str
       from market_data_keys where user_id = ${userId}`;
 }
 
-/** A turn's two keys in one round trip (turnKeysQuery). */
-export async function findTurnKeys(db: Db, userId: string, provider: string | null): Promise<TurnKeyRow[]> {
-  const { rows } = await turnKeysQuery(userId, provider).execute(db);
-  return rows;
-}
-
 /** Clears the active flag on every key of the user except `provider`'s. */
 export async function deactivateOthers(trx: Trx, userId: string, provider: string, now: Date): Promise<void> {
   await trx

@@ -44,8 +44,7 @@ export interface TurnKeys {
 export type { TurnKeyRow } from './repo.ts';
 
 export async function keysForTurn(deps: Pick<Deps, 'db' | 'vault' | 'logger' | 'marketData'>, userId: string, provider: Provider | null): Promise<TurnKeys> {
-  const rows = await repo.findTurnKeys(deps.db, userId, provider);
-  return openTurnKeys(deps, provider, rows);
+  return openTurnKeys(deps, provider, await readTurnKeys(deps, userId, provider));
 }
 
 /** The keys a turn's part of a statement read (`turnKeysPart`), decrypted, or why the provider key cannot be used. */
@@ -63,8 +62,8 @@ export function openTurnKeys(deps: Pick<Deps, 'vault' | 'logger' | 'marketData'>
   return { key, marketKey: marketRow ? openMarketDataKey(deps, marketRow) : undefined };
 }
 
-/** A turn's key rows, read on their own (`provider`: an expression naming the provider; null: the active key). */
-export async function readTurnKeys(deps: Pick<Deps, 'db'>, userId: string, provider: RawBuilder<string> | null): Promise<repo.TurnKeyRow[]> {
+/** A turn's key rows in one round trip (`provider`: its name, or an expression naming it; null: the active key). */
+export async function readTurnKeys(deps: Pick<Deps, 'db'>, userId: string, provider: RawBuilder<string> | string | null): Promise<repo.TurnKeyRow[]> {
   const { rows } = await repo.turnKeysQuery(userId, provider).execute(deps.db);
   return rows;
 }

@@ -9,8 +9,7 @@ import { buildTestApp, type TestApp } from '../../../test/helpers/app.ts';
 import { assertLedgerInvariant, giveCredits, turnStatus } from '../../../test/kits/billing.ts';
 import { sweepCrashedTurns } from './crashed-turns.ts';
 import * as repo from './repo.ts';
-import { turnKeysPart } from '../advisor-keys/service.ts';
-import { findTurnKeys } from '../advisor-keys/repo.ts';
+import { readTurnKeys, turnKeysPart } from '../advisor-keys/service.ts';
 import { message, newUser, replyRow, saveKey, send, startOf, waitFor } from '../../../test/kits/conversations.ts';
 
 const SWEEP_AFTER_MS = 1000;
@@ -63,7 +62,7 @@ describe('crashed turns (DESIGN §10)', () => {
   async function crashedTurn(user: string): Promise<string> {
     const replyId = randomUUID();
     const conversationId = randomUUID();
-    const [sealed] = await findTurnKeys(t.deps.db, user, null);
+    const [sealed] = await readTurnKeys(t.deps, user, null);
     assert.ok(sealed, 'the user has a key');
     const start: repo.TurnStart = {
       now: t.deps.clock.now(),
