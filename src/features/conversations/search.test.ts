@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import { codeOf, type TestApp } from '../../../test/helpers/app.ts';
 import type { OpenAiCompatibleFake } from '../../../test/fakes/index.ts';
-import { message, newUser, send, startOf, userWithOpenAiKey, appOnOpenAiFake } from '../../../test/kits/conversations.ts';
+import { message, newUser, replyRow, send, startOf, userWithOpenAiKey, appOnOpenAiFake } from '../../../test/kits/conversations.ts';
 import { searchDocument } from './repo.ts';
 import type { ConversationListItemDto } from './schemas.ts';
 import { searchTerms } from './search.ts';
@@ -121,6 +121,44 @@ describe('conversation search (issue 29)', () => {
           q,
         );
       }
+    });
+  });
+
+  describe('bounds', () => {
+    test('issue 29: a document near a tsvector’s 1 MB takes no more words (its size checked as stored: uncompressed, so even highly compressible words count whole), and the turn that brings them still ends stored and done', async () => {
+      const user = await userWithOpenAiKey(t, fake.validKey, 'search-full');
+      const id = await converse(user, null, 'Opening words', 'Kept words.');
+      // 548 distinct words of 1,904 characters: 1,043,392 bytes of lexemes (a tsvector holds at most 1,048,575); compressed, a few KB.
+      await sql`update conversation_search set document = (
+          select strip(to_tsvector('simple', string_agg(g::text || repeat('x', 1900), ' '))) || ${sql`('u' || md5(${user}))::tsvector`}
+            || to_tsvector('simple', 'opening words kept')
+          from generate_series(1000, 1547) g)
+        where conversation_id = ${id}::uuid`.execute(t.deps.db);
+      const size = async () =>
+        (
+          await sql<{
+            raw: number;
+            stored: number;
+          }>`select (select sum(length(lexeme))::int from unnest(document)) as raw, pg_column_size(document) as stored from conversation_search
+            where conversation_id = ${id}::uuid`.execute(t.deps.db)
+        ).rows[0];
+      const before = await size();
+      assert.ok(before !== undefined && before.raw > 1_040_000 && before.stored > before.raw, `stored uncompressed: ${JSON.stringify(before)}`);
+      // Five new words of 2,000 characters: with them the document would pass a tsvector's 1 MB.
+      const long = Array.from({ length: 5 }, (_, i) => `w${i}${'y'.repeat(1998)}`).join(' ');
+      fake.enqueueStream({ chunks: ['Noted.'] });
+      const res = await send(t, user, id, message(`${long} drawdown`));
+      assert.equal(res.statusCode, 200, res.body);
+      assert.equal(res.frames.at(-1)?.event, 'done', 'the turn ends with its done frame, not an error');
+      const reply = await replyRow(t, String(startOf(res)['assistantMessageId']));
+      assert.equal(reply?.status, 'complete');
+      assert.equal(reply?.content, 'Noted.');
+      assert.deepEqual(await size(), before, 'the document took none of the turn’s words');
+      assert.deepEqual(
+        (await search(user, 'kept')).items.map((i) => i.id),
+        [id],
+        'the words it held are still found',
+      );
     });
   });
 
