@@ -209,6 +209,17 @@ if (CLUSTER_AVAILABLE) {
         assert.deepEqual(await walletsOffLedger(c()), [], `round ${round}: a wallet is off its ledger`);
         assert.deepEqual(await c().sql('select user_id from wallets where balance < 0'), [], `round ${round}: spending overdrew`);
       }
+      // A request that meets a connection killed a moment ago answers 503 and the pool replaces it
+      // (docs/decisions/operations.md "Lost database connections"): each instance is ready again soon after.
+      for (const i of live) {
+        const url = c().instances[i]?.url ?? '';
+        await waitFor(
+          `instance ${i} ready again after the terminations`,
+          async () => ((await fetch(`${url}/readyz`)).status === 200 ? true : undefined),
+          10_000,
+          100,
+        );
+      }
       await assertAllServe();
       // Every instance still serves a paid turn end to end.
       for (const [k, i] of live.entries()) {
