@@ -13,6 +13,13 @@ export type RedisClient = Redis | Cluster;
 const READY_WAIT_MS = 1000;
 
 const COMMAND_OPTIONS = { maxRetriesPerRequest: 1, commandTimeout: 1000, connectTimeout: 2000 } as const;
+/**
+ * Commands sent in the same tick go out together, in one write (ioredis auto-pipelining; per node on a
+ * cluster): with many turns running, their frame-log writes, admissions and lease calls share writes and
+ * Redis's reads instead of one system call each. Order per connection is kept; a command still fails on
+ * its own. Measured: docs/PERFORMANCE.md ("Latest change measured").
+ */
+const AUTO_PIPELINING = { enableAutoPipelining: true } as const;
 const reconnectDelay = (times: number): number => Math.min(times * 100, 1000);
 
 /**
@@ -31,6 +38,7 @@ export function openRedis(endpoint: RedisEndpoint | string, onError: (err: Error
       clusterNodes.map((n) => ({ host: n.host, port: n.port })),
       {
         enableOfflineQueue: false,
+        ...AUTO_PIPELINING,
         clusterRetryStrategy: reconnectDelay,
         // Without it a node whose connection dropped is found again only through a MOVED reply.
         clusterNodeRetryStrategy: reconnectDelay,
@@ -41,7 +49,7 @@ export function openRedis(endpoint: RedisEndpoint | string, onError: (err: Error
     );
   } else {
     if (url === undefined) throw new Error('a Redis endpoint needs a URL or cluster nodes');
-    client = new Redis(url, { enableOfflineQueue: false, ...COMMAND_OPTIONS, retryStrategy: reconnectDelay });
+    client = new Redis(url, { enableOfflineQueue: false, ...COMMAND_OPTIONS, ...AUTO_PIPELINING, retryStrategy: reconnectDelay });
   }
   // Without a listener ioredis prints every failed reconnect attempt to stderr.
   client.on('error', onError);
