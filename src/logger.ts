@@ -18,21 +18,33 @@ const CENSOR = '[redacted]';
  * Written here rather than with pino's `redact` option: its wildcard paths (`*.apiKey`, which every
  * line must go through) cost 4 µs a line and a copy of the line; this costs a fraction of that.
  */
-export function censored(value: unknown, depth = CENSOR_DEPTH): unknown {
+function censored(value: unknown, depth = CENSOR_DEPTH, inArray = false): unknown {
   if (depth === 0 || value === null || typeof value !== 'object' || ArrayBuffer.isView(value)) return value;
+  // A value holding one of the objects it is inside (a cycle) is written as pino would write it.
+  if (walking.includes(value)) return CIRCULAR;
   const source = value as Record<string, unknown>;
+  const isArray = Array.isArray(value);
   // An array's items are at its own level (`*.apiKey` reaches `keys[0].apiKey` as it does `key.apiKey`).
-  const below = Array.isArray(value) ? depth : depth - 1;
+  const below = isArray && !inArray ? depth : depth - 1;
   let copy: Record<string, unknown> | undefined;
-  for (const key of Object.keys(source)) {
-    const field = source[key];
-    const next = SECRET_KEYS.has(key) ? CENSOR : censored(field, below);
-    if (next === field) continue;
-    copy ??= copyOf(value);
-    copy[key] = next;
+  walking.push(value);
+  try {
+    for (const key of Object.keys(source)) {
+      const field = source[key];
+      const next = SECRET_KEYS.has(key) ? CENSOR : censored(field, below, isArray);
+      if (next === field) continue;
+      copy ??= copyOf(value);
+      copy[key] = next;
+    }
+  } finally {
+    walking.pop();
   }
   return copy ?? value;
 }
+
+/** The objects `censored` is inside, outermost first (a log call is synchronous: one walk at a time). */
+const walking: object[] = [];
+const CIRCULAR = '[Circular]';
 
 /** A shallow copy; an error's keeps its kind, message, stack and cause (pino writes them as it would the original's). */
 function copyOf(value: object): Record<string, unknown> {
