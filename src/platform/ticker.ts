@@ -21,7 +21,6 @@ export class Ticker<T> {
   readonly #tickMs: number;
   readonly #each: (member: T) => void;
   readonly #eachSlot: ((members: readonly T[]) => void) | undefined;
-  #size = 0;
   #dealt = 0;
   #turn = 0;
   #timer: NodeJS.Timeout | undefined;
@@ -35,11 +34,11 @@ export class Ticker<T> {
   }
 
   add(member: T): void {
+    if (this.#slotOf.has(member)) return;
     const slot = this.#slots[this.#dealt++ % this.#slots.length];
-    if (slot === undefined || this.#slotOf.has(member)) return;
+    if (slot === undefined) return;
     slot.add(member);
     this.#slotOf.set(member, slot);
-    this.#size++;
     this.#timer ??= setInterval(Ticker.#tick<T>, this.#tickMs, this);
   }
 
@@ -48,7 +47,7 @@ export class Ticker<T> {
     if (slot === undefined) return;
     this.#slotOf.delete(member);
     slot.delete(member);
-    if (--this.#size === 0 && this.#timer !== undefined) {
+    if (this.#slotOf.size === 0 && this.#timer !== undefined) {
       clearInterval(this.#timer);
       this.#timer = undefined;
     }

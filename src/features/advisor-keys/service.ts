@@ -20,8 +20,10 @@ export interface UsableProviderKey {
   readonly provider: Provider;
   readonly model: string;
   readonly apiKey: string;
-  /** The stored key's sealing nonce: every save (and rewrap) seals anew, so it names this stored key exactly. */
-  /** The sealed key's nonce (a copy of its own: the driver's buffer is a slice of a slab a running turn would keep). */
+  /**
+   * The stored key's sealing nonce: every save (and rewrap) seals anew, so it names this stored key exactly. A copy
+   * of its own: the driver's buffer is a slice of an 8 KiB slab a running turn would keep alive.
+   */
   readonly version: Uint8Array;
 }
 
