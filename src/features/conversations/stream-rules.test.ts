@@ -4,6 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import type { StreamLeases } from '../../platform/stream-lease.ts';
 import { buildTestApp, type TestApp } from '../../../test/helpers/app.ts';
+import { gate } from '../../../test/helpers/events.ts';
 import type { OpenAiCompatibleFake } from '../../../test/fakes/index.ts';
 import { startOpenAiCompatibleFake } from '../../../test/fakes/index.ts';
 import {
@@ -138,9 +139,20 @@ describe('advisor stream: checks, idempotency, limits', () => {
     test('concurrent duplicates: exactly one turn starts (unique index), the others → 409 STREAM_IN_PROGRESS', async () => {
       const user = await userWithKey('dup');
       const body = message();
-      fake.scriptStream({ chunks: ['x', 'y'], delayMs: 200 });
+      // The turn that starts holds its stream open until the nine others have answered (not for a time a busy
+      // machine could outlast, after which a late duplicate would find the turn ended and get its replay).
+      const othersAnswered = gate();
+      fake.scriptStream({ chunks: ['x', 'y'], hold: { afterChunks: 1, until: othersAnswered.opened } });
       const before = await countRows(t);
-      const all = await Promise.all(Array.from({ length: 10 }, () => send(t, user, null, body)));
+      let answered = 0;
+      const all = await Promise.all(
+        Array.from({ length: 10 }, () =>
+          send(t, user, null, body).then((r) => {
+            if (r.statusCode !== 200 && ++answered === 9) othersAnswered.open();
+            return r;
+          }),
+        ),
+      );
       fake.scriptStream({});
       assert.deepEqual(all.map((r) => r.statusCode).sort(), [200, ...Array<number>(9).fill(409)]);
       assert.ok(all.filter((r) => r.statusCode === 409).every((r) => r.code === 'STREAM_IN_PROGRESS'));
