@@ -4,7 +4,9 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, describe, test } from 'node:test';
+import { setTimeout as delay } from 'node:timers/promises';
 import { Cluster } from 'ioredis';
+import { withFreezableRedis } from '../../test/helpers/frozen-redis.ts';
 import { adminRedis, deleteKeys, REDIS_UNDER_TEST } from '../../test/helpers/redis.ts';
 import { ManualClock } from '../../test/helpers/manual-clock.ts';
 import { unusedPort } from '../../test/helpers/net.ts';
@@ -82,17 +84,47 @@ if (!cluster) {
       }
     });
 
-    test('DESIGN §15: on a 3-master Redis Cluster, 5 users × 500 concurrent hits (their windows on all three masters) from 3 instances against a limit of 100 → exactly 100 admitted for each user', async () => {
-      // Users picked so that their windows lie on every master: the first one found on each, then any.
+    /** Users whose keys lie on every master: the first one found on each, then `more` others. */
+    const usersOnEveryMaster = async (more: number): Promise<string[]> => {
       const firstOn = new Map<number, string>();
       const others: string[] = [];
-      while (firstOn.size < 3 || others.length < 2) {
+      while (firstOn.size < 3 || others.length < more) {
         const user = `user-${randomBytes(6).toString('hex')}`;
         const master = await masterOf(await slotOf(userTag(user)));
         if (!firstOn.has(master)) firstOn.set(master, user);
         else others.push(user);
       }
-      const users = [...firstOn.values(), ...others.slice(0, 2)];
+      return [...firstOn.values(), ...others.slice(0, more)];
+    };
+
+    test('DESIGN §12 / §15 under faults: masters that hang while the client opens its connections to them → every call is answered 503 before they wake (a call refused on an opening connection, which the cluster client retries through slot refreshes, included); acquires that ran late are taken back', () =>
+      withFreezableRedis(cluster, 'cluster-hang', async ({ client, prefix, freeze }) => {
+        const users = await usersOnEveryMaster(0);
+        const leases = createRedisStreamLeases({ client, prefix });
+        // The client has one master's connection open (its first command); the others open on first use.
+        await freeze(8000);
+        const first = users.map((u) => leases.acquire(u, 30_000));
+        // A moment later those connections are opening (their handshakes hang): a command sent now is refused.
+        await delay(50);
+        const second = users.map((u) => leases.acquire(u, 30_000));
+        const outcomes = await Promise.allSettled([...first, ...second]);
+        assert.deepEqual(
+          outcomes.map((o) => (o.status === 'rejected' ? (o.reason as { code?: string }).code : `answered ${String(o.value)}`)),
+          outcomes.map(() => 'SERVICE_UNAVAILABLE'),
+          'answered only once the masters woke (8 s): the call was not bounded',
+        );
+        // Once they wake, whatever ran late is released: every user can take its lease.
+        for (const user of users) {
+          for (let tries = 0; ; tries++) {
+            if ((await leases.acquire(user, 30_000).catch(() => null)) !== null) break;
+            assert.ok(tries < 200, `${user}: a late acquire was never taken back`);
+            await delay(100);
+          }
+        }
+      }));
+
+    test('DESIGN §15: on a 3-master Redis Cluster, 5 users × 500 concurrent hits (their windows on all three masters) from 3 instances against a limit of 100 → exactly 100 admitted for each user', async () => {
+      const users = await usersOnEveryMaster(2);
       const rule: RateLimitRule = { name: 'cluster-burst', limit: 100, windowMs: 60_000 };
       const clients = [openRedis(cluster), openRedis(cluster), openRedis(cluster)];
       try {

@@ -20,6 +20,14 @@ const COMMAND_OPTIONS = { maxRetriesPerRequest: 1, commandTimeout: 1000, connect
  * its own. Measured: docs/PERFORMANCE.md ("Latest change measured").
  */
 const AUTO_PIPELINING = { enableAutoPipelining: true } as const;
+/**
+ * The longest an operation is waited for, whatever the client does meanwhile. A command's own timeout
+ * does not bound it on a cluster: a command refused on a node's (re)connecting connection is retried
+ * after a slot refresh, up to 16 times, and a refresh of frozen nodes waits slotsRefreshTimeout for
+ * each; a pipeline sent again that way has no timer left at all. Twice the command timeout leaves
+ * room for one such retry during a real failover.
+ */
+const OPERATION_BOUND_MS = 2 * COMMAND_OPTIONS.commandTimeout;
 const reconnectDelay = (times: number): number => Math.min(times * 100, 1000);
 
 /**
@@ -116,18 +124,31 @@ export interface Undo {
 }
 
 /**
- * Runs a Redis operation; any failure (down, timeout, closed) becomes a retryable 503. An operation
- * with `undo` sent before it failed is taken back in the background should it run after all.
+ * Runs a Redis operation; any failure (down, timeout, closed, no answer within OPERATION_BOUND_MS)
+ * becomes a retryable 503. An operation with `undo` sent before it failed is taken back in the
+ * background should it run after all.
  */
 export async function redisCall<T>(client: RedisClient, op: (c: RedisClient) => Promise<T>, undo?: Undo): Promise<T> {
   await whenReady(client).catch((err: unknown) => {
     throw unavailable(err);
   });
+  const running = (async () => op(client))();
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${OPERATION_BOUND_MS} ms`)), OPERATION_BOUND_MS);
+  });
   try {
-    return await op(client);
+    return await Promise.race([running, late]);
   } catch (err) {
-    if (undo) undoLater(client, undo.undo, undo.forMs);
+    // Taken back once the operation's own fate is known: a command given up on at the bound may still
+    // be waiting in the client, to be sent later; an undo sent before it would take back nothing.
+    const settled = (): void => {
+      if (undo) undoLater(client, undo.undo, undo.forMs);
+    };
+    running.then(settled, settled);
     throw unavailable(err);
+  } finally {
+    clearTimeout(timer);
   }
 }
 
