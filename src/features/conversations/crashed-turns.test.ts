@@ -2,7 +2,8 @@
 // crashed one by what it stored. Real app and real streams (loopback OpenAI fake), on PGlite or PostgreSQL.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { sql } from 'kysely';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startOpenAiCompatibleFake, type OpenAiCompatibleFake } from '../../../test/fakes/index.ts';
 import { buildTestApp, type TestApp } from '../../../test/helpers/app.ts';
@@ -54,6 +55,42 @@ describe('crashed turns (DESIGN §10)', () => {
     assert.equal(res.frames.at(-1)?.event, 'done', res.body);
     assert.equal(swept, 0, 'the sweeper took a running turn');
     const turnId = String(startOf(res)['assistantMessageId']);
+    assert.equal(await turnStatus(t, turnId), 'charged');
+    assert.equal(await assertLedgerInvariant(t, user), PAID_CREDITS);
+  });
+
+  test('DESIGN §7 / §12 under faults: a turn whose end the database refuses ends with error SHUTTING_DOWN (retryable), never done; the sweeper then stores its reply interrupted with the text sent, charged', async () => {
+    const user = await payingUser();
+    const marker = `refuse-end-${randomBytes(6).toString('hex')}`;
+    // A real refusal of the turn's closing statement: a trigger raising on this reply's end only.
+    const fn = `test_${marker.replaceAll('-', '_')}`;
+    await sql
+      .raw(
+        `create function ${fn}() returns trigger language plpgsql as $$ begin
+           if new.status <> 'streaming' and new.content like '%${marker}%' then raise exception 'refused by the test'; end if;
+           return new; end $$`,
+      )
+      .execute(t.deps.db);
+    await sql.raw(`create trigger ${fn} before update on messages for each row execute function ${fn}()`).execute(t.deps.db);
+    let res: Awaited<ReturnType<typeof send>>;
+    try {
+      fake.enqueueStream({ chunks: ['An answer ', marker, ' in three'] });
+      res = await send(t, user, null, message());
+    } finally {
+      await sql.raw(`drop trigger ${fn} on messages`).execute(t.deps.db);
+      await sql.raw(`drop function ${fn}()`).execute(t.deps.db);
+    }
+    assert.equal(res.statusCode, 200, res.body);
+    const ends = res.frames.filter((f) => f.event === 'done' || f.event === 'error');
+    assert.deepEqual(
+      ends.map((f) => [f.event, f.data['code'], f.data['retryable']]),
+      [['error', 'SHUTTING_DOWN', true]],
+    );
+    const turnId = String(startOf(res)['assistantMessageId']);
+    assert.equal((await replyRow(t, turnId))?.status, 'streaming', 'the end was not stored');
+    await waitFor('the sweeper settled it', async () => ((await sweepCrashedTurns(t.deps, SWEEP_AFTER_MS)) > 0 ? true : undefined));
+    const reply = await replyRow(t, turnId);
+    assert.deepEqual([reply?.status, reply?.error_code, reply?.content], ['interrupted', 'SHUTTING_DOWN', `An answer ${marker} in three`]);
     assert.equal(await turnStatus(t, turnId), 'charged');
     assert.equal(await assertLedgerInvariant(t, user), PAID_CREDITS);
   });

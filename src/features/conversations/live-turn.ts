@@ -7,7 +7,7 @@ import type { TurnLog } from '../../platform/turn-log.ts';
 import type { ChatEvent, ChatMessage, RoundUsage, ToolSpec } from '../../providers/llm/index.ts';
 import { receiptOf, type Receipt } from '../usage/receipt.ts';
 import { countTurnPart } from '../usage/service.ts';
-import { snapshotData, startData } from './frames.ts';
+import { errorData, snapshotData, startData } from './frames.ts';
 import { apiParts, PartsLog } from './parts.ts';
 import type { Toolbox } from '../advisor-tools/toolbox.ts';
 import { markProviderKeyRejected, type UsableProviderKey } from '../advisor-keys/service.ts';
@@ -27,6 +27,8 @@ export const MAX_OUTPUT_TOKENS = 8192;
  * what the client saw is what is stored and charged. The turn keeps showing it is alive meanwhile.
  */
 const SETTLE_WINDOW_MS = 60_000;
+/** How a reply whose end could not be stored ends: as the crash sweeper stores it (repo.ts, closeCrashedReply). */
+const LEFT_TO_THE_SWEEPER = repo.STREAMING_LEFT_BEHIND;
 const SETTLE_RETRY_MS = 100;
 const SETTLE_RETRY_MAX_MS = 5_000;
 
@@ -101,7 +103,8 @@ export class LiveTurn implements TurnIds, Ticking {
   #deadline: NodeJS.Timeout | undefined;
   #graceArmed = false;
   #grace: NodeJS.Timeout | undefined;
-  #settlement: Promise<void> | undefined;
+  /** Resolves to whether the turn's end was stored. */
+  #settlement: Promise<boolean> | undefined;
   /** A lease renewal in flight: the release waits for it. */
   #renewing: Promise<void> | undefined;
 
@@ -157,13 +160,21 @@ export class LiveTurn implements TurnIds, Ticking {
    * The turn's end, in this order: the reply stored and the charge settled (one statement), the lease
    * given back, the terminal frame logged (so a client that has seen it finds the reply stored and
    * may send its next message at once), and the turn no longer counted. Exactly once.
+   * A reply that could not be stored (the database unreachable past SETTLE_WINDOW_MS, or the
+   * statement refused) ends with `error` SHUTTING_DOWN instead: what the crash sweeper will store for
+   * it (interrupted, with the text its log holds, charged if it holds any), never a `done` whose
+   * reply is not there.
    */
   async finish(end: repo.TurnEnd, produced: boolean, terminal: { readonly event: 'done' | 'error'; readonly data: string }): Promise<void> {
-    if (this.#settlement !== undefined) return this.#settlement;
+    if (this.#settlement !== undefined) {
+      await this.#settlement;
+      return;
+    }
     this.#settlement = this.#settle(end, produced);
-    await this.#settlement;
-    this.frames.end(terminal.event, terminal.data);
-    this.#close(end.status);
+    const stored = await this.#settlement;
+    if (stored) this.frames.end(terminal.event, terminal.data);
+    else this.frames.end('error', errorData(LEFT_TO_THE_SWEEPER.error_code, LEFT_TO_THE_SWEEPER.error_retryable));
+    this.#close(stored ? end.status : LEFT_TO_THE_SWEEPER.status);
   }
 
   #open(): void {
@@ -292,15 +303,17 @@ export class LiveTurn implements TurnIds, Ticking {
    * settlement did. The tickers keep the lease and the signs of life up while a database outage is
    * ridden out, and are left after it.
    */
-  async #settle(end: repo.TurnEnd, produced: boolean): Promise<void> {
+  async #settle(end: repo.TurnEnd, produced: boolean): Promise<boolean> {
     const deps = this.#deps;
     const { heartbeat, renewal } = deps.streams;
     clearTimeout(this.#deadline);
     clearTimeout(this.#grace);
     // The lease goes back after the statement, so the user's next turn reads this reply in its history.
+    let stored = true;
     try {
       await persist(() => deps.billing.settle(this.charge, produced, closingStatement(end)));
     } catch (err) {
+      stored = false;
       this.log.error({ err, assistantMessageId: this.assistantMessageId, turnId: this.charge.turnId }, 'storing and settling the turn failed');
     }
     heartbeat.delete(this);
@@ -313,6 +326,7 @@ export class LiveTurn implements TurnIds, Ticking {
     } catch (err) {
       this.log.error({ err }, 'releasing the stream lease failed');
     }
+    return stored;
   }
 }
 

@@ -302,7 +302,8 @@ export async function dropLastTurn(trx: Trx, conversationId: string, user: Messa
     where id = ${conversationId}`.execute(trx);
 }
 
-const STREAMING_LEFT_BEHIND = { status: 'interrupted', error_code: 'SHUTTING_DOWN', error_retryable: true } as const;
+/** How a reply left `streaming` by its instance is closed (the crash sweeper), and ended by a live turn that could not store its own end. */
+export const STREAMING_LEFT_BEHIND = { status: 'interrupted', error_code: 'SHUTTING_DOWN', error_retryable: true } as const;
 
 /** A turn's start, as its one statement (`startTurn`) is given it. */
 export interface TurnStart {
