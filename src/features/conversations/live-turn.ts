@@ -27,8 +27,6 @@ export const MAX_OUTPUT_TOKENS = 8192;
  * what the client saw is what is stored and charged. The turn keeps showing it is alive meanwhile.
  */
 const SETTLE_WINDOW_MS = 60_000;
-/** How a reply whose end could not be stored ends: as the crash sweeper stores it (repo.ts, closeCrashedReply). */
-const LEFT_TO_THE_SWEEPER = repo.STREAMING_LEFT_BEHIND;
 const SETTLE_RETRY_MS = 100;
 const SETTLE_RETRY_MAX_MS = 5_000;
 
@@ -172,9 +170,11 @@ export class LiveTurn implements TurnIds, Ticking {
     }
     this.#settlement = this.#settle(end, produced);
     const stored = await this.#settlement;
+    // Not stored: as the crash sweeper will store it (closeCrashedReply).
+    const left = repo.STREAMING_LEFT_BEHIND;
     if (stored) this.frames.end(terminal.event, terminal.data);
-    else this.frames.end('error', errorData(LEFT_TO_THE_SWEEPER.error_code, LEFT_TO_THE_SWEEPER.error_retryable));
-    this.#close(stored ? end.status : LEFT_TO_THE_SWEEPER.status);
+    else this.frames.end('error', errorData(left.error_code, left.error_retryable));
+    this.#close(stored ? end.status : left.status);
   }
 
   #open(): void {
