@@ -46,8 +46,8 @@ interface Trips {
 }
 
 export async function turns(h: Harness): Promise<Row> {
-  const perRound = h.quick ? 300 : 1000;
-  const rounds = h.quick ? 2 : 5;
+  const perRound = h.quick ? 300 : 800;
+  const rounds = h.quick ? 2 : 7;
   // As in the time-to-first-delta row: a deployed instance has served thousands of turns already.
   const warmup = h.quick ? 300 : 2000;
   const users = Math.ceil((warmup + rounds * perRound) / TURNS_PER_USER) + CLIENTS;
@@ -94,20 +94,36 @@ export async function turns(h: Harness): Promise<Row> {
     const ratios: number[] = [];
     const floorRatios: number[] = [];
     const trips: Trips[] = [];
-    for (let i = 0; i < rounds; i++) {
+    const ownRatios: number[] = [];
+    const serviceRound = async (): Promise<Round> => {
       const segments0 = segmentsSent(service.pid, ports);
       const commands0 = await commandCalls(redis);
       const a = await round(service, perRound, viaService, servicePath);
       const segments1 = segmentsSent(service.pid, ports);
       const commands1 = await commandCalls(redis);
       trips.push(tripsPerTurn(ports, segments0, segments1, commands0, commands1, perRound));
-      const b = await round(proxy, perRound, viaProxy, proxyPath);
-      const c = await round(floor, perRound, viaFloor, servicePath);
+      return a;
+    };
+    for (let i = 0; i < rounds; i++) {
+      // The order turns round every time (service, floor, proxy; then proxy, floor, service): a drift of the
+      // host's speed over a few seconds weighs on each side alike, and the service's round always sits next
+      // to its floor's, so that their ratio compares two rounds of the same moment.
+      let a: Round, b: Round, c: Round;
+      if (i % 2 === 0) {
+        a = await serviceRound();
+        c = await round(floor, perRound, viaFloor, servicePath);
+        b = await round(proxy, perRound, viaProxy, proxyPath);
+      } else {
+        b = await round(proxy, perRound, viaProxy, proxyPath);
+        c = await round(floor, perRound, viaFloor, servicePath);
+        a = await serviceRound();
+      }
       s.push(a);
       p.push(b);
       f.push(c);
       ratios.push(a.turnsPerSecond / b.turnsPerSecond);
       floorRatios.push(c.turnsPerSecond / b.turnsPerSecond);
+      ownRatios.push(a.turnsPerSecond / c.turnsPerSecond);
     }
     const charges = await h.stores.pool.query<{ source: string; status: string; n: string }>(
       `select source, status, count(*) as n from turn_charges where user_id like 'turns-%' group by 1, 2 order by 3 desc`,
@@ -119,9 +135,11 @@ export async function turns(h: Harness): Promise<Row> {
     const expected = 2 * (warmup + rounds * perRound);
     if (!allowance || served !== expected) throw new Error(`turns paid: ${paid}; expected ${expected} allowance turns, charged`);
 
-    // Each service round is compared with the proxy round right after it (as in the relay row).
+    // Each ratio is the median of the rounds' own ratios (two rounds of the same moment), not a ratio of medians.
     const ratio = median(ratios);
     const floorRatio = median(floorRatios);
+    const ownRatio = median(ownRatios);
+    const spread = (xs: readonly number[]): string => `${Math.min(...xs).toFixed(2)}–${Math.max(...xs).toFixed(2)}`;
     const sRate = median(s.map((r) => r.turnsPerSecond));
     const pRate = median(p.map((r) => r.turnsPerSecond));
     const fRate = median(f.map((r) => r.turnsPerSecond));
@@ -164,7 +182,7 @@ export async function turns(h: Harness): Promise<Row> {
       baseline: `${show(pRate, pCpu)} (bare proxy); the floor ${show(fRate, fCpu)}`,
       result:
         `${ratio.toFixed(2)}× the rate, ${(sCpu / pCpu).toFixed(1)}× the CPU; the floor ${floorRatio.toFixed(2)}× the proxy's rate` +
-        `${floorRatio < 0.8 ? " (the goal is below this machine's floor)" : ''}; the service ${(ratio / floorRatio).toFixed(2)}× the floor's rate, ` +
+        `${floorRatio < 0.8 ? " (the goal is below this machine's floor)" : ''}; the service ${ownRatio.toFixed(2)}× the floor's rate, ` +
         `${(sCpu / fCpu).toFixed(2)}× its CPU`,
       goal: 'rate ≥ 0.8× the bare proxy',
       met: ratio >= 0.8,
@@ -172,10 +190,12 @@ export async function turns(h: Harness): Promise<Row> {
         `${CLIENTS} clients in a closed loop (each starts its next turn when its stream has ended), every turn a new ` +
         `conversation (POST /api/advisor/conversations/new/messages/stream) whose reply is ${DELTAS} deltas of a word or two, ` +
         'sent by the fake upstream process without delay; the same through the bare proxy of the relay row. A warm-up of ' +
-        `${warmup} turns on each side, then ${rounds} rounds of ${perRound} turns on each (service, proxy, floor). Rate = turns / ` +
+        `${warmup} turns on each side, then ${rounds} rounds of ${perRound} turns on each, in an order that turns round every time (service, floor, ` +
+        "proxy; then proxy, floor, service), so that a drift of the host's speed weighs on each side alike. Rate = turns / " +
         "wall time from the round's first request to its last stream's end; every stream checked complete (status 200, a start " +
-        `frame first, all ${DELTAS} deltas, the end frame), any other answer fails the row. The result is the median of the ` +
-        'per-pair ratios, the rates shown are medians. CPU per turn = user + system time of the server process (from ' +
+        `frame first, all ${DELTAS} deltas, the end frame), any other answer fails the row. Each ratio is the median of ` +
+        "the rounds' own ratios (the service's round against the floor's next to it, each against the proxy's of its " +
+        'round), the rates shown are medians. CPU per turn = user + system time of the server process (from ' +
         "/proc/<pid>/stat) over the round / turns; the details add the CPU per turn of the other processes on each side's path " +
         "(the database's client backends, redis-server, the fake upstream, the load generator), which share the same cores. " +
         `${users} users (pro tier, each saved its key through the API) take turns from a queue, so none has two streams at ` +
@@ -197,7 +217,8 @@ export async function turns(h: Harness): Promise<Row> {
         "implementation of the rules on these stores can reach on this machine; the service's against it is the service's own cost.",
       notes: [
         `rounds, turns/s: service ${s.map((r) => r.turnsPerSecond.toFixed(0)).join(', ')}; bare proxy ${p.map((r) => r.turnsPerSecond.toFixed(0)).join(', ')}; ` +
-          `floor ${f.map((r) => r.turnsPerSecond.toFixed(0)).join(', ')}`,
+          `floor ${f.map((r) => r.turnsPerSecond.toFixed(0)).join(', ')}; the rounds' ratios: service vs floor ${spread(ownRatios)}, ` +
+          `floor vs proxy ${spread(floorRatios)}, service vs proxy ${spread(ratios)}`,
         `service ${latency(s)}; bare proxy ${latency(p)}; floor ${latency(f)}`,
         `CPU per turn on the whole path, ms: ${path('service', s, sCpu)}; ${path('bare proxy', p, pCpu)}; ${path('floor', f, fCpu)}`,
         `per turn, round trips (requests sent) to PostgreSQL ${perTurn(trip.postgres)}, to Redis ${perTurn(trip.redis)}; Redis commands, ` +
