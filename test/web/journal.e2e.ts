@@ -284,7 +284,7 @@ describe('journal page', () => {
 });
 
 describe('advisor cards', () => {
-  test('issue 28: a chat turn that calls get_journal and position_size renders their cards: the totals table and the daily chart, the size with its figures', async () => {
+  test('issue 28: a chat turn that calls get_journal, list_trades and position_size renders their cards: the totals table and the daily chart, the trades it read, the size with its figures', async () => {
     const { page, token, context } = await bed.signedIn('journal-chat');
     await withOpenAiKey(bed, token);
     const accountId = await createAccount(token, 'Swing');
@@ -292,6 +292,7 @@ describe('advisor cards', () => {
     bed.openai.enqueueStream({
       toolCalls: [
         { name: 'get_journal', arguments: { account: 'Swing', from: utcDay(-29), to: utcDay(0) } },
+        { name: 'list_trades', arguments: { account: 'Swing', from: utcDay(-29), to: utcDay(0), limit: 3 } },
         { name: 'position_size', arguments: { entry: 50, stop: 48, riskPercent: 1 } },
       ],
     });
@@ -308,6 +309,19 @@ describe('advisor cards', () => {
     assert.equal(await journal.locator('rect.jr-bar').count(), 2);
     await journal.getByText('Open: MSFT long 5 @ 200').waitFor();
     await journal.getByRole('link', { name: 'Swing' }).waitFor();
+
+    // The three newest of the five fills, as the model read them; the range holds more.
+    const trades = page.locator('[data-tool=list_trades]');
+    const rows = trades.getByRole('region', { name: 'Trades of Swing the advisor read' }).locator('tbody tr');
+    assert.deepEqual(await rows.locator('th').allInnerTexts(), ['MSFT', 'TSLA', 'TSLA']);
+    assert.deepEqual(await rows.locator('td.num').allInnerTexts(), ['5', '$200.00', '$0.00', '2', '$240.00', '$0.00', '2', '$250.00', '$0.00']);
+    assert.deepEqual(await rows.locator('.jr-side').allInnerTexts(), ['Buy', 'Sell', 'Buy']);
+    // The browser's locale is the bed's (en-US): the trading day as the Journal page writes it.
+    const d2 = new Intl.DateTimeFormat('en-US', { dateStyle: 'medium', timeZone: 'UTC' }).format(Date.parse(`${D2}T00:00:00Z`));
+    assert.deepEqual(await rows.locator('td:first-child').allInnerTexts(), [d2, d2, d2]);
+    await rows.nth(1).getByText('Stopped out').waitFor();
+    await trades.getByText('3 trades, newest first').waitFor();
+    await trades.getByRole('link', { name: 'all of them in the journal' }).waitFor();
 
     // balance 10,078 × 1 % = 100.78 at risk; 2 a share → 50 shares, 2,500 of stock.
     const size = page.locator('[data-tool=position_size]');

@@ -1,7 +1,7 @@
 import type { Part } from '../stream.ts';
 import { fmtDateTime, fmtNumber, TableHead } from '../ui.tsx';
 import { PriceChart, type Bar } from './PriceChart.tsx';
-import { JournalToolResult, PositionSizeToolResult } from './journal/JournalToolCards.tsx';
+import { JournalToolResult, PositionSizeToolResult, TradesToolResult } from './journal/JournalToolCards.tsx';
 
 type Call = Extract<Part, { type: 'tool_call' }>;
 type Result = Extract<Part, { type: 'tool_result' }>;
@@ -13,6 +13,7 @@ const TITLES: Record<string, string> = {
   search_symbols: 'Symbol search',
   list_my_accounts: 'Your accounts',
   get_journal: 'Journal',
+  list_trades: 'Trades',
   position_size: 'Position size',
 };
 
@@ -144,6 +145,8 @@ function ToolResult({ name, result }: { name: string; result: Record<string, unk
     }
     case 'get_journal':
       return <JournalToolResult result={result} />;
+    case 'list_trades':
+      return <TradesToolResult result={result} />;
     case 'position_size':
       return <PositionSizeToolResult result={result} />;
     case 'get_market_status':

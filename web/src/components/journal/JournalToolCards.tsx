@@ -1,5 +1,7 @@
 // The advisor's journal tools as chat cards (DESIGN §14): get_journal as a compact totals table with the
-// daily chart, position_size as its five figures. A result of another shape falls back to its JSON.
+// daily chart, list_trades as a table of the fills it read, position_size as its five figures. A result of
+// another shape falls back to its JSON.
+import { TableHead } from '../../ui.tsx';
 import { DailyPnlChart } from './DailyPnlChart.tsx';
 import { Money, TotalsTable, type JournalDay, type OpenPosition, type Totals } from './Figures.tsx';
 import { day, decimal, isDecimal, signOf } from './format.ts';
@@ -71,6 +73,103 @@ export function JournalToolResult({ result }: { result: Record<string, unknown> 
           ? 'No open positions.'
           : `Open: ${j.openPositions.map((p) => `${p.symbol} ${signOf(p.quantity) < 0 ? 'short' : 'long'} ${decimal(p.quantity.replace('-', ''))} @ ${decimal(p.averagePrice)}`).join(', ')}`}
       </p>
+    </div>
+  );
+}
+
+interface ToolTrade {
+  symbol: string;
+  side: 'buy' | 'sell';
+  quantity: string;
+  price: string;
+  fee: string;
+  tradingDay: string;
+  note: string | null;
+  tags: string[];
+}
+
+function readTrade(v: unknown): ToolTrade | undefined {
+  if (!isObject(v) || typeof v.symbol !== 'string' || (v.side !== 'buy' && v.side !== 'sell') || typeof v.tradingDay !== 'string') return undefined;
+  if (!isDecimal(v.quantity) || !isDecimal(v.price) || !isDecimal(v.fee)) return undefined;
+  const tags = Array.isArray(v.tags) ? v.tags.filter((t): t is string => typeof t === 'string') : [];
+  return {
+    symbol: v.symbol,
+    side: v.side,
+    quantity: v.quantity,
+    price: v.price,
+    fee: v.fee,
+    tradingDay: v.tradingDay,
+    note: typeof v.note === 'string' ? v.note : null,
+    tags,
+  };
+}
+
+const TRADE_COLUMNS = [
+  'Trading day',
+  'Symbol',
+  'Side',
+  { label: 'Quantity', num: true },
+  { label: 'Price', num: true },
+  { label: 'Fee', num: true },
+  'Note and tags',
+];
+
+/**
+ * list_trades: the fills the advisor read, newest first, as the Journal page's table shows them (without its
+ * actions: a card records what the model saw); when the range held more, a link to the account's journal.
+ */
+export function TradesToolResult({ result }: { result: Record<string, unknown> }) {
+  const account = readAccount(result.account);
+  const trades = Array.isArray(result.trades) ? result.trades.map(readTrade) : undefined;
+  if (!account || !trades || trades.some((t) => t === undefined)) return <Raw result={result} />;
+  const rows = trades as ToolTrade[];
+  const journal = `/accounts/${encodeURIComponent(account.id)}/journal`;
+  return (
+    <div class="jr-tool">
+      <p class="hint">
+        <a href={journal}>{account.name}</a> ·{' '}
+        {rows.length === 0 ? 'no trades in this range' : `${rows.length} ${rows.length === 1 ? 'trade' : 'trades'}, newest first`} · {account.currency}
+      </p>
+      {rows.length > 0 && (
+        <div class="jr-scroll" role="region" aria-label={`Trades of ${account.name} the advisor read`} tabIndex={0}>
+          <table class="table compact jr-trades">
+            <TableHead columns={TRADE_COLUMNS} />
+            <tbody>
+              {rows.map((t, i) => (
+                <tr key={i}>
+                  <td>{day(t.tradingDay)}</td>
+                  <th scope="row">{t.symbol}</th>
+                  <td>
+                    <span class={`jr-side ${t.side}`}>{t.side === 'buy' ? 'Buy' : 'Sell'}</span>
+                  </td>
+                  <td class="num">{decimal(t.quantity)}</td>
+                  <td class="num">
+                    <Money value={t.price} currency={account.currency} />
+                  </td>
+                  <td class="num">
+                    <Money value={t.fee} currency={account.currency} />
+                  </td>
+                  <td class="note">
+                    {t.note ?? ''}
+                    {t.tags.length > 0 && (
+                      <ul class="jr-tags" aria-label="Tags">
+                        {t.tags.map((tag) => (
+                          <li key={tag}>{tag}</li>
+                        ))}
+                      </ul>
+                    )}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+      {result.more === true && (
+        <p class="hint">
+          The range holds more trades than the advisor asked for: <a href={journal}>all of them in the journal</a>.
+        </p>
+      )}
     </div>
   );
 }
