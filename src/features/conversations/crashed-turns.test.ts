@@ -88,6 +88,15 @@ describe('crashed turns (DESIGN §10)', () => {
     );
     const turnId = String(startOf(res)['assistantMessageId']);
     assert.equal((await replyRow(t, turnId))?.status, 'streaming', 'the end was not stored');
+    // The turn's log line says what the client was told, not the outcome it had reached.
+    const ended = t.logs
+      .flatMap((chunk) => chunk.split('\n'))
+      .filter((l) => l.includes('"advisor stream ended"') && l.includes(String(startOf(res)['conversationId'])))
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+    assert.deepEqual(
+      ended.map((l) => [l['outcome'], l['endStored']]),
+      [['interrupted', false]],
+    );
     await waitFor('the sweeper settled it', async () => ((await sweepCrashedTurns(t.deps, SWEEP_AFTER_MS)) > 0 ? true : undefined));
     const reply = await replyRow(t, turnId);
     assert.deepEqual([reply?.status, reply?.error_code, reply?.content], ['interrupted', 'SHUTTING_DOWN', `An answer ${marker} in three`]);

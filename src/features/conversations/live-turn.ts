@@ -161,13 +161,10 @@ export class LiveTurn implements TurnIds, Ticking {
    * A reply that could not be stored (the database unreachable past SETTLE_WINDOW_MS, or the
    * statement refused) ends with `error` SHUTTING_DOWN instead: what the crash sweeper will store for
    * it (interrupted, with the text its log holds, charged if it holds any), never a `done` whose
-   * reply is not there.
+   * reply is not there. Answers whether the reply was stored.
    */
-  async finish(end: repo.TurnEnd, produced: boolean, terminal: { readonly event: 'done' | 'error'; readonly data: string }): Promise<void> {
-    if (this.#settlement !== undefined) {
-      await this.#settlement;
-      return;
-    }
+  async finish(end: repo.TurnEnd, produced: boolean, terminal: { readonly event: 'done' | 'error'; readonly data: string }): Promise<boolean> {
+    if (this.#settlement !== undefined) return this.#settlement;
     this.#settlement = this.#settle(end, produced);
     const stored = await this.#settlement;
     // Not stored: as the crash sweeper will store it (closeCrashedReply).
@@ -175,6 +172,7 @@ export class LiveTurn implements TurnIds, Ticking {
     if (stored) this.frames.end(terminal.event, terminal.data);
     else this.frames.end('error', errorData(left.error_code, left.error_retryable));
     this.#close(stored ? end.status : left.status);
+    return stored;
   }
 
   #open(): void {

@@ -535,13 +535,15 @@ async function settle(deps: Deps, live: LiveTurn, outcome: Outcome, toolCalls: n
   const terminal = error
     ? { event: 'error' as const, data: errorData(error.code, error.retryable) }
     : { event: 'done' as const, data: doneData(outcome.finishReason, receipt, toolCalls) };
-  await live.finish(end, parts.deltas > 0, terminal);
+  const stored = await live.finish(end, parts.deltas > 0, terminal);
   live.log.info(
     {
       conversationId: live.conversationId,
       provider: live.provider,
       model: live.model,
-      outcome: status,
+      // What the client was told: a reply whose end could not be stored ended as the sweeper will store it.
+      outcome: stored ? status : repo.STREAMING_LEFT_BEHIND.status,
+      ...(stored ? {} : { endStored: false }),
       deltas: parts.deltas,
       toolCalls,
       cause: live.cause,
