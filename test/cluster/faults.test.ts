@@ -389,8 +389,20 @@ if (CLUSTER_AVAILABLE) {
         assert.equal(reply?.status, 'interrupted');
         assert.ok((reply?.content_length ?? 0) > 0);
         setup.fake.enqueueStream({ chunks: ['next'] });
-        const next = await outcome(await c().call(user, 'POST', streamPath(), message(), i));
-        assert.equal(next.status, 200, 'the lease was freed');
+        // On a loaded machine a start can find Redis slower than its bound and be refused 503 (fail closed,
+        // nothing taken): sent again then, for a few seconds, far below the lease's 30 s. A lease left
+        // held is answered 409 STREAM_IN_PROGRESS as soon as Redis answers, and fails the test.
+        const next = await waitFor(
+          'the next start',
+          async () => {
+            const r = await outcome(await c().call(user, 'POST', streamPath(), message(), i));
+            if (r.status === 503) return undefined;
+            return r;
+          },
+          8000,
+          500,
+        );
+        assert.deepEqual([next.status, next.code], [200, undefined], 'the lease was freed');
         const m = await money(c(), user);
         assert.deepEqual(m, { balance: 0, ledgerSum: 0, apiCredits: 0, turnCharges: { charged: 2 } });
       } finally {
@@ -485,7 +497,8 @@ if (CLUSTER_AVAILABLE) {
           async () => {
             const r = await outcome(await c().call(user, 'POST', streamPath(), message(), other));
             if (r.status === 200) return r;
-            assert.deepEqual([r.status, r.code], [409, 'STREAM_IN_PROGRESS']);
+            // 503: a store slower than its bound on a loaded machine (nothing taken): asked again.
+            if (r.status !== 503) assert.deepEqual([r.status, r.code], [409, 'STREAM_IN_PROGRESS']);
             return undefined;
           },
           60_000,

@@ -1,7 +1,7 @@
 // Shared by the multi-instance and fault tests: reading responses of real server processes, granting
 // credits the operator's way, and the money checks of DESIGN §8 straight from the shared database.
 import assert from 'node:assert/strict';
-import { after, before } from 'node:test';
+import { after, before, beforeEach } from 'node:test';
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import os from 'node:os';
@@ -199,5 +199,11 @@ export function clusterWithFakes(env: Record<string, string>, instances = 3): Cl
     });
   });
   after(() => handle.close());
+  // Each test plays its own provider scripts: one a failed test left queued (its request never reached
+  // the provider, e.g. refused 503 on a loaded machine) would otherwise answer the next test's request.
+  beforeEach(() => {
+    const dropped = fake?.clearQueue() ?? 0;
+    if (dropped > 0) process.stdout.write(`# ${dropped} provider script(s) a previous test left queued were dropped\n`);
+  });
   return handle;
 }

@@ -142,6 +142,7 @@ export async function startAnthropicFake(opts: AnthropicFakeOptions = {}): Promi
     streams: control.streams,
     scriptStream: control.scriptStream,
     enqueueStream: control.enqueueStream,
+    clearQueue: control.clearQueue,
     setProbe: (b) => void (probe = b),
     setModels: (m) => void (models = [...m]),
   };

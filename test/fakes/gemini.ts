@@ -143,6 +143,7 @@ export async function startGeminiFake(opts: GeminiFakeOptions = {}): Promise<Gem
     streams: control.streams,
     scriptStream: control.scriptStream,
     enqueueStream: control.enqueueStream,
+    clearQueue: control.clearQueue,
     setProbe: (b) => void (probe = b),
     setModels: (list) => void (models = [...list]),
   };

@@ -214,6 +214,7 @@ export async function startOpenAiCompatibleFake(opts: OpenAiCompatibleFakeOption
     streams: control.streams,
     scriptStream: control.scriptStream,
     enqueueStream: control.enqueueStream,
+    clearQueue: control.clearQueue,
     setProbe: (b) => void (probe = b),
     setModels: (m) => void (models = [...m]),
   };

@@ -109,6 +109,8 @@ export interface StreamControl {
   scriptStream(s: StreamScript): void;
   /** One-shot scripts, consumed (first in, first out) before the persistent one. */
   enqueueStream(s: StreamScript): void;
+  /** Drops the one-shot scripts no request has taken (a test's leftovers must not play for the next): how many. */
+  clearQueue(): number;
   /** Next script to play (consumes a queued one). */
   take(): ResolvedScript;
   /** Record a stream request and watch its response for closing. */
@@ -132,6 +134,9 @@ export function createStreamControl(lifetime: AbortSignal): StreamControl {
     },
     enqueueStream(s) {
       queue.push({ ...s });
+    },
+    clearQueue() {
+      return queue.splice(0).length;
     },
     take() {
       return resolveScript(queue.shift() ?? persistent);
