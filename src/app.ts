@@ -30,6 +30,7 @@ import { catalogueRoutes } from './features/conversations/catalogue-routes.ts';
 import { usageRoutes } from './features/usage/routes.ts';
 import { journalRoutes } from './features/journal/routes.ts';
 import { components as httpComponents, shareErrorResponses } from './http/schemas.ts';
+import { sharedSerializers } from './http/serializers.ts';
 import { components as accountsComponents } from './features/accounts/schemas.ts';
 import { components as billingComponents } from './features/billing/schemas.ts';
 import { components as advisorKeysComponents } from './features/advisor-keys/schemas.ts';
@@ -72,6 +73,8 @@ export async function buildApp(deps: Deps) {
     // What the server refuses before a route runs is answered in the envelope too (DESIGN §3).
     clientErrorHandler: createClientErrorHandler(deps.logger),
     frameworkErrors: (err, req, reply) => void sendError(frameworkError(err), req, reply),
+    // Each distinct response schema compiled once, not once per route and status (start-up time).
+    schemaController: { compilersFactory: { buildSerializer: sharedSerializers() } },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   app.setValidatorCompiler(createValidatorCompiler());
