@@ -417,7 +417,8 @@ describe('accounts', () => {
     await form.getByRole('button', { name: 'Create account' }).click();
     const row = page.getByRole('row', { name: /Main/ });
     await row.getByText('Asia/Kolkata').waitFor();
-    await row.getByText('10000.50').waitFor();
+    // The starting balance as money in the account's currency (the exact figure is the element's value).
+    await row.locator('data[value="10000.50"]', { hasText: '$10,000.50' }).waitFor();
 
     await form.getByLabel('Name', { exact: true }).fill('main');
     await form.getByLabel('Time zone').fill('Etc/UTC');

@@ -1,6 +1,7 @@
 import { useMemo, useState } from 'preact/hooks';
 import { api, must, type Schemas } from '../api/client.ts';
 import { Page, Problem, fmtDate, useAction, useLoad, useNarrow, TableHead } from '../ui.tsx';
+import { Money } from '../components/journal/Figures.tsx';
 
 type Account = Schemas['Account'];
 type Brokerage = Schemas['Brokerage'];
@@ -72,7 +73,9 @@ export function AccountsPage() {
                     <td class="wide-only">{a.currency}</td>
                     <td class="wide-only">{a.timezone}</td>
                     <td class="wide-only">{a.brokerageId ? (names.get(a.brokerageId) ?? '—') : '—'}</td>
-                    <td class="num">{a.startingBalance}</td>
+                    <td class="num">
+                      <Money value={a.startingBalance} currency={a.currency} />
+                    </td>
                     <td class="wide-only">{fmtDate(a.createdAt)}</td>
                     <td>
                       <div class="actions">
