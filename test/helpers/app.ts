@@ -10,6 +10,7 @@ import { createDeps, type Deps, type DepsOverrides } from '../../src/deps.ts';
 import { mintToken } from '../../src/http/auth.ts';
 import { createLogger } from '../../src/logger.ts';
 import type { Clock } from '../../src/platform/clock.ts';
+import { ensureDatabase } from './database.ts';
 
 export const TEST_JWT_SECRET = 'test-secret-0123456789abcdef0123456789abcdef';
 export const TEST_ENCRYPTION_KEYS = `test1:${Buffer.alloc(32, 7).toString('base64')}`;
@@ -46,6 +47,9 @@ export interface TestAppOptions {
 
 const schemaOf = new WeakMap<TestApp, { schema: string; redisPrefix: string; dataDir: string }>();
 
+/** The suites' own database (`STORES.databaseUrl`), created on first use when the server has none of that name. */
+let suiteDatabase: Promise<void> | undefined;
+
 export async function buildTestApp(opts: TestAppOptions = {}): Promise<TestApp> {
   const shared = opts.shareWith ? schemaOf.get(opts.shareWith) : undefined;
   const schema = shared?.schema ?? `t_${randomBytes(6).toString('hex')}`;
@@ -60,6 +64,8 @@ export async function buildTestApp(opts: TestAppOptions = {}): Promise<TestApp> 
     LOG_LEVEL: 'info',
     ...opts.env,
   });
+  // Only the suite's own URL: a test that points DATABASE_URL elsewhere (an unreachable server) means it.
+  if (STORES.databaseUrl !== undefined && config.databaseUrl === STORES.databaseUrl) await (suiteDatabase ??= ensureDatabase(STORES.databaseUrl));
   const logs: string[] = [];
   const sink = new Writable({
     write(chunk: Buffer, _enc, done) {
