@@ -4,13 +4,13 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, describe, test } from 'node:test';
 import { ManualClock } from '../../test/helpers/manual-clock.ts';
-import { REDIS_UNDER_TEST, deleteKeys } from '../../test/helpers/redis.ts';
+import { REDIS_UNDER_TEST, deleteKeys, openReadyRedis } from '../../test/helpers/redis.ts';
 import { admitInTurn, type Admission } from './admission.ts';
 import { createMemoryRateLimiter } from './memory-rate-limiter.ts';
 import { createMemoryStreamLeases } from './memory-stream-leases.ts';
 import type { RateLimiter, RateLimitRule } from './rate-limiter.ts';
 import { createRedisAdmission } from './redis-admission.ts';
-import { closeRedis, openRedis } from './redis-connection.ts';
+import { closeRedis } from './redis-connection.ts';
 import { createRedisRateLimiter } from './redis-rate-limiter.ts';
 import { createRedisStreamLeases } from './redis-stream-leases.ts';
 import type { StreamLeases } from './stream-lease.ts';
@@ -27,7 +27,7 @@ interface Store {
   close(): Promise<void>;
 }
 
-const stores: { name: string; open: () => Store }[] = [
+const stores: { name: string; open: () => Store | Promise<Store> }[] = [
   {
     name: 'memory (limiter, then leases)',
     open() {
@@ -45,9 +45,9 @@ if (redis) {
   after(() => deleteKeys(redis, prefix));
   stores.push({
     name: redis.clusterNodes ? 'Redis Cluster (one script)' : 'Redis (one script)',
-    open() {
+    async open() {
       const clock = new ManualClock(new Date());
-      const [ca, cb] = [openRedis(redis), openRedis(redis)];
+      const [ca, cb] = await Promise.all([openReadyRedis(redis), openReadyRedis(redis)]);
       return {
         a: createRedisAdmission({ client: ca, prefix, clock }),
         b: createRedisAdmission({ client: cb, prefix, clock }),
@@ -64,7 +64,7 @@ const newUser = (): string => `user-${randomBytes(6).toString('hex')}`;
 for (const { name, open } of stores) {
   describe(`stream admission (${name})`, () => {
     test('DESIGN §4: 12 concurrent starts of one user from two instances → exactly 5 admitted (30/60 s rule scaled), one lease among them, every one counted', async () => {
-      const s = open();
+      const s = await open();
       try {
         const user = newUser();
         const all = await Promise.all(Array.from({ length: 12 }, (_, i) => (i % 2 ? s.a : s.b).admit(RULE, user, TTL_MS)));
@@ -84,7 +84,7 @@ for (const { name, open } of stores) {
     });
 
     test('DESIGN §4: a request the limit refuses takes no lease (the lease stays free for an admitted one)', async () => {
-      const s = open();
+      const s = await open();
       try {
         const user = newUser();
         for (let i = 0; i < RULE.limit; i++) {

@@ -5,7 +5,7 @@ import { after, before, describe, test } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
 import { sql } from 'kysely';
 import { proxiedRedis, withFreezableRedis } from '../../test/helpers/frozen-redis.ts';
-import { REDIS_UNDER_TEST, deleteKeys } from '../../test/helpers/redis.ts';
+import { REDIS_UNDER_TEST, deleteKeys, openReadyRedis } from '../../test/helpers/redis.ts';
 import type { RedisEndpoint } from '../config.ts';
 import { ManualClock } from '../../test/helpers/manual-clock.ts';
 import { createDb, type DbHandle } from '../db/create-db.ts';
@@ -96,7 +96,7 @@ function redisBackend(url: RedisEndpoint): Backend {
     },
     async open(clock) {
       // Two connections: the two limiters stand for two instances.
-      const [ca, cb] = [openRedis(url), openRedis(url)];
+      const [ca, cb] = await Promise.all([openReadyRedis(url), openReadyRedis(url)]);
       const a = createRedisRateLimiter({ client: ca, prefix, clock });
       const b = createRedisRateLimiter({ client: cb, prefix, clock });
       return { a, b, close: async () => void (await Promise.all([closeRedis(ca), closeRedis(cb)])) };

@@ -7,7 +7,7 @@ import { after, describe, test } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
 import { Cluster } from 'ioredis';
 import { withFreezableRedis } from '../../test/helpers/frozen-redis.ts';
-import { adminRedis, deleteKeys, REDIS_UNDER_TEST } from '../../test/helpers/redis.ts';
+import { adminRedis, deleteKeys, openReadyRedis, REDIS_UNDER_TEST } from '../../test/helpers/redis.ts';
 import { ManualClock } from '../../test/helpers/manual-clock.ts';
 import { unusedPort } from '../../test/helpers/net.ts';
 import { wireOf } from './frames.ts';
@@ -55,7 +55,7 @@ if (!cluster) {
     };
 
     test("DESIGN §15: every key of one user's operations (rate-limit windows of two rules, the stream lease) lies in the slot of {u:<user>}, every key of one turn's log in the slot of {t:<turn>}", async () => {
-      const client = openRedis(cluster);
+      const client = await openReadyRedis(cluster);
       try {
         const user = `user-${randomBytes(6).toString('hex')}`;
         const turn = `turn-${randomBytes(6).toString('hex')}`;
@@ -126,7 +126,8 @@ if (!cluster) {
     test('DESIGN §15: on a 3-master Redis Cluster, 5 users × 500 concurrent hits (their windows on all three masters) from 3 instances against a limit of 100 → exactly 100 admitted for each user', async () => {
       const users = await usersOnEveryMaster(2);
       const rule: RateLimitRule = { name: 'cluster-burst', limit: 100, windowMs: 60_000 };
-      const clients = [openRedis(cluster), openRedis(cluster), openRedis(cluster)];
+      // Three instances whose connections are up, as a deployed instance's are before its traffic.
+      const clients = await Promise.all([openReadyRedis(cluster), openReadyRedis(cluster), openReadyRedis(cluster)]);
       try {
         const limiters = clients.map((client) => createRedisRateLimiter({ client, prefix, clock: new ManualClock() }));
         const hits = users.flatMap((user) => Array.from({ length: 500 }, (_, i) => ({ user, limiter: limiters[i % 3] })));

@@ -10,9 +10,9 @@ import { migrateToLatest } from '../db/migrate.ts';
 import { createMemoryStreamLeases } from './memory-stream-leases.ts';
 import { createPgStreamLeases } from './pg-stream-leases.ts';
 import { createRedisStreamLeases } from './redis-stream-leases.ts';
-import { closeRedis, openRedis } from './redis-connection.ts';
+import { closeRedis } from './redis-connection.ts';
 import type { StreamLeases } from './stream-lease.ts';
-import { REDIS_UNDER_TEST, deleteKeys } from '../../test/helpers/redis.ts';
+import { REDIS_UNDER_TEST, deleteKeys, openReadyRedis } from '../../test/helpers/redis.ts';
 import type { RedisEndpoint } from '../config.ts';
 
 // Backends that need a service are registered only when it is configured.
@@ -94,7 +94,7 @@ function redisBackend(url: RedisEndpoint): Backend {
       await deleteKeys(url, prefix);
     },
     async open() {
-      const [ca, cb] = [openRedis(url), openRedis(url)];
+      const [ca, cb] = await Promise.all([openReadyRedis(url), openReadyRedis(url)]);
       const a = createRedisStreamLeases({ client: ca, prefix });
       const b = createRedisStreamLeases({ client: cb, prefix });
       return { a, b, elapse: (ms) => delay(ms), close: async () => void (await Promise.all([closeRedis(ca), closeRedis(cb)])) };

@@ -2,12 +2,25 @@
 // §15), read the way the service reads them; and the cleanup of a test's keys on either.
 import { Cluster, Redis } from 'ioredis';
 import { loadConfig, type RedisEndpoint } from '../../src/config.ts';
+import { openRedis, type RedisClient } from '../../src/platform/redis-connection.ts';
 
 /** Undefined: no Redis configured, the Redis-backed tests are not registered. */
 export const REDIS_UNDER_TEST: RedisEndpoint | undefined = loadConfig({
   REDIS_URL: process.env.REDIS_URL,
   REDIS_CLUSTER_NODES: process.env.REDIS_CLUSTER_NODES,
 }).redis;
+
+/**
+ * The service's own client (`openRedis`), once connected. A test of concurrent operations starts from
+ * a connected instance, as a deployed one is long before its traffic, not from its first second: on a
+ * loaded machine a Redis Cluster client can take longer than `redisCall`'s 1 s wait for a connection to
+ * become ready, and the calls are then answered 503 by design, which is not what such a test is about.
+ */
+export async function openReadyRedis(endpoint: RedisEndpoint | string): Promise<RedisClient> {
+  const client = openRedis(endpoint);
+  if (client.status !== 'ready') await new Promise<void>((resolve) => client.once('ready', () => resolve()));
+  return client;
+}
 
 /** A plain client (queues while connecting) for a test's own reads and cleanup. */
 export function adminRedis(endpoint: RedisEndpoint): Redis | Cluster {
