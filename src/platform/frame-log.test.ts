@@ -15,7 +15,7 @@ import { createMemoryFrameStore } from './memory-frame-store.ts';
 import { createPgFrameStore } from './pg-frame-store.ts';
 import { createRedisFrameStore } from './redis-frame-store.ts';
 import { closeRedis, openRedis } from './redis-connection.ts';
-import { REDIS_UNDER_TEST, deleteKeys } from '../../test/helpers/redis.ts';
+import { REDIS_UNDER_TEST, deleteKeys, openReadyRedis } from '../../test/helpers/redis.ts';
 import type { RedisEndpoint } from '../config.ts';
 
 const { DATABASE_URL } = process.env;
@@ -116,7 +116,7 @@ function redisBackend(url: RedisEndpoint): Backend {
       };
     },
     async store() {
-      const c = openRedis(url);
+      const c = await openReadyRedis(url);
       const store = createRedisFrameStore({ client: c, prefix, onError: () => undefined });
       return { ...store, close: async () => (await store.close(), await closeRedis(c)) };
     },
