@@ -3,6 +3,7 @@
 // another shape falls back to its JSON.
 import { TableHead } from '../../ui.tsx';
 import { DailyPnlChart } from './DailyPnlChart.tsx';
+import { TradeCells } from './TradesTable.tsx';
 import { Money, TotalsTable, type JournalDay, type OpenPosition, type Totals } from './Figures.tsx';
 import { day, decimal, isDecimal, signOf } from './format.ts';
 import './journal.css';
@@ -139,26 +140,7 @@ export function TradesToolResult({ result }: { result: Record<string, unknown> }
                 <tr key={i}>
                   <td>{day(t.tradingDay)}</td>
                   <th scope="row">{t.symbol}</th>
-                  <td>
-                    <span class={`jr-side ${t.side}`}>{t.side === 'buy' ? 'Buy' : 'Sell'}</span>
-                  </td>
-                  <td class="num">{decimal(t.quantity)}</td>
-                  <td class="num">
-                    <Money value={t.price} currency={account.currency} />
-                  </td>
-                  <td class="num">
-                    <Money value={t.fee} currency={account.currency} />
-                  </td>
-                  <td class="note">
-                    {t.note ?? ''}
-                    {t.tags.length > 0 && (
-                      <ul class="jr-tags" aria-label="Tags">
-                        {t.tags.map((tag) => (
-                          <li key={tag}>{tag}</li>
-                        ))}
-                      </ul>
-                    )}
-                  </td>
+                  <TradeCells trade={t} currency={account.currency} />
                 </tr>
               ))}
             </tbody>

@@ -58,26 +58,7 @@ export function TradesTable({ trades, currency, timezone, onChanged }: { trades:
                   <td>{day(t.tradingDay)}</td>
                   <td>{timeIn(t.executedAt, timezone)}</td>
                   <th scope="row">{t.symbol}</th>
-                  <td>
-                    <span class={`jr-side ${t.side}`}>{t.side === 'buy' ? 'Buy' : 'Sell'}</span>
-                  </td>
-                  <td class="num">{decimal(t.quantity)}</td>
-                  <td class="num">
-                    <Money value={t.price} currency={currency} />
-                  </td>
-                  <td class="num">
-                    <Money value={t.fee} currency={currency} />
-                  </td>
-                  <td class="note">
-                    {t.note ?? ''}
-                    {t.tags.length > 0 && (
-                      <ul class="jr-tags" aria-label="Tags">
-                        {t.tags.map((tag) => (
-                          <li key={tag}>{tag}</li>
-                        ))}
-                      </ul>
-                    )}
-                  </td>
+                  <TradeCells trade={t} currency={currency} />
                   <td>
                     <div class="actions">
                       <button type="button" class="secondary small" onClick={() => setEditing(t.id)}>
@@ -94,6 +75,34 @@ export function TradesTable({ trades, currency, timezone, onChanged }: { trades:
           </tbody>
         </table>
       </div>
+    </>
+  );
+}
+
+/** A fill's side, quantity, price, fee, and note with its tags: the cells the Journal page's table and the advisor's card share. */
+export function TradeCells({ trade: t, currency }: { trade: Pick<Trade, 'side' | 'quantity' | 'price' | 'fee' | 'note' | 'tags'>; currency: string }) {
+  return (
+    <>
+      <td>
+        <span class={`jr-side ${t.side}`}>{t.side === 'buy' ? 'Buy' : 'Sell'}</span>
+      </td>
+      <td class="num">{decimal(t.quantity)}</td>
+      <td class="num">
+        <Money value={t.price} currency={currency} />
+      </td>
+      <td class="num">
+        <Money value={t.fee} currency={currency} />
+      </td>
+      <td class="note">
+        {t.note ?? ''}
+        {t.tags.length > 0 && (
+          <ul class="jr-tags" aria-label="Tags">
+            {t.tags.map((tag) => (
+              <li key={tag}>{tag}</li>
+            ))}
+          </ul>
+        )}
+      </td>
     </>
   );
 }
