@@ -3,7 +3,7 @@
 // another shape falls back to its JSON.
 import { TableHead } from '../../ui.tsx';
 import { DailyPnlChart } from './DailyPnlChart.tsx';
-import { TradeCells } from './TradesTable.tsx';
+import { TRADE_CELL_COLUMNS, TradeCells } from './TradesTable.tsx';
 import { Money, TotalsTable, type JournalDay, type OpenPosition, type Totals } from './Figures.tsx';
 import { day, decimal, isDecimal, signOf } from './format.ts';
 import './journal.css';
@@ -105,15 +105,7 @@ function readTrade(v: unknown): ToolTrade | undefined {
   };
 }
 
-const TRADE_COLUMNS = [
-  'Trading day',
-  'Symbol',
-  'Side',
-  { label: 'Quantity', num: true },
-  { label: 'Price', num: true },
-  { label: 'Fee', num: true },
-  'Note and tags',
-];
+const TRADE_COLUMNS = ['Trading day', 'Symbol', ...TRADE_CELL_COLUMNS];
 
 /**
  * list_trades: the fills the advisor read, newest first, as the Journal page's table shows them (without its

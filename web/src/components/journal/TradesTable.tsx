@@ -9,17 +9,10 @@ import './journal.css';
 
 export type Trade = Schemas['Trade'];
 
-const COLUMNS = [
-  'Trading day',
-  'Time',
-  'Symbol',
-  'Side',
-  { label: 'Quantity', num: true },
-  { label: 'Price', num: true },
-  { label: 'Fee', num: true },
-  'Note and tags',
-  { label: 'Actions', srOnly: true },
-];
+/** The headers of `TradeCells`' cells, in their order. */
+export const TRADE_CELL_COLUMNS = ['Side', { label: 'Quantity', num: true }, { label: 'Price', num: true }, { label: 'Fee', num: true }, 'Note and tags'];
+
+const COLUMNS = ['Trading day', 'Time', 'Symbol', ...TRADE_CELL_COLUMNS, { label: 'Actions', srOnly: true }];
 
 const describe = (t: Trade) => `${t.side} ${t.quantity} ${t.symbol} on ${t.tradingDay}`;
 
