@@ -3,6 +3,7 @@ import { createAuthenticator, type Authenticator } from './http/auth.ts';
 import { ConfigError, type Config } from './config.ts';
 import { createDb, type DbHandle } from './db/create-db.ts';
 import { migrateToLatest } from './db/migrate.ts';
+import { rebuildOldBooks } from './features/journal/rebuild.ts';
 import type { Db } from './db/types.ts';
 import { createLogger } from './logger.ts';
 import { systemClock, type Clock } from './platform/clock.ts';
@@ -104,7 +105,11 @@ export async function createDeps(config: Config, opts: DepsOptions = {}): Promis
         ...(opts.dbSchema ? { schema: opts.dbSchema } : {}),
         onPoolError: (err) => logger.warn({ err: err.message }, 'database connection lost; it will be replaced'),
       });
-  if (!opts.skipMigrations && !owner) await migrateToLatest(handle.db);
+  if (!opts.skipMigrations && !owner) {
+    await migrateToLatest(handle.db);
+    const rebuilt = await rebuildOldBooks(handle.db);
+    if (rebuilt > 0) logger.info({ symbols: rebuilt }, 'journal: round trips written for books kept before they were');
+  }
   const keyring = loadOrCreateKeyring(config.encryptionKeys, config.dataDir, warn);
   if (!opts.skipMigrations && !owner) {
     try {

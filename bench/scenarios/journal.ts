@@ -131,6 +131,11 @@ export async function journal(h: Harness): Promise<Row> {
         fee: scaledFrom(r.fee, UNIT_PLACES),
         executedAt: r.executed_at.getTime(),
         tradingDay: r.trading_day,
+        hour: 0,
+        multiplier: 100_000_000n,
+        stopPrice: null,
+        assetClass: 'stock',
+        tags: [],
       }));
       const computed = computeJournal(fills, { accountId: served.accountId, currency: served.currency, from, to, startingBalance: '100000' });
       baseline.push(performance.now() - t0);

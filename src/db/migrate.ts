@@ -18,6 +18,7 @@ import * as m0017 from './migrations/0017-live-turn-fence.ts';
 import * as m0018 from './migrations/0018-trades.ts';
 import * as m0019 from './migrations/0019-conversation-search.ts';
 import * as m0020 from './migrations/0020-search-document-uncompressed.ts';
+import * as m0021 from './migrations/0021-instruments-round-trips.ts';
 
 /** Every migration, in order. A feature adds its file here; names never change once shipped. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -38,6 +39,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0018-trades': m0018,
   '0019-conversation-search': m0019,
   '0020-search-document-uncompressed': m0020,
+  '0021-instruments-round-trips': m0021,
 };
 
 class StaticProvider implements MigrationProvider {

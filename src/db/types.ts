@@ -270,6 +270,10 @@ export interface TradesTable {
   position_quantity: string;
   position_cost: string;
   position_opened_at: Date | null;
+  /** DESIGN §17 (migration 0021): stock, future, option, forex, crypto, cfd. */
+  asset_class: string;
+  multiplier: string;
+  stop_price: string | null;
 }
 
 /** A symbol's open lots after its last fill (journal/fifo.ts StoredBook as jsonb). */
@@ -277,6 +281,37 @@ export interface TradeBooksTable {
   account_id: string;
   symbol: string;
   book: unknown;
+  /** 1: written before round trips were kept (journal/rebuild.ts replays it); 2: current. */
+  version: number;
+}
+
+/** DESIGN §17: a closed round trip (migration 0021; journal/round-trips.ts). */
+export interface TradeRoundTripsTable {
+  /** The id of the fill that closed it. */
+  id: string;
+  account_id: string;
+  symbol: string;
+  side: 'long' | 'short';
+  asset_class: string;
+  multiplier: string;
+  opened_at: Date;
+  closed_at: Date;
+  opening_day: string;
+  trading_day: string;
+  open_hour: number;
+  max_quantity: string;
+  entry_average: string;
+  exit_average: string;
+  realized_pnl: string;
+  fees: string;
+  net_pnl: string;
+  initial_risk: string | null;
+  /** netPnl / initialRisk, half to even at 4 places. */
+  r_multiple: string | null;
+  hold_seconds: string;
+  fills: number;
+  /** jsonb string[]. */
+  tags: unknown;
 }
 
 /** One trading day's journal figures (journal/journal.ts DayFigures). */
@@ -324,6 +359,7 @@ export interface DB {
   trades: TradesTable;
   trade_books: TradeBooksTable;
   trade_days: TradeDaysTable;
+  trade_round_trips: TradeRoundTripsTable;
 }
 
 export type Db = Kysely<DB>;

@@ -9,7 +9,7 @@ import { AppError } from './errors.ts';
  * otherwise encrypt text a client chooses. A cursor the service did not make (edited, truncated,
  * another user's or another list's) fails the tag and is a 400, not a silently wrong page.
  */
-export type CursorList = 'conversations' | 'messages' | 'ledger' | 'trades';
+export type CursorList = 'conversations' | 'messages' | 'ledger' | 'trades' | 'round-trips';
 
 const PURPOSE = 'page-cursor/1';
 const KEY_ID = /^[A-Za-z0-9_-]{1,32}$/;

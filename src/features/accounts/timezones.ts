@@ -101,3 +101,56 @@ export function zoneAt(history: readonly TimezoneChange[], at: number): string |
   }
   return zone;
 }
+
+const wallFormatters = new Map<string, Intl.DateTimeFormat>();
+
+/** The wall-clock fields of an instant in a zone, as the UTC epoch ms of the same fields (whole seconds). */
+function wallClock(ms: number, zone: string): number {
+  let f = wallFormatters.get(zone);
+  if (!f) {
+    f = new Intl.DateTimeFormat('en-US', {
+      timeZone: zone,
+      hourCycle: 'h23',
+      year: 'numeric',
+      month: 'numeric',
+      day: 'numeric',
+      hour: 'numeric',
+      minute: 'numeric',
+      second: 'numeric',
+      era: 'short',
+    });
+    wallFormatters.set(zone, f);
+  }
+  const p: Record<string, number> = {};
+  let bc = false;
+  for (const part of f.formatToParts(ms)) {
+    if (part.type === 'era') bc = part.value.startsWith('B');
+    else if (part.type !== 'literal') p[part.type] = Number(part.value);
+  }
+  const year = bc ? 1 - (p['year'] ?? 0) : (p['year'] ?? 0);
+  const d = new Date(0);
+  d.setUTCFullYear(year, (p['month'] ?? 1) - 1, p['day'] ?? 1);
+  d.setUTCHours(p['hour'] ?? 0, p['minute'] ?? 0, p['second'] ?? 0, 0);
+  return d.getTime();
+}
+
+/** The zone's offset from UTC at an instant, in ms (east positive). */
+const offsetAt = (ms: number, zone: string): number => wallClock(ms - (((ms % 1000) + 1000) % 1000), zone) - (ms - (((ms % 1000) + 1000) % 1000));
+
+/** The hour (0–23) of an instant in a zone. */
+export function localHour(at: Date, zone: string): number {
+  return new Date(at.getTime() + offsetAt(at.getTime(), zone)).getUTCHours();
+}
+
+/**
+ * The instant a wall-clock time names in a zone (`wall`: the fields as UTC epoch ms). A time that
+ * happens twice (clocks set back) is its first occurrence; one that never happens (clocks set
+ * forward) is moved forward by the gap — what Temporal calls "compatible".
+ */
+export function instantOfWallTime(wall: number, zone: string): number {
+  const before = offsetAt(wall - 86_400_000, zone);
+  const after = offsetAt(wall + 86_400_000, zone);
+  const valid = [wall - before, wall - after].filter((t, i) => offsetAt(t, zone) === (i === 0 ? before : after));
+  if (valid.length > 0) return Math.min(...valid);
+  return wall - before;
+}

@@ -209,9 +209,11 @@ describe('advisor tools (DESIGN §11)', () => {
       assert.equal(upstream.length, 2);
       assert.deepEqual(offered(p, upstream[0] as RecordedRequest).sort(), [
         'get_journal',
+        'get_journal_report',
         'get_market_status',
         'get_price_history',
         'get_quote',
+        'get_round_trips',
         'list_my_accounts',
         'list_trades',
         'position_size',
@@ -375,7 +377,14 @@ describe('advisor tools (DESIGN §11)', () => {
   test('DESIGN §11, §14: no market-data key → only list_my_accounts and the journal tools are offered', async () => {
     const u = await user('openai', { market: false });
     const { upstream } = await turn('openai', u, [{ chunks: ['Hi'] }]);
-    assert.deepEqual(offered('openai', upstream[0] as RecordedRequest), ['list_my_accounts', 'get_journal', 'list_trades', 'position_size']);
+    assert.deepEqual(offered('openai', upstream[0] as RecordedRequest), [
+      'list_my_accounts',
+      'get_journal',
+      'list_trades',
+      'position_size',
+      'get_round_trips',
+      'get_journal_report',
+    ]);
   });
 
   test('DESIGN §11: a catalogue model with "tools": false is offered no tool (no tools field at all)', async () => {

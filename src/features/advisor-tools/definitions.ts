@@ -51,7 +51,44 @@ const PositionSizeArgs = Type.Object(
     stop: Price('Stop-loss price (below the entry for a long, above for a short)'),
     riskPercent: Type.Number({ exclusiveMinimum: 0, maximum: 100, description: 'Share of the balance to risk, in percent (1 = 1 %)' }),
     balance: Type.Optional(Price('Balance to size against; default the account’s balance from its journal')),
+    symbol: Type.Optional(
+      Type.String({
+        pattern: '^[A-Za-z0-9.:^/-]{1,24}$',
+        description: 'The instrument; a futures root or contract (ES, MESZ5, /NQ) sizes in contracts at its exchange multiplier',
+      }),
+    ),
+    multiplier: Type.Optional(
+      Type.Number({ exclusiveMinimum: 0, description: 'What one unit is worth per point of price (ES 50, an option 100); default from symbol, else 1' }),
+    ),
   },
+  { additionalProperties: false },
+);
+// Plain string enums: Gemini's function declarations take no anyOf/const.
+const TripSide = Type.Unsafe<'long' | 'short'>({ type: 'string', enum: ['long', 'short'], description: 'Only long or only short round trips' });
+const ReportBy = Type.Unsafe<'symbol' | 'tag' | 'side' | 'weekday' | 'hour' | 'holdTime'>({
+  type: 'string',
+  enum: ['symbol', 'tag', 'side', 'weekday', 'hour', 'holdTime'],
+  description: 'Group by symbol, tag, side (long/short), weekday (of the opening), hour (00–23 of the opening) or holdTime',
+});
+const Exclusions = Type.Array(Type.String({ pattern: '^(weekday|tag|symbol|hour|side|holdTime):.{1,40}$' }), {
+  maxItems: 10,
+  description:
+    'What-if: leave out round trips matching any of these, e.g. ["weekday:fri", "tag:revenge", "symbol:TSLA", "hour:15", "side:short", "holdTime:<1m"]',
+});
+const RoundTripsArgs = Type.Object(
+  {
+    account: Type.Optional(Account),
+    from: Day,
+    to: Day,
+    symbol: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9.:^/-]{1,24}$', description: 'Only this symbol' })),
+    tag: Type.Optional(Type.String({ minLength: 1, maxLength: 32, description: 'Only round trips with this tag' })),
+    side: Type.Optional(TripSide),
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, description: 'At most this many, newest close first (default 50)' })),
+  },
+  { additionalProperties: false },
+);
+const ReportArgs = Type.Object(
+  { account: Type.Optional(Account), from: Day, to: Day, by: ReportBy, exclude: Type.Optional(Exclusions) },
   { additionalProperties: false },
 );
 
@@ -59,6 +96,8 @@ export type QuoteInput = Static<typeof QuoteArgs>;
 export type JournalInput = Static<typeof JournalArgs>;
 export type TradesInput = Static<typeof TradesArgs>;
 export type PositionSizeInput = Static<typeof PositionSizeArgs>;
+export type RoundTripsInput = Static<typeof RoundTripsArgs>;
+export type ReportInput = Static<typeof ReportArgs>;
 export type PriceHistoryInput = Static<typeof PriceHistoryArgs>;
 export type SearchInput = Static<typeof SearchArgs>;
 
@@ -71,6 +110,8 @@ export const TOOL_NAMES = [
   'get_journal',
   'list_trades',
   'position_size',
+  'get_round_trips',
+  'get_journal_report',
 ] as const;
 export type ToolName = (typeof TOOL_NAMES)[number];
 
@@ -132,10 +173,28 @@ export const TOOL_DEFINITIONS: Readonly<Record<ToolName, ToolDefinition>> = {
   position_size: {
     name: 'position_size',
     description:
-      'How many shares to buy or sell so that a move from entry to stop loses riskPercent of the balance: shares = floor(balance × riskPercent / 100 / ' +
-      '|entry − stop|), ' +
-      'with the risk amount, the risk per share and the position value. Exact arithmetic; the balance is the account’s (from its journal) unless given.',
+      'How many shares (or contracts) to buy or sell so that a move from entry to stop loses riskPercent of the balance: shares = floor(balance × ' +
+      'riskPercent / 100 / (|entry − stop| × multiplier)), with the risk amount, the risk per share, the multiplier, the position value ' +
+      '(shares × entry × multiplier) and exceedsBalance (true when the position is worth more than the balance: it needs margin or leverage — say so). ' +
+      'Exact arithmetic; the balance is the account’s (from its journal) unless given.',
     parameters: PositionSizeArgs,
+  },
+  get_round_trips: {
+    name: 'get_round_trips',
+    description:
+      "The user's round trips (a symbol's position from flat back to flat) of one account that closed between two trading days, newest first: " +
+      'side, open and close time, hold time, size, entry and exit average, realized and net P&L, fees, initial risk and R multiple (when a stop ' +
+      'was recorded), tags. Exact; amounts in the account’s currency.',
+    parameters: RoundTripsArgs,
+  },
+  get_journal_report: {
+    name: 'get_journal_report',
+    description:
+      "The user's round trips of one account that closed between two trading days, grouped by symbol, tag, side, weekday, hour or hold time: per " +
+      'group and in total net P&L, round trips, wins, losses, win rate, profit factor, expectancy, average and largest win and loss, max drawdown, ' +
+      'average R and R expectancy. With exclude, the what-if: the same figures without those round trips (e.g. "what if I stopped trading ' +
+      'Fridays": exclude ["weekday:fri"]). Use it to answer where the user makes or loses money.',
+    parameters: ReportArgs,
   },
 };
 

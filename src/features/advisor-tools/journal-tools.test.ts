@@ -101,7 +101,14 @@ describe('journal tools (DESIGN §14, §11)', () => {
         { toolCalls: [call('get_journal', { from: '2026-03-01', to: '2026-03-20' })] },
         { chunks: ['Your week: +98'] },
       ]);
-      assert.deepEqual(offered(p, upstream[0] as RecordedRequest).sort(), ['get_journal', 'list_my_accounts', 'list_trades', 'position_size']);
+      assert.deepEqual(offered(p, upstream[0] as RecordedRequest).sort(), [
+        'get_journal',
+        'get_journal_report',
+        'get_round_trips',
+        'list_my_accounts',
+        'list_trades',
+        'position_size',
+      ]);
       assert.match(systemText(p, upstream[0] as RecordedRequest), /never from memory or arithmetic of your own/);
       const r = only(res);
       assert.equal(r['ok'], true, JSON.stringify(r));
@@ -164,12 +171,22 @@ describe('journal tools (DESIGN §14, §11)', () => {
       shares: '19',
       riskAmount: '99.99',
       perShareRisk: '5.25',
+      multiplier: '1',
       positionValue: '3562.5',
       balance: '9999',
+      exceedsBalance: false,
       account: { name: 'Main', id: a, currency: 'USD' },
     });
     // 0.3 − 0.1 is 0.19999999999999998 in binary floating point; exactly, 7 / 0.2 = 35.
-    assert.deepEqual(given, { shares: '35', riskAmount: '7', perShareRisk: '0.2', positionValue: '10.5', balance: '1000' });
+    assert.deepEqual(given, {
+      shares: '35',
+      riskAmount: '7',
+      perShareRisk: '0.2',
+      multiplier: '1',
+      positionValue: '10.5',
+      balance: '1000',
+      exceedsBalance: false,
+    });
   });
 
   test('DESIGN 14: an unknown account → ACCOUNT_NOT_FOUND listing the user’s accounts; an ambiguous name or none of several → ACCOUNT_AMBIGUOUS listing the candidates; the model answers', async () => {

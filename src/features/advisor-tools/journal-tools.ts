@@ -6,9 +6,11 @@ import { isBoundedDay } from '../../http/dates.ts';
 import { AppError } from '../../http/errors.ts';
 import { listAccounts, matchAccounts } from '../accounts/service.ts';
 import type { AccountDto } from '../accounts/schemas.ts';
+import { FUTURES_MULTIPLIERS, futuresRoot } from '../journal/instruments.ts';
 import { exact, positionSize, type Exact } from '../journal/position-size.ts';
+import { listRoundTrips, report } from '../journal/reports.ts';
 import { balance, journal, listTrades } from '../journal/service.ts';
-import type { JournalInput, PositionSizeInput, TradesInput } from './definitions.ts';
+import type { JournalInput, PositionSizeInput, ReportInput, RoundTripsInput, TradesInput } from './definitions.ts';
 
 /** get_journal shows this many of the range's most recent days. */
 const JOURNAL_DAYS = 60;
@@ -116,11 +118,51 @@ export function decimalOf(n: number): Exact {
   return shift >= 0 ? { units: m.units, places: shift } : { units: m.units * 10n ** BigInt(-shift), places: 0 };
 }
 
+/** The multiplier a position is sized at: given, else a future's by its root (ES 50), else 1. */
+function multiplierOf(args: PositionSizeInput): Exact {
+  if (args.multiplier !== undefined) return decimalOf(args.multiplier);
+  const root = args.symbol === undefined ? undefined : futuresRoot(args.symbol);
+  const table = root === undefined ? undefined : FUTURES_MULTIPLIERS[root];
+  return (table === undefined ? undefined : exact(table)) ?? { units: 1n, places: 0 };
+}
+
 export async function positionSizeTool(deps: JournalToolDeps, userId: string, args: PositionSizeInput): Promise<Record<string, unknown>> {
   const account = args.balance === undefined || args.account !== undefined ? await resolveAccount(deps, userId, args.account) : undefined;
   const balanceText = args.balance === undefined ? exact(await balance(deps, account as AccountDto)) : decimalOf(args.balance);
   if (balanceText === undefined) throw new Error('the journal wrote a balance that is not a decimal');
-  const size = positionSize(decimalOf(args.entry), decimalOf(args.stop), decimalOf(args.riskPercent), balanceText);
+  const size = positionSize(decimalOf(args.entry), decimalOf(args.stop), decimalOf(args.riskPercent), balanceText, multiplierOf(args));
   if (size === undefined) throw new ToolRefusal('TOOL_INVALID_ARGUMENTS', '/stop must differ from /entry (no risk per share)');
   return { ...size, ...(account ? { account: accountOf(account) } : {}) };
+}
+
+const DEFAULT_ROUND_TRIPS = 50;
+
+export async function roundTripsTool(deps: JournalToolDeps, userId: string, args: RoundTripsInput): Promise<Record<string, unknown>> {
+  checkDays(args.from, args.to);
+  const account = await resolveAccount(deps, userId, args.account);
+  const page = await asArguments(() =>
+    listRoundTrips(deps, userId, account.id, {
+      from: args.from,
+      to: args.to,
+      symbol: args.symbol,
+      tag: args.tag,
+      side: args.side,
+      limit: args.limit ?? DEFAULT_ROUND_TRIPS,
+    }),
+  );
+  // `roundTrips` is the result's first list: the 16 KB cap shortens it from its end (the oldest).
+  return {
+    account: accountOf(account),
+    // The closing fill's id means nothing to the model.
+    roundTrips: page.items.map((trip) => Object.fromEntries(Object.entries(trip).filter(([k]) => k !== 'id'))),
+    more: page.nextCursor !== null,
+  };
+}
+
+export async function journalReportTool(deps: JournalToolDeps, userId: string, args: ReportInput): Promise<Record<string, unknown>> {
+  checkDays(args.from, args.to);
+  const account = await resolveAccount(deps, userId, args.account);
+  const r = await asArguments(() => report(deps, userId, account.id, { from: args.from, to: args.to, by: args.by, exclude: args.exclude }));
+  // `groups` is the result's first list: the 16 KB cap shortens it first.
+  return { account: accountOf(account), from: r.from, to: r.to, by: r.by, groups: r.groups, totals: r.totals, exclude: r.exclude };
 }

@@ -8,7 +8,7 @@ import { MarketDataError, type MarketReads } from '../../providers/market-data/i
 import { listAccounts, listBrokerages } from '../accounts/service.ts';
 import { markMarketDataKeyRefused, type UsableMarketDataKey } from '../advisor-keys/market-data-service.ts';
 import { capResult } from './cap.ts';
-import { getJournal, listTradesTool, positionSizeTool, ToolRefusal } from './journal-tools.ts';
+import { getJournal, journalReportTool, listTradesTool, positionSizeTool, roundTripsTool, ToolRefusal } from './journal-tools.ts';
 import {
   MARKET_TOOLS,
   TOOL_DEFINITIONS,
@@ -18,6 +18,8 @@ import {
   type PositionSizeInput,
   type PriceHistoryInput,
   type QuoteInput,
+  type ReportInput,
+  type RoundTripsInput,
   type TradesInput,
   type SearchInput,
   type ToolName,
@@ -126,6 +128,10 @@ export class Toolbox {
         return listTradesTool(this.#deps, this.#userId, args as TradesInput);
       case 'position_size':
         return positionSizeTool(this.#deps, this.#userId, args as PositionSizeInput);
+      case 'get_round_trips':
+        return roundTripsTool(this.#deps, this.#userId, args as RoundTripsInput);
+      case 'get_journal_report':
+        return journalReportTool(this.#deps, this.#userId, args as ReportInput);
     }
     const key = this.#marketKey;
     // Offered only with a key (the constructor), so a market tool always has one here.

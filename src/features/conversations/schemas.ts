@@ -238,7 +238,9 @@ const StreamToolCallFrameSchema = named(
     {
       id: Type.String(),
       name: Type.String({
-        description: 'get_quote, get_price_history, get_market_status, search_symbols, list_my_accounts, get_journal, list_trades or position_size',
+        description:
+          'get_quote, get_price_history, get_market_status, search_symbols, list_my_accounts, get_journal, list_trades, position_size, ' +
+          'get_round_trips or get_journal_report',
       }),
       arguments: ToolArguments,
     },

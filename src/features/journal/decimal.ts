@@ -1,9 +1,13 @@
 // Exact decimals as scaled BigInts (DESIGN §14: never a binary float on the way). A value is an
-// integer count of 10^-scale: quantities, prices and fees at 8 places (their input precision), amounts
-// (price × quantity) at 16, so every sum and product is exact; rounding happens once, on the way out.
+// integer count of 10^-scale: quantities, prices, fees and multipliers at 8 places (their input
+// precision), costs (price × quantity) at 16, amounts (price × quantity × multiplier, DESIGN §17) at 24,
+// so every sum and product is exact; rounding happens once, on the way out.
 
 export const UNIT_PLACES = 8;
-export const AMOUNT_PLACES = 16;
+export const COST_PLACES = 16;
+export const AMOUNT_PLACES = 24;
+/** A fee (10^-8) as an amount (10^-24). */
+export const FEE_TO_AMOUNT = 10n ** BigInt(AMOUNT_PLACES - UNIT_PLACES);
 /** Ratios (win rate, profit factor) are written with 4 fractional digits. */
 export const RATIO_PLACES = 4;
 
@@ -62,9 +66,12 @@ export function rounded(value: bigint, from: number, to: number): string {
 /** An amount (16 places) as the service writes money: half to even at 8 places. */
 export const money = (amount: bigint): string => rounded(amount, AMOUNT_PLACES, UNIT_PLACES);
 
+/** n / d in units of 10^-4, half to even (d ≠ 0). */
+export const ratioUnits = (n: bigint, d: bigint): bigint => divHalfEven(n * pow10(RATIO_PLACES), d);
+
 /** n / d as a ratio string (4 places, half to even), or null when there is no denominator. */
 export function ratio(n: bigint, d: bigint): string | null {
-  return d === 0n ? null : formatScaled(divHalfEven(n * pow10(RATIO_PLACES), d), RATIO_PLACES);
+  return d === 0n ? null : formatScaled(ratioUnits(n, d), RATIO_PLACES);
 }
 
 /** n / d as money (n at 16 places, d a plain count or 16-place amount ratio), or null when d is 0. */

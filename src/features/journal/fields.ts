@@ -1,9 +1,10 @@
 // A trade's fields as DESIGN §14 takes them, one check for the create route and the CSV import: a row
 // of a file is refused for exactly what would refuse the same trade sent to POST …/trades.
 import { isBoundedInstant } from '../../http/dates.ts';
-import { calendarDate, zoneAt, type TimezoneChange } from '../accounts/timezones.ts';
+import { calendarDate, localHour, zoneAt, type TimezoneChange } from '../accounts/timezones.ts';
 import { canonicalUnits } from './decimal.ts';
 import type { Side } from './fifo.ts';
+import { defaultAssetClass, defaultMultiplier, isAssetClass, type AssetClass } from './instruments.ts';
 import { MAX_EXTERNAL_ID, MAX_NOTE, MAX_TAG, MAX_TAGS, SYMBOL_PATTERN } from './schemas.ts';
 
 /** How far ahead of the service's clock an execution may be (clock skew between broker and service). */
@@ -22,6 +23,9 @@ export interface RawTrade {
   readonly externalId?: string | undefined;
   readonly note?: string | undefined;
   readonly tags?: readonly string[] | undefined;
+  readonly assetClass?: string | undefined;
+  readonly multiplier?: string | undefined;
+  readonly stopPrice?: string | null | undefined;
 }
 
 /** A trade checked and canonical: what is stored and compared. */
@@ -35,6 +39,9 @@ export interface TradeFields {
   readonly externalId: string | null;
   readonly note: string | null;
   readonly tags: readonly string[];
+  readonly assetClass: AssetClass;
+  readonly multiplier: string;
+  readonly stopPrice: string | null;
 }
 
 export interface FieldProblem {
@@ -42,11 +49,32 @@ export interface FieldProblem {
   readonly message: string;
 }
 
-/** Broker side words (case-insensitive): BOT / SLD are Interactive Brokers', B / S many others'. */
-const SIDES: Readonly<Record<string, Side>> = { buy: 'buy', b: 'buy', bot: 'buy', bought: 'buy', sell: 'sell', s: 'sell', sld: 'sell', sold: 'sell' };
+/**
+ * Broker side words (case-insensitive, spaces folded): BOT / SLD are Interactive Brokers', B / S many
+ * others'; a short sale and its cover are a sell and a buy (FIFO knows a short from the position).
+ */
+const SIDES: Readonly<Record<string, Side>> = {
+  buy: 'buy',
+  b: 'buy',
+  bot: 'buy',
+  bought: 'buy',
+  'buy to cover': 'buy',
+  cover: 'buy',
+  'buy to open': 'buy',
+  'buy to close': 'buy',
+  sell: 'sell',
+  s: 'sell',
+  sld: 'sell',
+  sold: 'sell',
+  'sell short': 'sell',
+  short: 'sell',
+  ss: 'sell',
+  'sell to open': 'sell',
+  'sell to close': 'sell',
+};
 
 export function sideOf(word: string): Side | undefined {
-  return SIDES[word.trim().toLowerCase()];
+  return SIDES[word.trim().toLowerCase().replace(/\s+/g, ' ')];
 }
 
 export function checkTrade(raw: RawTrade, now: Date): TradeFields | FieldProblem {
@@ -71,7 +99,17 @@ export function checkTrade(raw: RawTrade, now: Date): TradeFields | FieldProblem
   if (tags.length > MAX_TAGS || tags.some((t) => t.length < 1 || t.length > MAX_TAG) || new Set(tags).size !== tags.length) {
     return problem('/tags', `at most ${MAX_TAGS} distinct tags of 1 to ${MAX_TAG} characters`);
   }
-  return { symbol: raw.symbol.toUpperCase(), side, quantity, price, fee, executedAt, externalId, note, tags };
+  const assetClass = raw.assetClass === undefined || raw.assetClass === '' ? defaultAssetClass(raw.symbol) : raw.assetClass.trim().toLowerCase();
+  if (!isAssetClass(assetClass)) return problem('/assetClass', 'must be one of stock, future, option, forex, crypto, cfd');
+  const given = raw.multiplier === undefined || raw.multiplier === '' ? undefined : canonicalUnits(raw.multiplier);
+  if (given === '0' || (given === undefined && raw.multiplier !== undefined && raw.multiplier !== ''))
+    return problem('/multiplier', 'must be a decimal > 0 with at most 12 integer and 8 fractional digits');
+  const multiplier = given ?? defaultMultiplier(assetClass, raw.symbol);
+  if (multiplier === undefined)
+    return problem('/multiplier', `no contract multiplier is known for the future ${raw.symbol.slice(0, 24)}: give it (e.g. 50 for ES)`);
+  const stopPrice = raw.stopPrice === undefined || raw.stopPrice === null || raw.stopPrice === '' ? null : canonicalUnits(raw.stopPrice);
+  if (stopPrice === undefined) return problem('/stopPrice', 'must be a decimal ≥ 0 with at most 12 integer and 8 fractional digits');
+  return { symbol: raw.symbol.toUpperCase(), side, quantity, price, fee, executedAt, externalId, note, tags, assetClass, multiplier, stopPrice };
 }
 
 export const isProblem = (v: TradeFields | FieldProblem): v is FieldProblem => 'path' in v;
@@ -81,10 +119,19 @@ export function tradingDayOf(history: readonly TimezoneChange[], fallbackZone: s
   return calendarDate(at, zoneAt(history, at.getTime()) ?? fallbackZone);
 }
 
+/** The hour (0–23) of an instant in the account's zone in force then: the report's `hour` of a round trip. */
+export function hourOf(history: readonly TimezoneChange[], fallbackZone: string, at: Date): number {
+  return localHour(at, zoneAt(history, at.getTime()) ?? fallbackZone);
+}
+
 /** Whether a stored trade is the same fill as `fields` (an externalId sent again): the fill, not its note or tags. */
-export function sameFill(stored: Pick<TradeFields, 'symbol' | 'side' | 'quantity' | 'price' | 'fee'> & { executedAt: Date }, fields: TradeFields): boolean {
+export type FillFields = Pick<TradeFields, 'symbol' | 'side' | 'quantity' | 'price' | 'fee' | 'assetClass' | 'multiplier'> & { executedAt: Date };
+
+export function sameFill(stored: FillFields, fields: TradeFields): boolean {
   return (
     stored.symbol === fields.symbol &&
+    stored.assetClass === fields.assetClass &&
+    stored.multiplier === fields.multiplier &&
     stored.side === fields.side &&
     stored.quantity === fields.quantity &&
     stored.price === fields.price &&

@@ -52,7 +52,7 @@ describe('CSV import and export (DESIGN §14)', () => {
     ].join('\r\n');
     const res = await importCsv(u, a, csv);
     assert.equal(res.statusCode, 200, res.body);
-    assert.deepEqual(res.json(), { imported: 5, duplicates: 0, rejectedCount: 0, rejected: [] });
+    assert.deepEqual(res.json(), { format: 'generic', timezone: null, dryRun: false, imported: 5, duplicates: 0, skipped: 0, rejectedCount: 0, rejected: [] });
     const stored = await trades(u, a);
     assert.deepEqual(
       stored.map((x) => [x.symbol, x.side, x.quantity, x.price, x.fee, x.executedAt, x.tradingDay, x.externalId, x.note]),
@@ -65,7 +65,16 @@ describe('CSV import and export (DESIGN §14)', () => {
       ],
     );
     const again = await importCsv(u, a, csv);
-    assert.deepEqual(again.json(), { imported: 0, duplicates: 5, rejectedCount: 0, rejected: [] });
+    assert.deepEqual(again.json(), {
+      format: 'generic',
+      timezone: null,
+      dryRun: false,
+      imported: 0,
+      duplicates: 5,
+      skipped: 0,
+      rejectedCount: 0,
+      rejected: [],
+    });
     assert.equal((await trades(u, a)).length, 5);
     const j = (await t.call('GET', `/api/accounts/${a}/journal?from=2026-03-18&to=2026-03-19`, { user: u })).json<JournalDto>();
     // AAPL 4 × (190 − 187.5) = 10; MSFT 3 × (401 − 400) = 3; fees 1.5.
@@ -172,7 +181,16 @@ describe('CSV import and export (DESIGN §14)', () => {
     );
     const res = await importCsv(u, a, `symbol,side,quantity,price,fee,executedAt\n${lines.join('\n')}`);
     assert.equal(res.statusCode, 200, res.body.slice(0, 300));
-    assert.deepEqual(res.json(), { imported: 50_000, duplicates: 0, rejectedCount: 0, rejected: [] });
+    assert.deepEqual(res.json(), {
+      format: 'generic',
+      timezone: null,
+      dryRun: false,
+      imported: 50_000,
+      duplicates: 0,
+      skipped: 0,
+      rejectedCount: 0,
+      rejected: [],
+    });
     const n = await sql<{ n: number }>`select count(*)::int as n from trades where account_id = ${a}`.execute(t.deps.db);
     assert.equal(n.rows[0]?.n, 50_000);
   });
@@ -197,17 +215,17 @@ describe('CSV import and export (DESIGN §14)', () => {
     assert.equal(res.statusCode, 200);
     assert.match(String(res.headers['content-type']), /^text\/csv/);
     const lines = res.body.split('\r\n');
-    assert.equal(lines[0], 'symbol,side,quantity,price,fee,executedAt,externalId,note');
+    assert.equal(lines[0], 'symbol,side,quantity,price,fee,executedAt,externalId,note,tags,assetClass,multiplier,stopPrice');
     assert.deepEqual(lines.slice(1, 6), [
-      `AAPL,buy,1.5,10,0,2026-03-18T15:00:00.000Z,e1,"'=HYPERLINK(""http://x"")"`,
-      `AAPL,buy,1.5,10,0,2026-03-18T15:00:00.000Z,e2,'+1`,
-      `AAPL,buy,1.5,10,0,2026-03-18T15:00:00.000Z,e3,'-2 quiet`,
-      `AAPL,buy,1.5,10,0,2026-03-18T15:00:00.000Z,e4,'@SUM(A1)`,
-      `AAPL,buy,1.5,10,0,2026-03-18T15:00:00.000Z,e5,"plain, with ""quotes"""`,
+      `AAPL,buy,1.5,10,0,2026-03-18T15:00:00.000Z,e1,"'=HYPERLINK(""http://x"")",,stock,1,`,
+      `AAPL,buy,1.5,10,0,2026-03-18T15:00:00.000Z,e2,'+1,,stock,1,`,
+      `AAPL,buy,1.5,10,0,2026-03-18T15:00:00.000Z,e3,'-2 quiet,,stock,1,`,
+      `AAPL,buy,1.5,10,0,2026-03-18T15:00:00.000Z,e4,'@SUM(A1),,stock,1,`,
+      `AAPL,buy,1.5,10,0,2026-03-18T15:00:00.000Z,e5,"plain, with ""quotes""",,stock,1,`,
     ]);
     assert.equal(lines[6], '');
     const back = await importCsv(u, a, res.body);
-    assert.deepEqual(back.json(), { imported: 0, duplicates: 5, rejectedCount: 0, rejected: [] });
+    assert.deepEqual(back.json(), { format: 'generic', timezone: null, dryRun: false, imported: 0, duplicates: 5, skipped: 0, rejectedCount: 0, rejected: [] });
   });
 
   test('DESIGN 14: the same CSV imported concurrently → its rows stored once', async () => {

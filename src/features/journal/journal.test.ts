@@ -6,18 +6,31 @@ import { computeJournal, type SymbolFill } from './journal.ts';
 
 let seq = 0;
 /** A fill on `day` (its UTC noon, so the day and the instant agree), in the order written. */
-function fill(symbol: string, side: 'buy' | 'sell', quantity: string, price: string, fee: string, day: string): SymbolFill {
+function fill(
+  symbol: string,
+  side: 'buy' | 'sell',
+  quantity: string,
+  price: string,
+  fee: string,
+  day: string,
+  instrument: { multiplier?: string; stopPrice?: string } = {},
+): SymbolFill {
   const units = (t: string): bigint => parseUnits(t) ?? assert.fail(`bad decimal ${t}`);
   seq++;
   return {
     id: `00000000-0000-7000-8000-${String(seq).padStart(12, '0')}`,
     executedAt: Date.parse(`${day}T12:00:00Z`) + seq,
     tradingDay: day,
+    hour: 12,
     symbol,
     side,
     quantity: units(quantity),
     price: units(price),
     fee: units(fee),
+    multiplier: units(instrument.multiplier ?? '1'),
+    stopPrice: instrument.stopPrice === undefined ? null : units(instrument.stopPrice),
+    assetClass: instrument.multiplier === undefined ? 'stock' : 'future',
+    tags: [],
   };
 }
 
@@ -73,6 +86,8 @@ describe('journal worked examples (DESIGN §14)', () => {
       largestWin: null,
       largestLoss: '-23',
       maxDrawdown: '61',
+      averageR: null,
+      expectancyR: null,
     });
     assert.deepEqual(j.days, [
       { tradingDay: '2026-03-02', realizedPnl: '0', fees: '1', netPnl: '-1', fills: 1, roundTrips: 0, wins: 0, losses: 0 },
@@ -107,6 +122,8 @@ describe('journal worked examples (DESIGN §14)', () => {
       largestWin: '45.5',
       largestLoss: null,
       maxDrawdown: '2',
+      averageR: null,
+      expectancyR: null,
     });
     assert.deepEqual(
       j.days.map((d) => [d.tradingDay, d.realizedPnl, d.fees, d.netPnl, d.roundTrips, d.wins]),
@@ -215,6 +232,8 @@ describe('journal worked examples (DESIGN §14)', () => {
       largestWin: null,
       largestLoss: null,
       maxDrawdown: '0',
+      averageR: null,
+      expectancyR: null,
     });
     assert.deepEqual(empty.days, []);
     assert.equal(empty.balance, '1003');

@@ -2,11 +2,22 @@
 // journal (totals, days, open positions, balance) from the days of a range. The service reads the days
 // from their rollup (trade_days, kept on write); `computeJournal` builds the same from every fill, the
 // path the property test holds the rollups to.
-import { AMOUNT_PLACES, divHalfEven, formatScaled, money, moneyPer, pow10, ratio, scaledFrom, UNIT_PLACES } from './decimal.ts';
+import {
+  AMOUNT_PLACES,
+  divHalfEven,
+  FEE_TO_AMOUNT,
+  formatScaled,
+  money,
+  moneyPer,
+  pow10,
+  ratio,
+  RATIO_PLACES,
+  ratioUnits,
+  scaledFrom,
+  UNIT_PLACES,
+} from './decimal.ts';
 import { applyFill, compareFills, emptyBook, type Book, type Fill, type FillOutcome } from './fifo.ts';
 import type { JournalDto } from './schemas.ts';
-
-const FEE_TO_AMOUNT = pow10(AMOUNT_PLACES - UNIT_PLACES);
 
 /** One trading day's figures: amounts in units of 10^-16, fees of 10^-8. */
 export interface DayFigures {
@@ -70,15 +81,29 @@ export interface JournalInput {
   readonly allTimeNet: bigint;
   /** Positions open after the last fill on or before `to`. */
   readonly positions: readonly PositionFigures[];
+  /** The planned-risk figures of the round trips that closed in the range. */
+  readonly risk: RiskFigures;
 }
 
-/** The journal response from a range's days, its open positions and the all-time net P&L. */
-export function journalOf(input: JournalInput): JournalDto {
+export type JournalTotals = JournalDto['totals'];
+
+/** Summed figures of the trips with a planned risk (DESIGN §17): their rMultiples (4 places), net P&L and risk (10^-24). */
+export interface RiskFigures {
+  rSum: bigint;
+  rCount: number;
+  riskNet: bigint;
+  riskSum: bigint;
+}
+
+export const noRisk = (): RiskFigures => ({ rSum: 0n, rCount: 0, riskNet: 0n, riskSum: 0n });
+
+/** §14's totals over days (oldest first), with §17's averageR (mean rMultiple) and expectancyR (net over risk). */
+export function totalsOf(days: readonly DayFigures[], risk: RiskFigures): JournalTotals {
   const sum = emptyDay('');
   let cumulative = 0n;
   let peak = 0n;
   let drawdown = 0n;
-  for (const d of input.days) {
+  for (const d of days) {
     sum.realized += d.realized;
     sum.fees += d.fees;
     sum.fills += d.fills;
@@ -96,36 +121,45 @@ export function journalOf(input: JournalInput): JournalDto {
   }
   const decided = BigInt(sum.wins + sum.losses);
   return {
+    realizedPnl: money(sum.realized),
+    fees: formatScaled(sum.fees, UNIT_PLACES),
+    netPnl: money(netOf(sum)),
+    roundTrips: sum.roundTrips,
+    wins: sum.wins,
+    losses: sum.losses,
+    winRate: ratio(BigInt(sum.wins), decided),
+    profitFactor: ratio(sum.grossWin, -sum.grossLoss),
+    expectancy: moneyPer(sum.grossWin + sum.grossLoss, BigInt(sum.roundTrips)),
+    averageWin: moneyPer(sum.grossWin, BigInt(sum.wins)),
+    averageLoss: moneyPer(sum.grossLoss, BigInt(sum.losses)),
+    largestWin: sum.largestWin === null ? null : money(sum.largestWin),
+    largestLoss: sum.largestLoss === null ? null : money(sum.largestLoss),
+    maxDrawdown: money(drawdown),
+    averageR: risk.rCount === 0 ? null : ratio(risk.rSum, BigInt(risk.rCount) * pow10(RATIO_PLACES)),
+    expectancyR: ratio(risk.riskNet, risk.riskSum),
+  };
+}
+
+export const dayDto = (d: DayFigures): JournalDto['days'][number] => ({
+  tradingDay: d.tradingDay,
+  realizedPnl: money(d.realized),
+  fees: formatScaled(d.fees, UNIT_PLACES),
+  netPnl: money(netOf(d)),
+  fills: d.fills,
+  roundTrips: d.roundTrips,
+  wins: d.wins,
+  losses: d.losses,
+});
+
+/** The journal response from a range's days, its open positions and the all-time net P&L. */
+export function journalOf(input: JournalInput): JournalDto {
+  return {
     accountId: input.accountId,
     currency: input.currency,
     from: input.from,
     to: input.to,
-    totals: {
-      realizedPnl: money(sum.realized),
-      fees: formatScaled(sum.fees, UNIT_PLACES),
-      netPnl: money(netOf(sum)),
-      roundTrips: sum.roundTrips,
-      wins: sum.wins,
-      losses: sum.losses,
-      winRate: ratio(BigInt(sum.wins), decided),
-      profitFactor: ratio(sum.grossWin, -sum.grossLoss),
-      expectancy: moneyPer(sum.grossWin + sum.grossLoss, BigInt(sum.roundTrips)),
-      averageWin: moneyPer(sum.grossWin, BigInt(sum.wins)),
-      averageLoss: moneyPer(sum.grossLoss, BigInt(sum.losses)),
-      largestWin: sum.largestWin === null ? null : money(sum.largestWin),
-      largestLoss: sum.largestLoss === null ? null : money(sum.largestLoss),
-      maxDrawdown: money(drawdown),
-    },
-    days: input.days.map((d) => ({
-      tradingDay: d.tradingDay,
-      realizedPnl: money(d.realized),
-      fees: formatScaled(d.fees, UNIT_PLACES),
-      netPnl: money(netOf(d)),
-      fills: d.fills,
-      roundTrips: d.roundTrips,
-      wins: d.wins,
-      losses: d.losses,
-    })),
+    totals: totalsOf(input.days, input.risk),
+    days: input.days.map(dayDto),
     openPositions: [...input.positions]
       .filter((p) => p.quantity !== 0n)
       .sort((a, b) => (a.symbol < b.symbol ? -1 : a.symbol > b.symbol ? 1 : 0))
@@ -151,7 +185,7 @@ export interface SymbolFill extends Fill {
  * The journal computed from every fill of the account (any order): FIFO replay per symbol, days from
  * the outcomes, positions after the last fill whose trading day is on or before `to`.
  */
-export function computeJournal(fills: readonly SymbolFill[], account: Omit<JournalInput, 'days' | 'allTimeNet' | 'positions'>): JournalDto {
+export function computeJournal(fills: readonly SymbolFill[], account: Omit<JournalInput, 'days' | 'allTimeNet' | 'positions' | 'risk'>): JournalDto {
   const ordered = [...fills].sort(compareFills);
   let cutoff = -1;
   ordered.forEach((f, i) => {
@@ -161,10 +195,19 @@ export function computeJournal(fills: readonly SymbolFill[], account: Omit<Journ
   const days = new Map<string, DayFigures>();
   let allTimeNet = 0n;
   let positions: PositionFigures[] = [];
+  const risk = noRisk();
   ordered.forEach((f, i) => {
     let book = books.get(f.symbol);
     if (!book) books.set(f.symbol, (book = emptyBook()));
     const outcome = applyFill(book, f);
+    const trip = outcome.trip;
+    if (trip !== null && trip.initialRisk !== null && trip.tradingDay >= account.from && trip.tradingDay <= account.to) {
+      const net = trip.realized - trip.fees * FEE_TO_AMOUNT;
+      risk.rSum += ratioUnits(net, trip.initialRisk);
+      risk.rCount++;
+      risk.riskNet += net;
+      risk.riskSum += trip.initialRisk;
+    }
     allTimeNet += outcome.realized - f.fee * FEE_TO_AMOUNT;
     let day = days.get(f.tradingDay);
     if (!day) days.set(f.tradingDay, (day = emptyDay(f.tradingDay)));
@@ -174,13 +217,13 @@ export function computeJournal(fills: readonly SymbolFill[], account: Omit<Journ
   const inRange = [...days.values()]
     .filter((d) => d.tradingDay >= account.from && d.tradingDay <= account.to)
     .sort((a, b) => (a.tradingDay < b.tradingDay ? -1 : 1));
-  return journalOf({ ...account, days: inRange, allTimeNet, positions });
+  return journalOf({ ...account, days: inRange, allTimeNet, positions, risk });
 }
 
 function positionsOf(books: ReadonlyMap<string, Book>): PositionFigures[] {
   const out: PositionFigures[] = [];
   for (const [symbol, b] of books) {
-    if (b.sign !== 0 && b.openedAt !== null) out.push({ symbol, quantity: b.sign < 0 ? -b.quantity : b.quantity, cost: b.cost, openedAt: b.openedAt });
+    if (b.sign !== 0 && b.trip !== null) out.push({ symbol, quantity: b.sign < 0 ? -b.quantity : b.quantity, cost: b.cost, openedAt: b.trip.openedAt });
   }
   return out;
 }

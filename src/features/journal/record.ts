@@ -1,19 +1,29 @@
 // What a write to an account's trades keeps up to date, in the write's own transaction (the account
 // row locked, so writes to one account apply one after another): each fill's FIFO outcome, each
-// symbol's book, each touched day's figures. A fill that lands after its symbol's last one continues
-// from the stored book; one that lands earlier, or a delete, replays that symbol from its first fill
-// and rewrites the outcomes that changed. Other symbols are untouched: FIFO is per symbol.
+// symbol's book, each touched day's figures and the round trips closed. A fill that lands after its
+// symbol's last one continues from the stored book; one that lands earlier, a delete or a change of a
+// fill's tags replays that symbol from its first fill, rewrites the outcomes that changed and writes
+// its round trips anew. Other symbols are untouched: FIFO is per symbol.
 import type { Trx } from '../../db/types.ts';
-import { AMOUNT_PLACES, formatScaled, parseUnits, scaledFrom, UNIT_PLACES } from './decimal.ts';
-import { applyFill, compareFills, emptyBook, loadBook, storeBook, type Book, type Fill, type FillOutcome, type StoredBook } from './fifo.ts';
+import type { TimezoneChange } from '../accounts/timezones.ts';
+import { AMOUNT_PLACES, COST_PLACES, formatScaled, parseUnits, scaledFrom, UNIT_PLACES } from './decimal.ts';
+import { applyFill, BOOK_VERSION, compareFills, emptyBook, loadBook, storeBook, type Book, type Fill, type FillOutcome, type StoredBook } from './fifo.ts';
+import { hourOf } from './fields.ts';
 import * as repo from './repo.ts';
+import { tripRow } from './round-trips.ts';
 
 export type NewTrade = repo.TradeInsert;
 
-/** What was removed: enough to find its symbol and its day. */
+/** A symbol to replay (a fill of it removed or re-tagged), and the day that fill is on (null: none, a book rebuilt). */
 export interface RemovedTrade {
   readonly symbol: string;
-  readonly tradingDay: string;
+  readonly tradingDay: string | null;
+}
+
+/** The account's zones: a fill's hour is read in the zone in force at its instant (DESIGN §9). */
+export interface AccountZones {
+  readonly timezones: readonly TimezoneChange[];
+  readonly fallback: string;
 }
 
 function units(text: string): bigint {
@@ -22,24 +32,34 @@ function units(text: string): bigint {
   return v;
 }
 
-const fillOfNew = (t: NewTrade): Fill => ({
+const fillOfNew = (t: NewTrade, zones: AccountZones): Fill => ({
   id: t.id,
   executedAt: t.executedAt.getTime(),
   tradingDay: t.tradingDay,
+  hour: hourOf(zones.timezones, zones.fallback, t.executedAt),
   side: t.side,
   quantity: units(t.quantity),
   price: units(t.price),
   fee: units(t.fee),
+  multiplier: units(t.multiplier),
+  stopPrice: t.stopPrice === null ? null : units(t.stopPrice),
+  assetClass: t.assetClass,
+  tags: t.tags,
 });
 
-const fillOfRow = (r: repo.TradeRow): Fill => ({
+const fillOfRow = (r: repo.TradeRow, zones: AccountZones): Fill => ({
   id: r.id,
   executedAt: r.executed_at.getTime(),
   tradingDay: r.trading_day,
+  hour: hourOf(zones.timezones, zones.fallback, r.executed_at),
   side: r.side,
   quantity: scaledFrom(r.quantity, UNIT_PLACES),
   price: scaledFrom(r.price, UNIT_PLACES),
   fee: scaledFrom(r.fee, UNIT_PLACES),
+  multiplier: scaledFrom(r.multiplier, UNIT_PLACES),
+  stopPrice: r.stop_price === null ? null : scaledFrom(r.stop_price, UNIT_PLACES),
+  assetClass: r.asset_class,
+  tags: r.tags,
 });
 
 export function outcomeColumns(o: FillOutcome): repo.OutcomeColumns {
@@ -47,7 +67,7 @@ export function outcomeColumns(o: FillOutcome): repo.OutcomeColumns {
     realized_pnl: formatScaled(o.realized, AMOUNT_PLACES),
     trip_net: o.tripNet === null ? null : formatScaled(o.tripNet, AMOUNT_PLACES),
     position_quantity: formatScaled(o.positionQuantity, UNIT_PLACES),
-    position_cost: formatScaled(o.positionCost, AMOUNT_PLACES),
+    position_cost: formatScaled(o.positionCost, COST_PLACES),
     position_opened_at: o.positionOpenedAt === null ? null : new Date(o.positionOpenedAt),
   };
 }
@@ -57,46 +77,69 @@ function sameOutcome(row: repo.TradeRow, o: FillOutcome): boolean {
     scaledFrom(row.realized_pnl, AMOUNT_PLACES) === o.realized &&
     (row.trip_net === null ? o.tripNet === null : o.tripNet !== null && scaledFrom(row.trip_net, AMOUNT_PLACES) === o.tripNet) &&
     scaledFrom(row.position_quantity, UNIT_PLACES) === o.positionQuantity &&
-    scaledFrom(row.position_cost, AMOUNT_PLACES) === o.positionCost &&
+    scaledFrom(row.position_cost, COST_PLACES) === o.positionCost &&
     (row.position_opened_at?.getTime() ?? null) === o.positionOpenedAt
   );
 }
 
-const after = (book: StoredBook | undefined, first: Fill): boolean =>
-  book === undefined || book.lastExecutedAt === null || book.lastId === null || compareFills(first, { executedAt: book.lastExecutedAt, id: book.lastId }) > 0;
+/** Whether `first` continues the stored book (a book of an older version is replayed instead). */
+const continues = (stored: { book: StoredBook; version: number } | undefined, first: Fill): boolean => {
+  if (stored === undefined) return true;
+  const { book, version } = stored;
+  if (version !== BOOK_VERSION) return false;
+  return book.lastExecutedAt === null || book.lastId === null || compareFills(first, { executedAt: book.lastExecutedAt, id: book.lastId }) > 0;
+};
 
 /**
- * Stores `added` and brings outcomes, books and days up to date with them and with `removed` (already
- * deleted in `trx`). Runs inside the transaction that locked the account.
+ * Stores `added` and brings outcomes, books, days and round trips up to date with them and with
+ * `replayed` (fills already deleted or re-tagged in `trx`). Runs inside the transaction that locked the
+ * account.
  */
-export async function recordTrades(trx: Trx, accountId: string, added: readonly NewTrade[], removed: readonly RemovedTrade[]): Promise<void> {
+export async function recordTrades(
+  trx: Trx,
+  accountId: string,
+  zones: AccountZones,
+  added: readonly NewTrade[],
+  replayed: readonly RemovedTrade[],
+): Promise<void> {
   const bySymbol = new Map<string, NewTrade[]>();
   for (const t of added) {
     const list = bySymbol.get(t.symbol);
     if (list) list.push(t);
     else bySymbol.set(t.symbol, [t]);
   }
-  for (const r of removed) if (!bySymbol.has(r.symbol)) bySymbol.set(r.symbol, []);
+  for (const r of replayed) if (!bySymbol.has(r.symbol)) bySymbol.set(r.symbol, []);
   const stored = await repo.books(trx, accountId, [...bySymbol.keys()]);
-  const days = new Set<string>([...added, ...removed].map((t) => t.tradingDay));
+  const days = new Set<string>([...added, ...replayed].flatMap((t) => (t.tradingDay === null ? [] : [t.tradingDay])));
   const inserts: (NewTrade & repo.OutcomeColumns)[] = [];
   const updates: (repo.OutcomeColumns & { id: string })[] = [];
+  const trips: repo.RoundTripRow[] = [];
+  const rewritten: string[] = [];
   const saved: { symbol: string; book: StoredBook }[] = [];
   const emptied: string[] = [];
   for (const [symbol, trades] of bySymbol) {
-    const fresh = trades.map((t) => ({ trade: t, fill: fillOfNew(t) })).sort((a, b) => compareFills(a.fill, b.fill));
+    const fresh = trades.map((t) => ({ trade: t, fill: fillOfNew(t, zones) })).sort((a, b) => compareFills(a.fill, b.fill));
     const storedBook = stored.get(symbol);
     const first = fresh[0];
     let book: Book;
-    if (removed.every((r) => r.symbol !== symbol) && first !== undefined && after(storedBook, first.fill)) {
-      book = storedBook === undefined ? emptyBook() : loadBook(storedBook);
-      for (const { trade, fill } of fresh) inserts.push({ ...trade, ...outcomeColumns(applyFill(book, fill)) });
+    const keep = (outcome: FillOutcome): void => {
+      if (outcome.trip !== null) trips.push(tripRow(symbol, outcome.trip));
+    };
+    if (replayed.every((r) => r.symbol !== symbol) && first !== undefined && continues(storedBook, first.fill)) {
+      book = storedBook === undefined ? emptyBook() : loadBook(storedBook.book);
+      for (const { trade, fill } of fresh) {
+        const outcome = applyFill(book, fill);
+        keep(outcome);
+        inserts.push({ ...trade, ...outcomeColumns(outcome) });
+      }
     } else {
       book = emptyBook();
-      const existing = (await repo.symbolFills(trx, accountId, symbol)).map((row) => ({ row, fill: fillOfRow(row) }));
+      rewritten.push(symbol);
+      const existing = (await repo.symbolFills(trx, accountId, symbol)).map((row) => ({ row, fill: fillOfRow(row, zones) }));
       const merged: { fill: Fill; row?: repo.TradeRow; trade?: NewTrade }[] = [...existing, ...fresh].sort((a, b) => compareFills(a.fill, b.fill));
       for (const entry of merged) {
         const outcome = applyFill(book, entry.fill);
+        keep(outcome);
         if (entry.trade !== undefined) inserts.push({ ...entry.trade, ...outcomeColumns(outcome) });
         else if (entry.row !== undefined && !sameOutcome(entry.row, outcome)) {
           updates.push({ id: entry.row.id, ...outcomeColumns(outcome) });
@@ -109,6 +152,8 @@ export async function recordTrades(trx: Trx, accountId: string, added: readonly 
   }
   await repo.insertTrades(trx, accountId, inserts);
   await repo.updateOutcomes(trx, updates);
-  await repo.saveBooks(trx, accountId, saved, emptied);
+  await repo.deleteRoundTrips(trx, accountId, rewritten);
+  await repo.insertRoundTrips(trx, accountId, trips);
+  await repo.saveBooks(trx, accountId, saved, emptied, BOOK_VERSION);
   await repo.recomputeDays(trx, accountId, [...days]);
 }

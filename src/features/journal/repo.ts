@@ -7,7 +7,8 @@ export type TradeRow = Omit<Selectable<TradesTable>, 'trading_day' | 'tags'> & {
 /** The columns of a trade an API object shows (the outcome columns are the journal's own). */
 const TRADE_COLUMNS = sql`id, account_id, symbol, side, quantity::text as quantity, price::text as price, fee::text as fee, executed_at,
   trading_day::text as trading_day, external_id, import_key, note, tags, created_at, realized_pnl::text as realized_pnl,
-  trip_net::text as trip_net, position_quantity::text as position_quantity, position_cost::text as position_cost, position_opened_at`;
+  trip_net::text as trip_net, position_quantity::text as position_quantity, position_cost::text as position_cost, position_opened_at,
+  asset_class, multiplier::text as multiplier, stop_price::text as stop_price`;
 
 /** Rows per insert or update statement (PostgreSQL takes at most 65,535 parameters in one). */
 const BATCH = 1000;
@@ -49,6 +50,9 @@ export interface TradeInsert {
   readonly note: string | null;
   readonly tags: readonly string[];
   readonly createdAt: Date;
+  readonly assetClass: string;
+  readonly multiplier: string;
+  readonly stopPrice: string | null;
 }
 
 export interface OutcomeColumns {
@@ -84,6 +88,9 @@ export async function insertTrades(trx: Trx, accountId: string, rows: readonly (
           position_quantity: r.position_quantity,
           position_cost: r.position_cost,
           position_opened_at: r.position_opened_at,
+          asset_class: r.assetClass,
+          multiplier: r.multiplier,
+          stop_price: r.stopPrice,
         })),
       )
       .execute();
@@ -111,7 +118,7 @@ export async function deleteTrade(trx: Trx, accountId: string, id: string): Prom
 }
 
 export async function updateNoteAndTags(
-  db: Db,
+  db: Db | Trx,
   accountId: string,
   id: string,
   patch: { note?: string | null; tags?: readonly string[] },
@@ -134,10 +141,10 @@ export async function symbolFills(trx: Trx, accountId: string, symbol: string): 
   return rows;
 }
 
-export async function books(trx: Trx, accountId: string, symbols: readonly string[]): Promise<Map<string, StoredBook>> {
-  const { rows } = await sql<{ symbol: string; book: StoredBook }>`select symbol, book from trade_books
+export async function books(trx: Trx, accountId: string, symbols: readonly string[]): Promise<Map<string, { book: StoredBook; version: number }>> {
+  const { rows } = await sql<{ symbol: string; book: StoredBook; version: number }>`select symbol, book, version from trade_books
     where account_id = ${accountId} and symbol in ${listParam(symbols)}`.execute(trx);
-  return new Map(rows.map((r) => [r.symbol, r.book]));
+  return new Map(rows.map((r) => [r.symbol, { book: r.book, version: r.version }]));
 }
 
 export async function saveBooks(
@@ -145,12 +152,13 @@ export async function saveBooks(
   accountId: string,
   saved: readonly { symbol: string; book: StoredBook }[],
   emptied: readonly string[],
+  version: number,
 ): Promise<void> {
   for (const part of chunks(saved)) {
     await trx
       .insertInto('trade_books')
-      .values(part.map((b) => ({ account_id: accountId, symbol: b.symbol, book: sql`${JSON.stringify(b.book)}::jsonb` })))
-      .onConflict((oc) => oc.columns(['account_id', 'symbol']).doUpdateSet({ book: sql`excluded.book` }))
+      .values(part.map((b) => ({ account_id: accountId, symbol: b.symbol, book: sql`${JSON.stringify(b.book)}::jsonb`, version })))
+      .onConflict((oc) => oc.columns(['account_id', 'symbol']).doUpdateSet({ book: sql`excluded.book`, version: sql`excluded.version` }))
       .execute();
   }
   if (emptied.length > 0) await sql`delete from trade_books where account_id = ${accountId} and symbol in ${listParam(emptied)}`.execute(trx);
@@ -194,10 +202,22 @@ export async function listTrades(db: Db, accountId: string, q: TradePageQuery): 
   return rows;
 }
 
-/** The account's trades oldest first, a page at a time after (executedAt, id). */
-export async function tradesAfter(db: Db, accountId: string, after: { executedAt: Date; id: string } | undefined, limit: number): Promise<TradeRow[]> {
-  const { rows } = await sql<TradeRow>`select ${TRADE_COLUMNS} from trades where account_id = ${accountId}
-    ${after === undefined ? sql`` : sql`and (executed_at, id) > (${after.executedAt}::timestamptz, ${after.id}::uuid)`}
+/** The account's trades oldest first (within the export's filters), a page at a time after (executedAt, id). */
+export async function tradesAfter(
+  db: Db,
+  accountId: string,
+  after: { executedAt: Date; id: string } | undefined,
+  limit: number,
+  filter: { from?: string | undefined; to?: string | undefined; symbol?: string | undefined } = {},
+): Promise<TradeRow[]> {
+  const where = [
+    sql`account_id = ${accountId}`,
+    ...(filter.from !== undefined ? [sql`trading_day >= ${filter.from}::date`] : []),
+    ...(filter.to !== undefined ? [sql`trading_day <= ${filter.to}::date`] : []),
+    ...(filter.symbol !== undefined ? [sql`symbol = ${filter.symbol}`] : []),
+    ...(after !== undefined ? [sql`(executed_at, id) > (${after.executedAt}::timestamptz, ${after.id}::uuid)`] : []),
+  ];
+  const { rows } = await sql<TradeRow>`select ${TRADE_COLUMNS} from trades where ${sql.join(where, sql` and `)}
     order by executed_at, id limit ${limit}`.execute(db);
   return rows;
 }
@@ -244,5 +264,175 @@ export async function positionsAt(db: Db, accountId: string, to: string): Promis
       order by t.executed_at desc, t.id desc limit 1
     ) p
     where b.account_id = ${accountId} and p.position_quantity <> 0`.execute(db);
+  return rows;
+}
+
+/** A closed round trip as stored (DESIGN §17; journal/round-trips.ts writes and reads it). */
+export interface RoundTripRow {
+  readonly id: string;
+  readonly symbol: string;
+  readonly side: 'long' | 'short';
+  readonly asset_class: string;
+  readonly multiplier: string;
+  readonly opened_at: Date;
+  readonly closed_at: Date;
+  readonly opening_day: string;
+  readonly trading_day: string;
+  readonly open_hour: number;
+  readonly hold_seconds: string;
+  readonly max_quantity: string;
+  readonly entry_average: string;
+  readonly exit_average: string;
+  readonly realized_pnl: string;
+  readonly fees: string;
+  readonly net_pnl: string;
+  readonly initial_risk: string | null;
+  readonly r_multiple: string | null;
+  readonly fills: number;
+  readonly tags: string[];
+}
+
+const ROUND_TRIP_COLUMNS = sql`id, symbol, side, asset_class, multiplier::text as multiplier, opened_at, closed_at, opening_day::text as opening_day,
+  trading_day::text as trading_day, open_hour, hold_seconds::text as hold_seconds, max_quantity::text as max_quantity,
+  entry_average::text as entry_average, exit_average::text as exit_average, realized_pnl::text as realized_pnl, fees::text as fees,
+  net_pnl::text as net_pnl, initial_risk::text as initial_risk, r_multiple::text as r_multiple, fills, tags`;
+
+export async function insertRoundTrips(trx: Trx, accountId: string, rows: readonly RoundTripRow[]): Promise<void> {
+  for (const part of chunks(rows)) {
+    await trx
+      .insertInto('trade_round_trips')
+      .values(part.map((r) => ({ ...r, account_id: accountId, tags: sql`${JSON.stringify(r.tags)}::jsonb` })))
+      .execute();
+  }
+}
+
+/** A replayed symbol's round trips are written anew. */
+export async function deleteRoundTrips(trx: Trx, accountId: string, symbols: readonly string[]): Promise<void> {
+  if (symbols.length === 0) return;
+  await sql`delete from trade_round_trips where account_id = ${accountId} and symbol in ${listParam(symbols)}`.execute(trx);
+}
+
+/** The report's groupings and the what-if exclusions, as SQL over one round trip `rt` (DESIGN §17). */
+export type TripDimension = 'symbol' | 'tag' | 'side' | 'weekday' | 'hour' | 'holdTime';
+
+const HOLD_BUCKET = sql`case when rt.hold_seconds < 60 then '<1m' when rt.hold_seconds < 300 then '1m-5m'
+  when rt.hold_seconds < 1800 then '5m-30m' when rt.hold_seconds < 7200 then '30m-2h' when rt.hold_seconds < 86400 then '2h-1d'
+  when rt.hold_seconds < 604800 then '1d-1w' else '>=1w' end`;
+
+function dimension(by: TripDimension) {
+  switch (by) {
+    case 'symbol':
+      return sql`rt.symbol`;
+    case 'tag':
+      return sql`tg.tag`;
+    case 'side':
+      return sql`rt.side`;
+    case 'weekday':
+      return sql`to_char(rt.opening_day, 'dy')`;
+    case 'hour':
+      return sql`lpad(rt.open_hour::text, 2, '0')`;
+    case 'holdTime':
+      return HOLD_BUCKET;
+  }
+}
+
+export interface TripExclusion {
+  readonly by: TripDimension;
+  readonly value: string;
+}
+
+function excluded(e: TripExclusion) {
+  if (e.by === 'tag') return sql`rt.tags @> ${JSON.stringify([e.value])}::jsonb`;
+  return sql`${dimension(e.by)} = ${e.value}`;
+}
+
+export interface TripFilter {
+  readonly from: string | undefined;
+  readonly to: string | undefined;
+  readonly symbol?: string | undefined;
+  readonly tag?: string | undefined;
+  readonly side?: 'long' | 'short' | undefined;
+  readonly exclude?: readonly TripExclusion[] | undefined;
+}
+
+function tripWhere(accountId: string, f: TripFilter) {
+  const exclusions = f.exclude ?? [];
+  return [
+    sql`rt.account_id = ${accountId}`,
+    ...(f.from !== undefined ? [sql`rt.trading_day >= ${f.from}::date`] : []),
+    ...(f.to !== undefined ? [sql`rt.trading_day <= ${f.to}::date`] : []),
+    ...(f.symbol !== undefined ? [sql`rt.symbol = ${f.symbol}`] : []),
+    ...(f.tag !== undefined ? [sql`rt.tags @> ${JSON.stringify([f.tag])}::jsonb`] : []),
+    ...(f.side !== undefined ? [sql`rt.side = ${f.side}`] : []),
+    ...(exclusions.length > 0 ? [sql`not (${sql.join(exclusions.map(excluded), sql` or `)})`] : []),
+  ];
+}
+
+/** A page of round trips, newest close first; keyset on (closedAt, id). */
+export async function listRoundTrips(
+  db: Db,
+  accountId: string,
+  f: TripFilter & { before: { closedAt: Date; id: string } | undefined; limit: number },
+): Promise<RoundTripRow[]> {
+  const where = [
+    ...tripWhere(accountId, f),
+    ...(f.before !== undefined ? [sql`(rt.closed_at, rt.id) < (${f.before.closedAt}::timestamptz, ${f.before.id}::uuid)`] : []),
+  ];
+  const { rows } = await sql<RoundTripRow>`select ${ROUND_TRIP_COLUMNS} from trade_round_trips rt where ${sql.join(where, sql` and `)}
+    order by rt.closed_at desc, rt.id desc limit ${f.limit}`.execute(db);
+  return rows;
+}
+
+/** One group's round trips that closed on one trading day, summed (the report and the what-if fold these). */
+export interface TripSumRow {
+  readonly key: string | null;
+  readonly trading_day: string;
+  readonly trips: number;
+  readonly fills: number;
+  readonly realized: string;
+  readonly fees: string;
+  readonly wins: number;
+  readonly losses: number;
+  readonly gross_win: string;
+  readonly gross_loss: string;
+  readonly largest_win: string | null;
+  readonly largest_loss: string | null;
+  readonly r_sum: string;
+  readonly r_count: number;
+  readonly risk_net: string;
+  readonly risk_sum: string;
+}
+
+/** The round trips of a range summed by group (or by nothing) and closing day, oldest day first. */
+export async function tripSums(db: Db, accountId: string, f: TripFilter, by: TripDimension | null): Promise<TripSumRow[]> {
+  const key = by === null ? sql`null::text` : dimension(by);
+  const tags = by === 'tag' ? sql`left join lateral jsonb_array_elements_text(rt.tags) as tg(tag) on true` : sql``;
+  const { rows } = await sql<TripSumRow>`select ${key} as key, rt.trading_day::text as trading_day, count(*)::int as trips,
+      sum(rt.fills)::int as fills, sum(rt.realized_pnl)::text as realized, sum(rt.fees)::text as fees,
+      (count(*) filter (where rt.net_pnl > 0))::int as wins, (count(*) filter (where rt.net_pnl < 0))::int as losses,
+      coalesce(sum(rt.net_pnl) filter (where rt.net_pnl > 0), 0)::text as gross_win,
+      coalesce(sum(rt.net_pnl) filter (where rt.net_pnl < 0), 0)::text as gross_loss,
+      (max(rt.net_pnl) filter (where rt.net_pnl > 0))::text as largest_win, (min(rt.net_pnl) filter (where rt.net_pnl < 0))::text as largest_loss,
+      coalesce(sum(rt.r_multiple), 0)::text as r_sum, count(rt.r_multiple)::int as r_count,
+      coalesce(sum(rt.net_pnl) filter (where rt.initial_risk is not null), 0)::text as risk_net, coalesce(sum(rt.initial_risk), 0)::text as risk_sum
+    from trade_round_trips rt ${tags}
+    where ${sql.join(tripWhere(accountId, f), sql` and `)}
+    group by 1, 2 order by 1, 2`.execute(db);
+  return rows;
+}
+
+/** How many trades an account holds (what deleting it takes with it). */
+export async function countTrades(db: Db, accountId: string): Promise<number> {
+  const { rows } = await sql<{ n: number }>`select count(*)::int as n from trades where account_id = ${accountId}`.execute(db);
+  return rows[0]?.n ?? 0;
+}
+
+/** Stored trades without an externalId at these (symbol, instant) pairs: what an import matches rows without one against. */
+export async function tradesAt(trx: Trx, accountId: string, at: readonly { symbol: string; executedAt: Date }[]): Promise<TradeRow[]> {
+  if (at.length === 0) return [];
+  const pairs = JSON.stringify(at.map((a) => ({ s: a.symbol, t: a.executedAt.toISOString() })));
+  const { rows } = await sql<TradeRow>`select ${TRADE_COLUMNS} from trades
+    where account_id = ${accountId} and external_id is null
+      and (symbol, executed_at) in (select x.s, x.t from jsonb_to_recordset(${pairs}::jsonb) as x(s text, t timestamptz))`.execute(trx);
   return rows;
 }

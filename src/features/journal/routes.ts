@@ -1,13 +1,32 @@
-import { isUtf8 } from 'node:buffer';
 import type { Readable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import type { Deps } from '../../deps.ts';
-import { AppError } from '../../http/errors.ts';
 import { IdParams, NoContent, responses } from '../../http/schemas.ts';
 import { MAX_CSV_BYTES } from './csv.ts';
-import { CreateTradeBody, CsvBody, ImportReport, Journal, JournalQuery, Trade, TradeListQuery, TradePage, TradeParams, UpdateTradeBody } from './schemas.ts';
+import { decodeTradeFile, IMPORT_FORMATS } from './brokers/index.ts';
+import { countTrades, listRoundTrips, report } from './reports.ts';
+import {
+  CreateTradeBody,
+  CsvBody,
+  ExportQuery,
+  ImportFormats,
+  ImportQuery,
+  ImportReport,
+  Journal,
+  JournalQuery,
+  Report,
+  ReportQuery,
+  RoundTripPage,
+  RoundTripQuery,
+  Trade,
+  TradeCount,
+  TradeListQuery,
+  TradePage,
+  TradeParams,
+  UpdateTradeBody,
+} from './schemas.ts';
 import * as service from './service.ts';
 import { exportTrades, importTrades } from './transfer.ts';
 
@@ -59,11 +78,12 @@ export async function journalRoutes(parent: FastifyInstance, { deps }: { deps: D
         summary: 'The account’s trades as CSV, in the import’s columns, oldest first',
         description: "A cell starting with =, +, -, @ (or a tab or carriage return) is written with a leading ', so a spreadsheet never runs it.",
         params: IdParams,
+        querystring: ExportQuery,
         response: responses({ 200: { description: 'text/csv (RFC 4180)', content: { 'text/csv': { schema: Type.Unsafe<Readable>({ type: 'string' }) } } } }),
       },
     },
     async (req, reply) => {
-      const body = await exportTrades(deps, req.user.id, req.params.id);
+      const body = await exportTrades(deps, req.user.id, req.params.id, req.query);
       return reply.type('text/csv; charset=utf-8').header('content-disposition', `attachment; filename="trades-${req.params.id}.csv"`).send(body);
     },
   );
@@ -107,17 +127,83 @@ export async function journalRoutes(parent: FastifyInstance, { deps }: { deps: D
     },
     async (req) => service.journal(deps, req.user.id, req.params.id, req.query),
   );
+  app.get(
+    '/accounts/:id/trades/count',
+    {
+      schema: {
+        operationId: 'countTrades',
+        tags,
+        summary: 'How many trades the account holds (what deleting it takes with it)',
+        params: IdParams,
+        response: responses({ 200: TradeCount }),
+      },
+    },
+    async (req) => countTrades(deps, req.user.id, req.params.id),
+  );
+  app.get(
+    '/accounts/:id/round-trips',
+    {
+      schema: {
+        operationId: 'listRoundTrips',
+        tags,
+        summary: 'Round trips of an account, newest close first',
+        description:
+          'A round trip is one symbol’s position from flat back to flat. `from` / `to` are closing trading days (inclusive); `tag` keeps trips ' +
+          'with that tag on any fill; rMultiple = netPnl / initialRisk (4 places, null without a stop); `limit` 1–200 (default 50).',
+        params: IdParams,
+        querystring: RoundTripQuery,
+        response: responses({ 200: RoundTripPage }),
+      },
+    },
+    async (req) => listRoundTrips(deps, req.user.id, req.params.id, req.query),
+  );
+  app.get(
+    '/accounts/:id/journal/report',
+    {
+      schema: {
+        operationId: 'getJournalReport',
+        tags,
+        summary: 'The round trips of a range by symbol, tag, side, weekday, hour or hold time, with what-ifs',
+        description:
+          'One group per key with the journal’s totals (plus averageR, expectancyR) over the round trips that closed in the range; ' +
+          '`exclude` removes round trips first (the what-if).',
+        params: IdParams,
+        querystring: ReportQuery,
+        response: responses({ 200: Report }),
+      },
+    },
+    async (req) => report(deps, req.user.id, req.params.id, req.query),
+  );
+  app.get(
+    '/journal/import-formats',
+    {
+      schema: {
+        operationId: 'listImportFormats',
+        tags,
+        summary: 'The trade-file layouts the import reads, with the columns each reads',
+        response: responses({ 200: ImportFormats }),
+      },
+    },
+    async () => ({ formats: IMPORT_FORMATS.map((f) => ({ id: f.id, name: f.name, how: f.how, columns: [...f.columns] })) }),
+  );
   await app.register(csvImportRoute, { deps });
 }
 
-/** Its own scope: here, and only here, a text/csv body of up to 5 MiB is read. */
+/**
+ * Its own scope: here, and only here, a file body of up to 5 MiB is read — `text/csv`, `text/plain`, or
+ * `application/vnd.ms-excel` (what Windows browsers send for a `.csv`) — and decoded to text (UTF-8,
+ * UTF-16 with a BOM, else Windows-1252: DESIGN §17).
+ */
 async function csvImportRoute(parent: FastifyInstance, { deps }: { deps: Deps }): Promise<void> {
   const app = parent.withTypeProvider<TypeBoxTypeProvider>();
-  app.addContentTypeParser('text/csv', { parseAs: 'buffer', bodyLimit: MAX_CSV_BYTES }, (_req, body: Buffer, done) => {
-    if (!isUtf8(body))
-      done(new AppError('VALIDATION_ERROR', 'the CSV is not UTF-8 text', { details: [{ path: '/', message: 'body must be UTF-8 text' }] }), undefined);
-    else done(null, body.toString('utf8'));
-  });
+  app.removeContentTypeParser('text/plain');
+  app.addContentTypeParser(
+    ['text/csv', 'text/plain', 'application/vnd.ms-excel'],
+    { parseAs: 'buffer', bodyLimit: MAX_CSV_BYTES },
+    (_req, body: Buffer, done) => {
+      done(null, decodeTradeFile(body));
+    },
+  );
   app.post(
     '/accounts/:id/trades/import',
     {
@@ -125,18 +211,22 @@ async function csvImportRoute(parent: FastifyInstance, { deps }: { deps: Deps })
       schema: {
         operationId: 'importTrades',
         tags: ['journal'],
-        summary: 'Import trades from a CSV file',
+        summary: 'Import trades from a broker’s file or the generic CSV',
         description:
-          'Body text/csv, at most 5 MiB (else 413 PAYLOAD_TOO_LARGE) and 50,000 data rows (else 400 VALIDATION_ERROR). Valid rows are imported in one ' +
-          'transaction; rows already stored are counted as duplicates (a row without externalId is keyed by its own fields, so importing ' +
-          'a file twice adds nothing); invalid rows are reported by 1-based data row with the code a create would get (at most 100 listed). ' +
-          'Not CSV, or no usable header → 400 VALIDATION_ERROR.',
+          'Body text/csv, text/plain or application/vnd.ms-excel, at most 5 MiB (else 413 PAYLOAD_TOO_LARGE) and 50,000 data rows (else 400 ' +
+          'VALIDATION_ERROR); UTF-8 (BOM or not), UTF-16 with BOM, else Windows-1252. The layout is detected from the header, or ?format= ' +
+          '(GET /api/journal/import-formats). A timestamp without an offset is read in ?timezone=, else the account’s zone in force then. ' +
+          'Valid rows are imported in one transaction; rows already stored are duplicates (a row without externalId is the same fill as a ' +
+          'stored one with the same fields, so importing a file twice adds nothing); rows the broker marks as no execution are skipped; ' +
+          'invalid rows are reported by row with the code a create would get (at most 100 listed). ?dryRun=true: the report and the first 20 ' +
+          'trades, nothing written. Not CSV, or no layout recognises the header → 400 VALIDATION_ERROR.',
         params: IdParams,
-        consumes: ['text/csv'],
+        querystring: ImportQuery,
+        consumes: ['text/csv', 'text/plain', 'application/vnd.ms-excel'],
         body: CsvBody,
         response: responses({ 200: ImportReport }),
       },
     },
-    async (req) => importTrades(deps, req.user.id, req.params.id, req.body),
+    async (req) => importTrades(deps, req.user.id, req.params.id, req.body, req.query),
   );
 }

@@ -2,12 +2,14 @@ import type { Deps } from '../../deps.ts';
 import { invalidCursor, makeCursor, readCursor } from '../../http/cursor.ts';
 import { AppError } from '../../http/errors.ts';
 import { accountWithZones, getAccount, lockAccountWithZones } from '../accounts/service.ts';
-import { calendarDate, zoneAt } from '../accounts/timezones.ts';
-import { AMOUNT_PLACES, formatScaled, scaledFrom, UNIT_PLACES } from './decimal.ts';
-import { checkTrade, isProblem, sameFill, tradingDayOf, type FieldProblem, type TradeFields } from './fields.ts';
-import { balanceOf, journalOf, type DayFigures } from './journal.ts';
+import { calendarDate, zoneAt, type TimezoneChange } from '../accounts/timezones.ts';
+import { AMOUNT_PLACES, COST_PLACES, formatScaled, money, scaledFrom, UNIT_PLACES } from './decimal.ts';
+import { exclusionsOf } from './exclusions.ts';
+import { checkTrade, isProblem, sameFill, tradingDayOf, type FieldProblem, type FillFields } from './fields.ts';
+import { balanceOf, journalOf, netOf, noRisk, type DayFigures } from './journal.ts';
 import { recordTrades, type NewTrade } from './record.ts';
 import * as repo from './repo.ts';
+import { groupsOf } from './round-trips.ts';
 import type { CreateTradeInput, JournalDto, JournalQueryInput, TradeDto, TradeListQueryInput, UpdateTradeInput } from './schemas.ts';
 
 export type JournalDeps = Pick<Deps, 'db' | 'clock' | 'ids' | 'vault'>;
@@ -35,13 +37,18 @@ export function toDto(row: repo.TradeRow): TradeDto {
     note: row.note,
     tags: row.tags,
     createdAt: row.created_at.toISOString(),
+    assetClass: row.asset_class as TradeDto['assetClass'],
+    multiplier: canonical(row.multiplier),
+    stopPrice: row.stop_price === null ? null : canonical(row.stop_price),
   };
 }
 
 /** The fill fields of a stored trade, canonical, for comparing with a trade sent again. */
-export function storedFill(row: repo.TradeRow): Pick<TradeFields, 'symbol' | 'side' | 'quantity' | 'price' | 'fee'> & { executedAt: Date } {
+export function storedFill(row: repo.TradeRow): FillFields {
   return {
     symbol: row.symbol,
+    assetClass: row.asset_class as FillFields['assetClass'],
+    multiplier: canonical(row.multiplier),
     side: row.side,
     quantity: canonical(row.quantity),
     price: canonical(row.price),
@@ -85,7 +92,7 @@ export async function createTrade(
       importKey: null,
       createdAt: now,
     };
-    await recordTrades(trx, accountId, [trade], []);
+    await recordTrades(trx, accountId, { timezones, fallback: account.timezone }, [trade], []);
     return { trade: newTradeDto(accountId, trade), created: true };
   });
 }
@@ -105,22 +112,35 @@ export function newTradeDto(accountId: string, t: NewTrade): TradeDto {
     note: t.note,
     tags: [...t.tags],
     createdAt: t.createdAt.toISOString(),
+    assetClass: t.assetClass as TradeDto['assetClass'],
+    multiplier: t.multiplier,
+    stopPrice: t.stopPrice,
   };
 }
 
+/** A note alone changes the trade; tags change its round trip's tags too (its symbol's trips written anew). */
 export async function updateTrade(deps: JournalDeps, userId: string, accountId: string, tradeId: string, patch: UpdateTradeInput): Promise<TradeDto> {
-  await getAccount(deps, userId, accountId);
-  const row = await repo.updateNoteAndTags(deps.db, accountId, tradeId, patch);
-  if (!row) throw tradeNotFound();
-  return toDto(row);
+  if (patch.tags === undefined) {
+    await getAccount(deps, userId, accountId);
+    const row = await repo.updateNoteAndTags(deps.db, accountId, tradeId, patch);
+    if (!row) throw tradeNotFound();
+    return toDto(row);
+  }
+  return deps.db.transaction().execute(async (trx) => {
+    const { account, timezones } = await lockAccountWithZones(trx, userId, accountId);
+    const row = await repo.updateNoteAndTags(trx, accountId, tradeId, patch);
+    if (!row) throw tradeNotFound();
+    await recordTrades(trx, accountId, { timezones, fallback: account.timezone }, [], [{ symbol: row.symbol, tradingDay: row.trading_day }]);
+    return toDto(row);
+  });
 }
 
 export async function deleteTrade(deps: JournalDeps, userId: string, accountId: string, tradeId: string): Promise<void> {
   await deps.db.transaction().execute(async (trx) => {
-    await lockAccountWithZones(trx, userId, accountId);
+    const { account, timezones } = await lockAccountWithZones(trx, userId, accountId);
     const row = await repo.deleteTrade(trx, accountId, tradeId);
     if (!row) throw tradeNotFound();
-    await recordTrades(trx, accountId, [], [{ symbol: row.symbol, tradingDay: row.trading_day }]);
+    await recordTrades(trx, accountId, { timezones, fallback: account.timezone }, [], [{ symbol: row.symbol, tradingDay: row.trading_day }]);
   });
 }
 
@@ -182,33 +202,57 @@ export async function balance(deps: JournalDeps, account: { id: string; starting
   return balanceOf(account.startingBalance, netOfSums(await repo.allTimeSums(deps.db, account.id)));
 }
 
-/** DESIGN §14: the journal of a range of trading days, read from the rollups kept on write. */
-export async function journal(deps: JournalDeps, userId: string, accountId: string, q: JournalQueryInput): Promise<JournalDto> {
-  const { account, timezones } = await accountWithZones(deps.db, userId, accountId);
+/** A range of trading days as §14 takes it: `to` defaults to today in the account's zone, `from` to 29 days before; at most three years. */
+export function journalRange(
+  deps: JournalDeps,
+  account: { timezone: string },
+  timezones: readonly TimezoneChange[],
+  q: { from?: string | undefined; to?: string | undefined },
+): { from: string; to: string } {
   const now = deps.clock.now();
   const to = q.to ?? calendarDate(now, zoneAt(timezones, now.getTime()) ?? account.timezone);
   const from = q.from ?? dayOf(Math.max(0, dayMs(to) - (DEFAULT_JOURNAL_DAYS - 1) * DAY_MS));
   checkRange(from, to);
   if ((dayMs(to) - dayMs(from)) / DAY_MS > MAX_JOURNAL_SPAN_DAYS)
     throw invalid({ path: '/from', message: `must be at most three years (${MAX_JOURNAL_SPAN_DAYS} days) before \`to\`` });
-  const [days, sums, positions] = await Promise.all([
-    repo.daysBetween(deps.db, accountId, from, to),
+  return { from, to };
+}
+
+/**
+ * DESIGN §14: the journal of a range of trading days, read from the rollups kept on write. With
+ * `exclude` (§17), the what-if: totals and days over the round trips that remain (each on its closing
+ * day); open positions and the balance stay the facts.
+ */
+export async function journal(deps: JournalDeps, userId: string, accountId: string, q: JournalQueryInput): Promise<JournalDto> {
+  const { account, timezones } = await accountWithZones(deps.db, userId, accountId);
+  const { from, to } = journalRange(deps, account, timezones, q);
+  const exclude = q.exclude === undefined ? undefined : exclusionsOf(q.exclude);
+  const [days, trips, sums, positions] = await Promise.all([
+    exclude === undefined ? repo.daysBetween(deps.db, accountId, from, to) : Promise.resolve([]),
+    repo.tripSums(deps.db, accountId, { from, to }, null),
     repo.allTimeSums(deps.db, accountId),
     repo.positionsAt(deps.db, accountId, to),
   ]);
-  return journalOf({
+  const [all] = groupsOf(trips);
+  const facts = {
     accountId,
     currency: account.currency,
     from,
     to,
     startingBalance: account.startingBalance,
-    days: days.map(dayFigures),
     allTimeNet: netOfSums(sums),
     positions: positions.map((p) => ({
       symbol: p.symbol,
       quantity: scaledFrom(p.quantity, UNIT_PLACES),
-      cost: scaledFrom(p.cost, AMOUNT_PLACES),
+      cost: scaledFrom(p.cost, COST_PLACES),
       openedAt: p.opened_at.getTime(),
     })),
-  });
+  };
+  if (exclude === undefined) return journalOf({ ...facts, days: days.map(dayFigures), risk: all?.risk ?? noRisk() });
+  const [kept] = groupsOf(await repo.tripSums(deps.db, accountId, { from, to, exclude: exclude.items }, null));
+  const whatIf = journalOf({ ...facts, days: kept?.days ?? [], risk: kept?.risk ?? noRisk() });
+  const allNet = all === undefined ? 0n : all.days.reduce((n, d) => n + netOf(d), 0n);
+  const keptNet = kept === undefined ? 0n : kept.days.reduce((n, d) => n + netOf(d), 0n);
+  const count = (g: typeof all): number => (g === undefined ? 0 : g.days.reduce((n, d) => n + d.roundTrips, 0));
+  return { ...whatIf, exclude: exclude.text, excluded: { roundTrips: count(all) - count(kept), netPnl: money(allNet - keptNet) } };
 }

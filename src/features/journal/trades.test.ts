@@ -60,6 +60,9 @@ describe('trades and the journal (DESIGN §14)', () => {
           externalId: null,
           note: 'opening',
           tags: ['swing'],
+          assetClass: 'stock',
+          multiplier: '1',
+          stopPrice: null,
         },
       );
       assert.equal(res.createdAt, clock.now().toISOString());
