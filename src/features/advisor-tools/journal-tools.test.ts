@@ -150,6 +150,81 @@ describe('journal tools (DESIGN §14, §11)', () => {
     assert.equal(result['more'], true);
   });
 
+  for (const p of ['openai', 'anthropic', 'google'] as const) {
+    test(`DESIGN 17: ${p}: get_round_trips and get_journal_report (by weekday, the what-if without Fridays) reach the model in ${p}'s own form with exact figures`, async () => {
+      const u = await user(p);
+      const a = await account(u, 'Futures');
+      // Thu: one ES contract long 8.25 points (×50) with a stop 2 points away (risk 100); Fri: a loser.
+      await fill(u, a, {
+        symbol: 'ESM6',
+        assetClass: 'future',
+        quantity: '1',
+        side: 'buy',
+        price: '5000',
+        stopPrice: '4998',
+        executedAt: '2026-03-12T14:00:00Z',
+      });
+      await fill(u, a, { symbol: 'ESM6', assetClass: 'future', quantity: '1', side: 'sell', price: '5008.25', fee: '2.5', executedAt: '2026-03-12T15:00:00Z' });
+      await fill(u, a, { symbol: 'AAPL', quantity: '10', side: 'buy', price: '100', tags: ['revenge'], executedAt: '2026-03-13T15:00:00Z' });
+      await fill(u, a, { symbol: 'AAPL', quantity: '10', side: 'sell', price: '97', executedAt: '2026-03-13T15:30:00Z' });
+      const { res, upstream } = await turn(p, u, [
+        {
+          toolCalls: [
+            call('get_round_trips', { from: '2026-03-01', to: '2026-03-20' }),
+            call('get_journal_report', { from: '2026-03-01', to: '2026-03-20', by: 'weekday' }),
+            call('get_journal_report', { from: '2026-03-01', to: '2026-03-20', by: 'symbol', exclude: ['weekday:fri'] }),
+          ],
+        },
+        { chunks: ['Fridays cost you 30.'] },
+      ]);
+      const [trips, byWeekday, whatIf] = results(res).map((r) => r['result'] as Json);
+      const list = trips?.['roundTrips'] as Json[];
+      assert.deepEqual(
+        list.map((x) => [x['symbol'], x['side'], x['netPnl'], x['initialRisk'], x['rMultiple'], x['id']]),
+        [
+          ['AAPL', 'long', '-30', null, null, undefined],
+          ['ESM6', 'long', '410', '100', '4.1', undefined],
+        ],
+      );
+      assert.deepEqual(
+        (byWeekday?.['groups'] as { key: string; totals: Json }[]).map((g) => [g.key, g.totals['netPnl']]),
+        [
+          ['thu', '410'],
+          ['fri', '-30'],
+        ],
+      );
+      assert.deepEqual(
+        [whatIf?.['exclude'], (whatIf?.['totals'] as Json)['netPnl'], (whatIf?.['totals'] as Json)['averageR']],
+        [['weekday:fri'], '410', '4.1'],
+      );
+      assert.deepEqual(returned(p, upstream[1] as RecordedRequest), trips, `the model is sent exactly the result the client saw (${p})`);
+      assert.match(systemText(p, upstream[0] as RecordedRequest), /get_journal_report/);
+      assert.equal(textOf(res), 'Fridays cost you 30.');
+    });
+  }
+
+  test('DESIGN 17: position_size sizes a future at its multiplier and says when the position is worth more than the balance (exceedsBalance)', async () => {
+    const u = await user('openai');
+    await account(u, 'Small', '100');
+    const { res } = await turn('openai', u, [
+      {
+        toolCalls: [
+          call('position_size', { entry: 0.01, stop: 0.009, riskPercent: 100 }),
+          call('position_size', { symbol: 'MESZ5', entry: 5000, stop: 4990, riskPercent: 2, balance: 25000 }),
+          call('position_size', { entry: 5000, stop: 4990, riskPercent: 2, balance: 25000, multiplier: 50 }),
+        ],
+      },
+      { chunks: ['ok'] },
+    ]);
+    const [penny, micro, full] = results(res).map((r) => r['result'] as Json);
+    // 100 / 0.001 = 100,000 shares at 0.01 = 1,000 of position on a balance of 100: said, not silent.
+    assert.deepEqual([penny?.['shares'], penny?.['positionValue'], penny?.['exceedsBalance']], ['100000', '1000', true]);
+    // Risk 500; MES: 10 points × 5 = 50 a contract → 10 contracts worth 10 × 5000 × 5 = 250,000.
+    assert.deepEqual([micro?.['shares'], micro?.['multiplier'], micro?.['positionValue'], micro?.['exceedsBalance']], ['10', '5', '250000', true]);
+    // ES: 10 × 50 = 500 a contract → 1 contract.
+    assert.deepEqual([full?.['shares'], full?.['multiplier'], full?.['positionValue']], ['1', '50', '250000']);
+  });
+
   test('DESIGN 14: position_size is exact: balance from the journal when not given; given, no account is needed', async () => {
     const u = await user('anthropic');
     const a = await account(u, 'Main', '10000.10');
