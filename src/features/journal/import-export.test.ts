@@ -252,5 +252,8 @@ describe('CSV import and export (DESIGN §14)', () => {
     assert.equal((await trades(u, a)).length, 40);
     const j = (await t.call('GET', `/api/accounts/${a}/journal?from=2026-03-18&to=2026-03-18`, { user: u })).json<JournalDto>();
     assert.deepEqual([j.days[0]?.fills, j.totals.roundTrips, j.totals.realizedPnl], [40, 20, '20']);
+    // DESIGN §17: the round trips kept on write, once each, whatever the interleaving.
+    const trips = (await t.call('GET', `/api/accounts/${a}/round-trips?limit=200`, { user: u })).json<{ items: { netPnl: string }[] }>().items;
+    assert.deepEqual([trips.length, new Set(trips.map((x) => x.netPnl)).size, trips[0]?.netPnl], [20, 1, '1']);
   });
 });

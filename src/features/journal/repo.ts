@@ -27,11 +27,11 @@ export async function findTrade(db: Db | Trx, accountId: string, id: string): Pr
 /** A list as one parameter (a JSON array): one statement text whatever its length, planned as a join. */
 const listParam = (items: readonly string[]) => sql`(select jsonb_array_elements_text(${JSON.stringify(items)}::jsonb))`;
 
-/** Stored trades holding any of these external ids or import keys. */
-export async function tradesByKeys(trx: Trx, accountId: string, externalIds: readonly string[], importKeys: readonly string[]): Promise<TradeRow[]> {
-  if (externalIds.length === 0 && importKeys.length === 0) return [];
+/** Stored trades holding any of these external ids. */
+export async function tradesByExternalIds(trx: Trx, accountId: string, externalIds: readonly string[]): Promise<TradeRow[]> {
+  if (externalIds.length === 0) return [];
   const { rows } = await sql<TradeRow>`select ${TRADE_COLUMNS} from trades where account_id = ${accountId}
-    and (external_id in ${listParam(externalIds)} or import_key in ${listParam(importKeys)})`.execute(trx);
+    and external_id in ${listParam(externalIds)}`.execute(trx);
   return rows;
 }
 

@@ -79,7 +79,7 @@ export async function createTrade(
   return deps.db.transaction().execute(async (trx) => {
     const { account, timezones } = await lockAccountWithZones(trx, userId, accountId);
     if (fields.externalId !== null) {
-      const [stored] = await repo.tradesByKeys(trx, accountId, [fields.externalId], []);
+      const [stored] = await repo.tradesByExternalIds(trx, accountId, [fields.externalId]);
       if (stored) {
         if (!sameFill(storedFill(stored), fields)) throw externalIdReused();
         return { trade: toDto(stored), created: false };

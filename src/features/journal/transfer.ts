@@ -125,7 +125,7 @@ export async function importTrades(deps: JournalDeps, userId: string, accountId:
     const locked = await lockAccountWithZones(trx, userId, accountId);
     const externalIds = candidates.flatMap((c) => (c.fields.externalId === null ? [] : [c.fields.externalId]));
     const keyless = candidates.flatMap((c) => (c.content === null ? [] : [c.fields]));
-    const [stored, sameAt] = await Promise.all([repo.tradesByKeys(trx, accountId, externalIds, []), repo.tradesAt(trx, accountId, keyless)]);
+    const [stored, sameAt] = await Promise.all([repo.tradesByExternalIds(trx, accountId, externalIds), repo.tradesAt(trx, accountId, keyless)]);
     const byExternalId = new Map<string, FillFields>();
     for (const s of stored) if (s.external_id !== null) byExternalId.set(s.external_id, storedFill(s));
     // A row without externalId is the same fill as a stored one with its content (§14): the file's n-th
