@@ -79,7 +79,14 @@ export function readBrokerFile(text: string, format?: string): BrokerFile {
   const delimiter = delimiterOf(text);
   let records: FileRecord[];
   try {
-    const parsed = parse(text.replace(/^\uFEFF/, ''), { delimiter, skip_empty_lines: true, relax_column_count: true, info: true }) as unknown as {
+    const parsed = parse(text.replace(/^\uFEFF/, ''), {
+      delimiter,
+      skip_empty_lines: true,
+      relax_column_count: true,
+      // thinkorswim writes cells like ="12345": a quote inside an unquoted cell is text.
+      relax_quotes: true,
+      info: true,
+    }) as unknown as {
       record: string[];
       info: { lines: number };
     }[];

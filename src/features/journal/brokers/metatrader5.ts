@@ -1,9 +1,9 @@
 // MetaTrader 5's deals (DESIGN §17): the Deals part of the history report. `Type` buy / sell are
 // executions; balance, credit, deposit and other rows are money moves, skipped. Time is the broker
 // server's (`2024.01.05 10:30:00`), read in the account's zone unless ?timezone= names the server's.
-// Volume is in lots: a currency pair (`EURUSD`) is forex at 100,000 units a lot; anything else (an
-// index, a metal) is a CFD whose contract size the deals do not state (×1: give it as the
-// multiplier column of a generic file when it matters). Fee = |Commission| + |Fee|; Swap is financing,
+// Volume is in lots: a currency pair (`EURUSD`) is forex at 100,000 units a lot, gold (`XAUUSD`) and
+// silver (`XAGUSD`) CFDs at the standard 100 and 5,000 ounces; anything else (an index, a share CFD)
+// is a CFD whose contract size the deals do not state (×1: give it in a generic file when it matters). Fee = |Commission| + |Fee|; Swap is financing,
 // not a fee, and is left out.
 import { absolute, addAmounts, amountOf } from './values.ts';
 import { sideAndQuantity, timeOf } from './common.ts';
@@ -32,6 +32,7 @@ const CURRENCIES = new Set([
   'CZK',
 ]);
 export const FOREX_LOT = '100000';
+const METAL_LOTS: Readonly<Record<string, string>> = { XAU: '100', XAG: '5000' };
 
 function isCurrencyPair(symbol: string): boolean {
   const s = symbol.toUpperCase().replace(/[^A-Z]/g, '');
@@ -65,6 +66,7 @@ export const metaTrader5 = tabular({
     if (typeof at !== 'string') return at.problem;
     const symbol = (cell('symbol') ?? '').toUpperCase();
     const forex = isCurrencyPair(symbol);
+    const metal = CURRENCIES.has(symbol.slice(3, 6)) ? METAL_LOTS[symbol.slice(0, 3)] : undefined;
     return {
       symbol,
       ...sq,
@@ -73,7 +75,7 @@ export const metaTrader5 = tabular({
       executedAt: at,
       externalId: cell('deal') || undefined,
       assetClass: forex ? 'forex' : 'cfd',
-      multiplier: forex ? FOREX_LOT : '1',
+      multiplier: forex ? FOREX_LOT : (metal ?? '1'),
     };
   },
 });

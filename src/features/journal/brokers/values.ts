@@ -108,7 +108,7 @@ const FORMS: readonly { re: RegExp; parts: (m: RegExpExecArray, order: DateOrder
       const a = +(m[1] ?? 0);
       const b = +(m[2] ?? 0);
       const y = +(m[3] ?? 0);
-      const c = clock(m, 4, m[9]);
+      const c = clock(m, 4, 9);
       const meridiem = m[8]?.toUpperCase();
       if (meridiem !== undefined) {
         if (c.hour < 1 || c.hour > 12) return undefined;
@@ -119,7 +119,8 @@ const FORMS: readonly { re: RegExp; parts: (m: RegExpExecArray, order: DateOrder
   },
 ];
 
-function clock(m: RegExpExecArray, at: number, zone = m[at + 4]): Omit<Parts, 'year' | 'month' | 'day'> {
+function clock(m: RegExpExecArray, at: number, zoneGroup = at + 4): Omit<Parts, 'year' | 'month' | 'day'> {
+  const zone = m[zoneGroup];
   return {
     hour: +(m[at] ?? 0),
     minute: +(m[at + 1] ?? 0),
