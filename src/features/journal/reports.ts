@@ -1,21 +1,15 @@
 // DESIGN §17: the round trips of an account, and reports by group with their what-ifs, read from the
 // round trips kept on write (trade_round_trips).
-import { invalidCursor, makeCursor, readCursor } from '../../http/cursor.ts';
+import { makeCursor } from '../../http/cursor.ts';
 import { accountWithZones, getAccount } from '../accounts/service.ts';
 import { exclusionsOf, GROUP_ORDER } from './exclusions.ts';
 import { totalsOf, noRisk } from './journal.ts';
 import * as repo from './repo.ts';
 import { groupsOf, roundTripDto } from './round-trips.ts';
 import type { ReportDto, ReportQueryInput, RoundTripDto, RoundTripQueryInput } from './schemas.ts';
-import { invalid, journalRange, type JournalDeps } from './service.ts';
+import { cursorPosition, invalid, journalRange, type JournalDeps } from './service.ts';
 
 const DEFAULT_PAGE = 50;
-
-function cursorPosition(deps: JournalDeps, userId: string, accountId: string, cursor: string): { closedAt: Date; id: string } {
-  const [account, ms, id, ...rest] = readCursor(deps.vault, userId, 'round-trips', cursor);
-  if (rest.length > 0 || account !== accountId || typeof ms !== 'number' || !Number.isSafeInteger(ms) || typeof id !== 'string') throw invalidCursor();
-  return { closedAt: new Date(ms), id };
-}
 
 /** A page of round trips, newest close first; keyset cursor on (closedAt, id). */
 export async function listRoundTrips(
@@ -27,7 +21,8 @@ export async function listRoundTrips(
   await getAccount(deps, userId, accountId);
   if (q.from !== undefined && q.to !== undefined && q.from > q.to) throw invalid({ path: '/from', message: 'must not be after `to`' });
   const limit = q.limit ?? DEFAULT_PAGE;
-  const before = q.cursor === undefined ? undefined : cursorPosition(deps, userId, accountId, q.cursor);
+  const position = q.cursor === undefined ? undefined : cursorPosition(deps, userId, 'round-trips', accountId, q.cursor);
+  const before = position === undefined ? undefined : { closedAt: position.at, id: position.id };
   const rows = await repo.listRoundTrips(deps.db, accountId, {
     from: q.from,
     to: q.to,

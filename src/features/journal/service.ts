@@ -148,10 +148,11 @@ function checkRange(from: string | undefined, to: string | undefined): void {
   if (from !== undefined && to !== undefined && from > to) throw invalid({ path: '/from', message: 'must not be after `to`' });
 }
 
-function cursorPosition(deps: JournalDeps, userId: string, accountId: string, cursor: string): { executedAt: Date; id: string } {
-  const [account, ms, id, ...rest] = readCursor(deps.vault, userId, 'trades', cursor);
+/** A keyset position (an instant and an id) from a page cursor of `list`, bound to the account it was made for. */
+export function cursorPosition(deps: JournalDeps, userId: string, list: 'trades' | 'round-trips', accountId: string, cursor: string): { at: Date; id: string } {
+  const [account, ms, id, ...rest] = readCursor(deps.vault, userId, list, cursor);
   if (rest.length > 0 || account !== accountId || typeof ms !== 'number' || !Number.isSafeInteger(ms) || typeof id !== 'string') throw invalidCursor();
-  return { executedAt: new Date(ms), id };
+  return { at: new Date(ms), id };
 }
 
 /** DESIGN §14: a page of trades, newest executedAt first; keyset cursor on (executedAt, id). */
@@ -164,7 +165,8 @@ export async function listTrades(
   await getAccount(deps, userId, accountId);
   checkRange(q.from, q.to);
   const limit = q.limit ?? DEFAULT_PAGE;
-  const before = q.cursor === undefined ? undefined : cursorPosition(deps, userId, accountId, q.cursor);
+  const position = q.cursor === undefined ? undefined : cursorPosition(deps, userId, 'trades', accountId, q.cursor);
+  const before = position === undefined ? undefined : { executedAt: position.at, id: position.id };
   const rows = await repo.listTrades(deps.db, accountId, { from: q.from, to: q.to, symbol: q.symbol?.toUpperCase(), before, limit: limit + 1 });
   const page = rows.slice(0, limit);
   const last = page.at(-1);

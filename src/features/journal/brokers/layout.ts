@@ -1,23 +1,10 @@
 // The shape every broker layout shares (DESIGN §17): how it is recognised from the file's records,
 // the columns it reads, and its rows as trades, rows it skips, or rows it cannot read.
+import type { RawTrade } from '../fields.ts';
 import type { DateOrder } from './values.ts';
 
-/** A trade as the file gives it, every field text, already in the forms the journal's checks take. */
-export interface BrokerTrade {
-  readonly symbol: string;
-  readonly side: string;
-  readonly quantity: string;
-  readonly price: string;
-  readonly fee?: string | undefined;
-  /** ISO 8601: with an offset when the file names one, else a wall-clock time read in the account's zone. */
-  readonly executedAt: string;
-  readonly externalId?: string | undefined;
-  readonly note?: string | undefined;
-  readonly tags?: readonly string[] | undefined;
-  readonly assetClass?: string | undefined;
-  readonly multiplier?: string | undefined;
-  readonly stopPrice?: string | undefined;
-}
+/** A trade as the file gives it, every field text, already in the forms the journal's checks take (an executedAt without an offset is a wall-clock time). */
+export type BrokerTrade = RawTrade;
 
 export type BrokerRow =
   | { readonly row: number; readonly kind: 'trade'; readonly trade: BrokerTrade }
