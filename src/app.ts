@@ -38,6 +38,7 @@ import { components as conversationsComponents } from './features/conversations/
 import { components as usageComponents } from './features/usage/schemas.ts';
 import { components as journalComponents } from './features/journal/schemas.ts';
 import { packageVersion } from './version.ts';
+import { keepStatistics } from './db/embedded-statistics.ts';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -89,7 +90,10 @@ export async function buildApp(deps: Deps) {
     refuseOversizedHeaders(req);
     refuseUndecodableQuery(req);
   });
+  const statistics = deps.dbKind === 'pglite' ? keepStatistics(deps.db, (err) => app.log.warn({ err }, 'analyzing the embedded database failed')) : undefined;
+  if (statistics !== undefined) app.addHook('onClose', async () => statistics.idle());
   app.addHook('onResponse', async (req, reply) => {
+    if (statistics !== undefined && req.method !== 'GET' && req.method !== 'HEAD' && reply.statusCode < 400) statistics.afterWrite();
     const route = req.routeOptions.url ?? 'unmatched';
     deps.metrics.httpRequests.inc({ method: req.method, route, status: String(reply.statusCode) });
     const seconds = reply.elapsedTime / 1000;

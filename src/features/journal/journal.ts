@@ -97,8 +97,11 @@ export interface RiskFigures {
 
 export const noRisk = (): RiskFigures => ({ rSum: 0n, rCount: 0, riskNet: 0n, riskSum: 0n });
 
-/** §14's totals over days (oldest first), with §17's averageR (mean rMultiple) and expectancyR (net over risk). */
-export function totalsOf(days: readonly DayFigures[], risk: RiskFigures): JournalTotals {
+/**
+ * §14's totals over days (oldest first), with §17's averageR (mean rMultiple) and expectancyR (net over
+ * risk). `knownDrawdown`: the drawdown already measured over the days these sums stand for.
+ */
+export function totalsOf(days: readonly DayFigures[], risk: RiskFigures, knownDrawdown?: bigint): JournalTotals {
   const sum = emptyDay('');
   let cumulative = 0n;
   let peak = 0n;
@@ -134,7 +137,7 @@ export function totalsOf(days: readonly DayFigures[], risk: RiskFigures): Journa
     averageLoss: moneyPer(sum.grossLoss, BigInt(sum.losses)),
     largestWin: sum.largestWin === null ? null : money(sum.largestWin),
     largestLoss: sum.largestLoss === null ? null : money(sum.largestLoss),
-    maxDrawdown: money(drawdown),
+    maxDrawdown: money(knownDrawdown ?? drawdown),
     averageR: risk.rCount === 0 ? null : ratio(risk.rSum, BigInt(risk.rCount) * pow10(RATIO_PLACES)),
     expectancyR: ratio(risk.riskNet, risk.riskSum),
   };

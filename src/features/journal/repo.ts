@@ -189,7 +189,13 @@ export interface TradePageQuery {
   readonly limit: number;
 }
 
-export async function listTrades(db: Db, accountId: string, q: TradePageQuery): Promise<TradeRow[]> {
+/** The columns a Trade shows, and nothing the journal keeps beside them (a page reads 200 rows of these). */
+const LISTED_COLUMNS = sql`id, account_id, symbol, side, quantity::text as quantity, price::text as price, fee::text as fee, executed_at,
+  trading_day::text as trading_day, external_id, note, tags, created_at, asset_class, multiplier::text as multiplier, stop_price::text as stop_price`;
+
+export type ListedTradeRow = Omit<TradeRow, 'import_key' | 'realized_pnl' | 'trip_net' | 'position_quantity' | 'position_cost' | 'position_opened_at'>;
+
+export async function listTrades(db: Db, accountId: string, q: TradePageQuery): Promise<ListedTradeRow[]> {
   const where = [
     sql`account_id = ${accountId}`,
     ...(q.from !== undefined ? [sql`trading_day >= ${q.from}::date`] : []),
@@ -197,7 +203,7 @@ export async function listTrades(db: Db, accountId: string, q: TradePageQuery): 
     ...(q.symbol !== undefined ? [sql`symbol = ${q.symbol}`] : []),
     ...(q.before !== undefined ? [sql`(executed_at, id) < (${q.before.executedAt}::timestamptz, ${q.before.id}::uuid)`] : []),
   ];
-  const { rows } = await sql<TradeRow>`select ${TRADE_COLUMNS} from trades where ${sql.join(where, sql` and `)}
+  const { rows } = await sql<ListedTradeRow>`select ${LISTED_COLUMNS} from trades where ${sql.join(where, sql` and `)}
     order by executed_at desc, id desc limit ${q.limit}`.execute(db);
   return rows;
 }
@@ -209,7 +215,7 @@ export async function tradesAfter(
   after: { executedAt: Date; id: string } | undefined,
   limit: number,
   filter: { from?: string | undefined; to?: string | undefined; symbol?: string | undefined } = {},
-): Promise<TradeRow[]> {
+): Promise<ListedTradeRow[]> {
   const where = [
     sql`account_id = ${accountId}`,
     ...(filter.from !== undefined ? [sql`trading_day >= ${filter.from}::date`] : []),
@@ -217,7 +223,7 @@ export async function tradesAfter(
     ...(filter.symbol !== undefined ? [sql`symbol = ${filter.symbol}`] : []),
     ...(after !== undefined ? [sql`(executed_at, id) > (${after.executedAt}::timestamptz, ${after.id}::uuid)`] : []),
   ];
-  const { rows } = await sql<TradeRow>`select ${TRADE_COLUMNS} from trades where ${sql.join(where, sql` and `)}
+  const { rows } = await sql<ListedTradeRow>`select ${LISTED_COLUMNS} from trades where ${sql.join(where, sql` and `)}
     order by executed_at, id limit ${limit}`.execute(db);
   return rows;
 }
@@ -383,10 +389,9 @@ export async function listRoundTrips(
   return rows;
 }
 
-/** One group's round trips that closed on one trading day, summed (the report and the what-if fold these). */
-export interface TripSumRow {
+/** One group's round trips summed (exact numerics as text), with the max drawdown of its daily net. */
+export interface TripTotalsRow {
   readonly key: string | null;
-  readonly trading_day: string;
   readonly trips: number;
   readonly fills: number;
   readonly realized: string;
@@ -401,23 +406,58 @@ export interface TripSumRow {
   readonly r_count: number;
   readonly risk_net: string;
   readonly risk_sum: string;
+  readonly max_drawdown: string;
 }
 
-/** The round trips of a range summed by group (or by nothing) and closing day, oldest day first. */
-export async function tripSums(db: Db, accountId: string, f: TripFilter, by: TripDimension | null): Promise<TripSumRow[]> {
+/**
+ * The round trips of a range summed per group (or as one group), each with the largest fall of its
+ * cumulative daily net P&L from 0 at the range's start: one row a group, so what leaves the database
+ * is a few rows whatever the number of trips (on the embedded store, reading rows out costs more than
+ * summing them).
+ */
+export async function tripTotals(db: Db, accountId: string, f: TripFilter, by: TripDimension | null): Promise<TripTotalsRow[]> {
   const key = by === null ? sql`null::text` : dimension(by);
   const tags = by === 'tag' ? sql`left join lateral jsonb_array_elements_text(rt.tags) as tg(tag) on true` : sql``;
-  const { rows } = await sql<TripSumRow>`select ${key} as key, rt.trading_day::text as trading_day, count(*)::int as trips,
-      sum(rt.fills)::int as fills, sum(rt.realized_pnl)::text as realized, sum(rt.fees)::text as fees,
-      (count(*) filter (where rt.net_pnl > 0))::int as wins, (count(*) filter (where rt.net_pnl < 0))::int as losses,
-      coalesce(sum(rt.net_pnl) filter (where rt.net_pnl > 0), 0)::text as gross_win,
-      coalesce(sum(rt.net_pnl) filter (where rt.net_pnl < 0), 0)::text as gross_loss,
-      (max(rt.net_pnl) filter (where rt.net_pnl > 0))::text as largest_win, (min(rt.net_pnl) filter (where rt.net_pnl < 0))::text as largest_loss,
-      coalesce(sum(rt.r_multiple), 0)::text as r_sum, count(rt.r_multiple)::int as r_count,
-      coalesce(sum(rt.net_pnl) filter (where rt.initial_risk is not null), 0)::text as risk_net, coalesce(sum(rt.initial_risk), 0)::text as risk_sum
-    from trade_round_trips rt ${tags}
-    where ${sql.join(tripWhere(accountId, f), sql` and `)}
-    group by 1, 2 order by 1, 2`.execute(db);
+  // Summed per group and closing day first (one pass over the trips), then per group over its days,
+  // where the running net and its running peak give the drawdown.
+  const { rows } = await sql<TripTotalsRow>`
+    with days as (
+      select ${key} as key, rt.trading_day, count(*) as trips, sum(rt.fills) as fills, sum(rt.realized_pnl) as realized, sum(rt.fees) as fees,
+        count(*) filter (where rt.net_pnl > 0) as wins, count(*) filter (where rt.net_pnl < 0) as losses,
+        sum(rt.net_pnl) filter (where rt.net_pnl > 0) as gross_win, sum(rt.net_pnl) filter (where rt.net_pnl < 0) as gross_loss,
+        max(rt.net_pnl) filter (where rt.net_pnl > 0) as largest_win, min(rt.net_pnl) filter (where rt.net_pnl < 0) as largest_loss,
+        sum(rt.r_multiple) as r_sum, count(rt.r_multiple) as r_count,
+        sum(rt.net_pnl) filter (where rt.initial_risk is not null) as risk_net, sum(rt.initial_risk) as risk_sum, sum(rt.net_pnl) as net
+      from trade_round_trips rt ${tags} where ${sql.join(tripWhere(accountId, f), sql` and `)}
+      group by 1, 2
+    ),
+    running as (select *, sum(net) over (partition by key order by trading_day) as cumulative from days),
+    peaked as (select *, greatest(max(cumulative) over (partition by key order by trading_day), 0) as peak from running)
+    select key, sum(trips)::int as trips, sum(fills)::int as fills, sum(realized)::text as realized, sum(fees)::text as fees,
+      sum(wins)::int as wins, sum(losses)::int as losses, coalesce(sum(gross_win), 0)::text as gross_win, coalesce(sum(gross_loss), 0)::text as gross_loss,
+      max(largest_win)::text as largest_win, min(largest_loss)::text as largest_loss, coalesce(sum(r_sum), 0)::text as r_sum, sum(r_count)::int as r_count,
+      coalesce(sum(risk_net), 0)::text as risk_net, coalesce(sum(risk_sum), 0)::text as risk_sum, max(peak - cumulative)::text as max_drawdown
+    from peaked group by key`.execute(db);
+  return rows;
+}
+
+/** The round trips of a range per closing day (the what-if journal's days), oldest first. */
+export interface TripDayRow {
+  readonly trading_day: string;
+  readonly trips: number;
+  readonly fills: number;
+  readonly realized: string;
+  readonly fees: string;
+  readonly wins: number;
+  readonly losses: number;
+}
+
+export async function tripDays(db: Db, accountId: string, f: TripFilter): Promise<TripDayRow[]> {
+  const { rows } = await sql<TripDayRow>`select rt.trading_day::text as trading_day, count(*)::int as trips, sum(rt.fills)::int as fills,
+      sum(rt.realized_pnl)::text as realized, sum(rt.fees)::text as fees,
+      (count(*) filter (where rt.net_pnl > 0))::int as wins, (count(*) filter (where rt.net_pnl < 0))::int as losses
+    from trade_round_trips rt where ${sql.join(tripWhere(accountId, f), sql` and `)}
+    group by rt.trading_day order by rt.trading_day`.execute(db);
   return rows;
 }
 

@@ -3,9 +3,8 @@
 import { makeCursor } from '../../http/cursor.ts';
 import { accountWithZones, getAccount } from '../accounts/service.ts';
 import { exclusionsOf, GROUP_ORDER } from './exclusions.ts';
-import { totalsOf, noRisk } from './journal.ts';
 import * as repo from './repo.ts';
-import { groupsOf, roundTripDto } from './round-trips.ts';
+import { groupOf, groupTotals, noTrips, roundTripDto } from './round-trips.ts';
 import type { ReportDto, ReportQueryInput, RoundTripDto, RoundTripQueryInput } from './schemas.ts';
 import { cursorPosition, invalid, journalRange, type JournalDeps } from './service.ts';
 
@@ -55,8 +54,7 @@ export async function report(deps: JournalDeps, userId: string, accountId: strin
   const { from, to } = journalRange(deps, account, timezones, q);
   const exclude = exclusionsOf(q.exclude ?? []);
   const filter = { from, to, exclude: exclude.items };
-  const [byGroup, whole] = await Promise.all([repo.tripSums(deps.db, accountId, filter, q.by), repo.tripSums(deps.db, accountId, filter, null)]);
-  const [all] = groupsOf(whole);
+  const [byGroup, [whole]] = await Promise.all([repo.tripTotals(deps.db, accountId, filter, q.by), repo.tripTotals(deps.db, accountId, filter, null)]);
   return {
     accountId,
     currency: account.currency,
@@ -64,10 +62,10 @@ export async function report(deps: JournalDeps, userId: string, accountId: strin
     to,
     by: q.by,
     exclude: exclude.text,
-    totals: totalsOf(all?.days ?? [], all?.risk ?? noRisk()),
+    totals: whole === undefined ? noTrips() : groupTotals(groupOf(whole)),
     groups: ordered(
       q.by,
-      groupsOf(byGroup).map((g) => ({ key: g.key, totals: totalsOf(g.days, g.risk) })),
+      byGroup.map((row) => ({ key: row.key, totals: groupTotals(groupOf(row)) })),
     ),
   };
 }

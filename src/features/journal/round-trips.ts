@@ -1,9 +1,9 @@
 // DESIGN §17 round trips: what FIFO closed (fifo.ts ClosedTrip) as stored and as the API shows it, and
-// the report's groups folded from the database's per-group, per-day sums (repo.tripSums).
+// the report's groups from the database's per-group sums (repo.tripTotals).
 import { AMOUNT_PLACES, FEE_TO_AMOUNT, formatScaled, money, RATIO_PLACES, ratioUnits, scaledFrom, UNIT_PLACES } from './decimal.ts';
 import type { ClosedTrip } from './fifo.ts';
-import { emptyDay, noRisk, type DayFigures, type RiskFigures } from './journal.ts';
-import type { RoundTripRow, TripSumRow } from './repo.ts';
+import { emptyDay, noRisk, totalsOf, type DayFigures, type JournalTotals, type RiskFigures } from './journal.ts';
+import type { RoundTripRow, TripDayRow, TripTotalsRow } from './repo.ts';
 import type { RoundTripDto } from './schemas.ts';
 
 const units = (v: bigint): string => formatScaled(v, UNIT_PLACES);
@@ -63,9 +63,49 @@ export function roundTripDto(r: RoundTripRow): RoundTripDto {
   };
 }
 
-/** A group's trips of one closing day as the journal's day figures (its net is the trips' net). */
-function dayOfSums(r: TripSumRow): DayFigures {
+/** A group's summed trips as the journal's figures: one "day" of its sums, its own drawdown and R figures. */
+export interface TripGroup {
+  readonly key: string | null;
+  readonly sums: DayFigures;
+  readonly risk: RiskFigures;
+  readonly maxDrawdown: bigint;
+}
+
+export function groupOf(r: TripTotalsRow): TripGroup {
   const a = (t: string | null): bigint | null => (t === null ? null : scaledFrom(t, AMOUNT_PLACES));
+  return {
+    key: r.key,
+    sums: {
+      ...emptyDay(''),
+      realized: scaledFrom(r.realized, AMOUNT_PLACES),
+      fees: scaledFrom(r.fees, UNIT_PLACES),
+      fills: r.fills,
+      roundTrips: r.trips,
+      wins: r.wins,
+      losses: r.losses,
+      grossWin: scaledFrom(r.gross_win, AMOUNT_PLACES),
+      grossLoss: scaledFrom(r.gross_loss, AMOUNT_PLACES),
+      largestWin: a(r.largest_win),
+      largestLoss: a(r.largest_loss),
+    },
+    risk: {
+      rSum: scaledFrom(r.r_sum, RATIO_PLACES),
+      rCount: r.r_count,
+      riskNet: scaledFrom(r.risk_net, AMOUNT_PLACES),
+      riskSum: scaledFrom(r.risk_sum, AMOUNT_PLACES),
+    },
+    maxDrawdown: scaledFrom(r.max_drawdown, AMOUNT_PLACES),
+  };
+}
+
+/** The journal's totals of a group of trips. */
+export const groupTotals = (g: TripGroup): JournalTotals => totalsOf([g.sums], g.risk, g.maxDrawdown);
+
+/** No trips: the totals of nothing. */
+export const noTrips = (): JournalTotals => totalsOf([], noRisk());
+
+/** A closing day's trips as a journal day (its net is the trips' net). */
+export function dayOfTrips(r: TripDayRow): DayFigures {
   return {
     ...emptyDay(r.trading_day),
     realized: scaledFrom(r.realized, AMOUNT_PLACES),
@@ -74,34 +114,5 @@ function dayOfSums(r: TripSumRow): DayFigures {
     roundTrips: r.trips,
     wins: r.wins,
     losses: r.losses,
-    grossWin: scaledFrom(r.gross_win, AMOUNT_PLACES),
-    grossLoss: scaledFrom(r.gross_loss, AMOUNT_PLACES),
-    largestWin: a(r.largest_win),
-    largestLoss: a(r.largest_loss),
   };
-}
-
-function addRisk(risk: RiskFigures, r: TripSumRow): void {
-  risk.rSum += scaledFrom(r.r_sum, RATIO_PLACES);
-  risk.rCount += r.r_count;
-  risk.riskNet += scaledFrom(r.risk_net, AMOUNT_PLACES);
-  risk.riskSum += scaledFrom(r.risk_sum, AMOUNT_PLACES);
-}
-
-export interface TripGroup {
-  readonly key: string | null;
-  readonly days: DayFigures[];
-  readonly risk: RiskFigures;
-}
-
-/** Per-group, per-day sums (ordered by group, then day) as groups of days. */
-export function groupsOf(rows: readonly TripSumRow[]): TripGroup[] {
-  const groups: TripGroup[] = [];
-  let current: TripGroup | undefined;
-  for (const r of rows) {
-    if (current === undefined || current.key !== r.key) groups.push((current = { key: r.key, days: [], risk: noRisk() }));
-    current.days.push(dayOfSums(r));
-    addRisk(current.risk, r);
-  }
-  return groups;
 }

@@ -9,7 +9,7 @@ import { checkTrade, isProblem, sameFill, tradingDayOf, type FieldProblem, type 
 import { balanceOf, journalOf, netOf, noRisk, type DayFigures } from './journal.ts';
 import { recordTrades, type NewTrade } from './record.ts';
 import * as repo from './repo.ts';
-import { groupsOf } from './round-trips.ts';
+import { dayOfTrips, groupOf, groupTotals, noTrips, type TripGroup } from './round-trips.ts';
 import type { CreateTradeInput, JournalDto, JournalQueryInput, TradeDto, TradeListQueryInput, UpdateTradeInput } from './schemas.ts';
 
 export type JournalDeps = Pick<Deps, 'db' | 'clock' | 'ids' | 'vault'>;
@@ -22,7 +22,7 @@ const DEFAULT_PAGE = 50;
 
 const canonical = (text: string): string => formatScaled(scaledFrom(text, UNIT_PLACES), UNIT_PLACES);
 
-export function toDto(row: repo.TradeRow): TradeDto {
+export function toDto(row: repo.ListedTradeRow): TradeDto {
   return {
     id: row.id,
     accountId: row.account_id,
@@ -229,13 +229,18 @@ export async function journal(deps: JournalDeps, userId: string, accountId: stri
   const { account, timezones } = await accountWithZones(deps.db, userId, accountId);
   const { from, to } = journalRange(deps, account, timezones, q);
   const exclude = q.exclude === undefined ? undefined : exclusionsOf(q.exclude);
-  const [days, trips, sums, positions] = await Promise.all([
-    exclude === undefined ? repo.daysBetween(deps.db, accountId, from, to) : Promise.resolve([]),
-    repo.tripSums(deps.db, accountId, { from, to }, null),
+  const range = { from, to };
+  const kept = { ...range, exclude: exclude?.items };
+  const [days, [allTrips], [keptTrips], sums, positions] = await Promise.all([
+    exclude === undefined
+      ? repo.daysBetween(deps.db, accountId, from, to).then((rows) => rows.map(dayFigures))
+      : repo.tripDays(deps.db, accountId, kept).then((rows) => rows.map(dayOfTrips)),
+    repo.tripTotals(deps.db, accountId, range, null),
+    exclude === undefined ? Promise.resolve([]) : repo.tripTotals(deps.db, accountId, kept, null),
     repo.allTimeSums(deps.db, accountId),
     repo.positionsAt(deps.db, accountId, to),
   ]);
-  const [all] = groupsOf(trips);
+  const all = allTrips === undefined ? undefined : groupOf(allTrips);
   const facts = {
     accountId,
     currency: account.currency,
@@ -250,11 +255,16 @@ export async function journal(deps: JournalDeps, userId: string, accountId: stri
       openedAt: p.opened_at.getTime(),
     })),
   };
-  if (exclude === undefined) return journalOf({ ...facts, days: days.map(dayFigures), risk: all?.risk ?? noRisk() });
-  const [kept] = groupsOf(await repo.tripSums(deps.db, accountId, { from, to, exclude: exclude.items }, null));
-  const whatIf = journalOf({ ...facts, days: kept?.days ?? [], risk: kept?.risk ?? noRisk() });
-  const allNet = all === undefined ? 0n : all.days.reduce((n, d) => n + netOf(d), 0n);
-  const keptNet = kept === undefined ? 0n : kept.days.reduce((n, d) => n + netOf(d), 0n);
-  const count = (g: typeof all): number => (g === undefined ? 0 : g.days.reduce((n, d) => n + d.roundTrips, 0));
-  return { ...whatIf, exclude: exclude.text, excluded: { roundTrips: count(all) - count(kept), netPnl: money(allNet - keptNet) } };
+  if (exclude === undefined) return journalOf({ ...facts, days, risk: all?.risk ?? noRisk() });
+  const remaining = keptTrips === undefined ? undefined : groupOf(keptTrips);
+  // The days list the remaining trips by closing day; the totals are their sums (wins, losses, drawdown) as summed by the database.
+  const whatIf = journalOf({ ...facts, days, risk: noRisk() });
+  const netOfGroup = (g: TripGroup | undefined): bigint => (g === undefined ? 0n : netOf(g.sums));
+  const tripsOf = (g: TripGroup | undefined): number => g?.sums.roundTrips ?? 0;
+  return {
+    ...whatIf,
+    totals: remaining === undefined ? noTrips() : groupTotals(remaining),
+    exclude: exclude.text,
+    excluded: { roundTrips: tripsOf(all) - tripsOf(remaining), netPnl: money(netOfGroup(all) - netOfGroup(remaining)) },
+  };
 }
