@@ -47,7 +47,7 @@ const fillOfNew = (t: NewTrade, zones: AccountZones): Fill => ({
   tags: t.tags,
 });
 
-const fillOfRow = (r: repo.TradeRow, zones: AccountZones): Fill => ({
+const fillOfRow = (r: repo.ReplayRow, zones: AccountZones): Fill => ({
   id: r.id,
   executedAt: r.executed_at.getTime(),
   tradingDay: r.trading_day,
@@ -72,7 +72,7 @@ export function outcomeColumns(o: FillOutcome): repo.OutcomeColumns {
   };
 }
 
-function sameOutcome(row: repo.TradeRow, o: FillOutcome): boolean {
+function sameOutcome(row: repo.ReplayRow, o: FillOutcome): boolean {
   return (
     scaledFrom(row.realized_pnl, AMOUNT_PLACES) === o.realized &&
     (row.trip_net === null ? o.tripNet === null : o.tripNet !== null && scaledFrom(row.trip_net, AMOUNT_PLACES) === o.tripNet) &&
@@ -136,7 +136,7 @@ export async function recordTrades(
       book = emptyBook();
       rewritten.push(symbol);
       const existing = (await repo.symbolFills(trx, accountId, symbol)).map((row) => ({ row, fill: fillOfRow(row, zones) }));
-      const merged: { fill: Fill; row?: repo.TradeRow; trade?: NewTrade }[] = [...existing, ...fresh].sort((a, b) => compareFills(a.fill, b.fill));
+      const merged: { fill: Fill; row?: repo.ReplayRow; trade?: NewTrade }[] = [...existing, ...fresh].sort((a, b) => compareFills(a.fill, b.fill));
       for (const entry of merged) {
         const outcome = applyFill(book, entry.fill);
         keep(outcome);

@@ -9,21 +9,25 @@ import { tabular, type BrokerTrade } from './layout.ts';
  */
 const unprotect = (cell: string | undefined): string | undefined => (cell !== undefined && /^'+[=+\-@\t\r]/.test(cell) ? cell.slice(1) : cell);
 
-/** Tags in one cell: a JSON array (what the export writes when a tag holds `;`), else `;`-separated. */
-function tagsOf(cell: string | undefined): string[] | string {
-  const text = unprotect(cell)?.trim() ?? '';
-  if (text === '') return [];
+/**
+ * Tags in one cell: a JSON array (what the export writes when a tag holds `;`), taken exactly, else
+ * `;`-separated and trimmed (a hand-written `a; b`). The export protects the cell as a whole, so only
+ * the cell's own leading `'` goes, never one inside a tag.
+ */
+function tagsOf(cell: string | undefined): string[] {
+  const text = unprotect(cell) ?? '';
+  if (text.trim() === '') return [];
   if (text.startsWith('[')) {
     try {
       const parsed: unknown = JSON.parse(text);
-      if (Array.isArray(parsed) && parsed.every((t) => typeof t === 'string')) return parsed.map((t: string) => unprotect(t) ?? t);
+      if (Array.isArray(parsed) && parsed.every((t) => typeof t === 'string')) return parsed;
     } catch {
-      // Not JSON: read as `;`-separated below.
+      // Not JSON: a tag that starts with `[`, read as `;`-separated below.
     }
   }
   return text
     .split(';')
-    .map((t) => unprotect(t.trim()) ?? '')
+    .map((t) => t.trim())
     .filter((t) => t !== '');
 }
 
@@ -37,16 +41,17 @@ export const generic = tabular({
     quantity: ['quantity'],
     price: ['price'],
     fee: ['fee'],
-    executedAt: ['executedat'],
-    externalId: ['externalid'],
+    executedAt: ['executedAt'],
+    externalId: ['externalId'],
     note: ['note'],
     tags: ['tags'],
-    assetClass: ['assetclass'],
+    assetClass: ['assetClass'],
     multiplier: ['multiplier'],
-    stopPrice: ['stopprice'],
+    stopPrice: ['stopPrice'],
   },
-  required: ['symbol', 'quantity', 'price', 'executedAt'],
+  required: ['symbol', 'side', 'quantity', 'price', 'executedAt'],
   keepSpaces: ['externalId', 'note'],
+  sameCellCount: true,
   row: (cell, ctx) => {
     const sq = sideAndQuantity(cell('side'), cell('quantity'), ctx);
     if (typeof sq === 'string') return sq;
@@ -60,17 +65,20 @@ export const generic = tabular({
       const a = amountOf(text, ctx.decimalComma);
       return a === undefined || a.negative ? text : a.digits;
     };
+    // An empty cell is a field not given (the journal's defaults apply), as in the create route.
+    const given = (text: string | undefined): string | undefined => (text === '' ? undefined : text);
+    const fee = given(cell('fee'));
     const trade: BrokerTrade = {
-      symbol: unprotect(cell('symbol')) ?? '',
+      symbol: (unprotect(cell('symbol')) ?? '').toUpperCase(),
       ...sq,
       price: plain('price') ?? '',
       // Brokers write a commission negative: a fee is its size.
-      fee: cell('fee') === undefined || cell('fee') === '' ? undefined : (absolute(cell('fee'), ctx.decimalComma) ?? cell('fee')),
+      fee: fee === undefined ? undefined : (absolute(fee, ctx.decimalComma) ?? fee),
       executedAt: at,
-      externalId: unprotect(cell('externalId')),
-      note: unprotect(cell('note')),
-      tags: typeof tags === 'string' ? [] : tags,
-      assetClass: cell('assetClass'),
+      externalId: given(unprotect(cell('externalId'))),
+      note: given(unprotect(cell('note'))),
+      tags: tags.length === 0 ? undefined : tags,
+      assetClass: given(cell('assetClass')),
       multiplier: plain('multiplier'),
       stopPrice: plain('stopPrice'),
     };

@@ -1,19 +1,22 @@
 // Interactive Brokers Activity Statement as CSV (DESIGN §17): one file of many sections, each line
 // starting with its section's name and its kind (Header, Data, SubTotal, Total). Only the Trades
-// section's Data rows are executions; its subtotals, totals and closed-lot lines are skipped, other
-// sections are not trades at all. Rows are numbered by their line in the file.
+// section's Data rows are executions; its subtotals, totals, closed-lot lines and a header repeated
+// further down (IBKR starts each asset category's columns again) are skipped rows; the lines of other
+// sections are no rows at all (account information, cash, interest). Rows are numbered by their line
+// in the file.
 import { absolute, amountOf } from './values.ts';
 import { sideAndQuantity, timeOf } from './common.ts';
 import { cellsOf, columnIndex, headerName, type BrokerRow, type Layout } from './layout.ts';
 
 const FIELDS = {
-  discriminator: ['datadiscriminator'],
-  assetCategory: ['asset category'],
-  symbol: ['symbol'],
-  executedAt: ['date/time'],
-  quantity: ['quantity'],
-  price: ['t. price', 'trade price'],
-  fee: ['comm/fee', 'comm in usd', 'commission'],
+  discriminator: ['DataDiscriminator'],
+  assetCategory: ['Asset Category'],
+  symbol: ['Symbol'],
+  executedAt: ['Date/Time'],
+  quantity: ['Quantity'],
+  price: ['T. Price', 'Trade Price'],
+  fee: ['Comm/Fee', 'Comm in USD', 'Commission'],
+  multiplier: ['Multiplier', 'Mult'],
 } as const;
 
 const ASSET_CATEGORIES: Readonly<Record<string, string>> = {
@@ -33,6 +36,7 @@ export const ibkrActivity: Layout = {
   name: 'Interactive Brokers — Activity Statement (Trades section)',
   how: 'Client Portal → Performance & Reports → Statements → Activity → format CSV → Run',
   columns: ['Trades,Header,…', ...Object.values<readonly string[]>(FIELDS).map((a) => a[0] ?? '')],
+  needs: 'a "Trades,Header,…" line naming Asset Category, Symbol, Date/Time, Quantity, T. Price, Comm/Fee',
   detect: (records) => records.some((r) => isTrades(r.cells) && headerName(r.cells[1] ?? '') === 'header'),
   missing: (records) => (ibkrActivity.detect(records) ? undefined : 'no "Trades,Header,…" line: export the statement as CSV with its Trades section'),
   read: (records, ctx) => {
@@ -55,6 +59,7 @@ export const ibkrActivity: Layout = {
       const row = r.line;
       const kind = headerName(r.cells[1] ?? '');
       if (kind === 'header') {
+        if (index !== undefined) out.push({ row, kind: 'skipped' });
         index = columnIndex(r.cells.slice(2), FIELDS);
         continue;
       }
@@ -84,12 +89,13 @@ export const ibkrActivity: Layout = {
         row,
         kind: 'trade',
         trade: {
-          symbol: (cell('symbol') ?? '').replace(/\s+/g, ''),
+          symbol: (cell('symbol') ?? '').replace(/\s+/g, '').toUpperCase(),
           ...sq,
           price: price?.digits ?? cell('price') ?? '',
           fee: absolute(cell('fee'), ctx.decimalComma),
           executedAt: at,
           assetClass: ASSET_CATEGORIES[category] ?? (category === '' ? undefined : category),
+          multiplier: absolute(cell('multiplier'), ctx.decimalComma),
         },
       });
     }

@@ -19,20 +19,20 @@ export const ibkrFlex = tabular({
   name: 'Interactive Brokers — Flex Query (trades / executions)',
   how: 'Client Portal → Performance & Reports → Flex Queries → a Trades query with format CSV → Run',
   fields: {
-    symbol: ['symbol'],
-    side: ['buy/sell'],
-    quantity: ['quantity'],
-    price: ['tradeprice', 'price'],
-    fee: ['ibcommission', 'commission'],
-    executedAt: ['date/time', 'datetime', 'tradedate'],
-    time: ['tradetime'],
-    tradeId: ['tradeid', 'ibexecid', 'transactionid'],
-    assetClass: ['assetclass'],
-    multiplier: ['multiplier'],
-    level: ['levelofdetail'],
+    symbol: ['Symbol'],
+    side: ['Buy/Sell'],
+    quantity: ['Quantity'],
+    price: ['TradePrice', 'Price'],
+    fee: ['IBCommission', 'Commission'],
+    executedAt: ['Date/Time', 'DateTime', 'TradeDate'],
+    time: ['TradeTime'],
+    tradeId: ['TradeID', 'IBExecID', 'TransactionID'],
+    assetClass: ['AssetClass'],
+    multiplier: ['Multiplier'],
+    level: ['LevelOfDetail'],
   },
   required: ['symbol', 'quantity', 'price', 'executedAt'],
-  signature: ['buy/sell', 'assetclass', 'tradeid', 'ibexecid', 'clientaccountid'],
+  signature: ['Buy/Sell', 'AssetClass', 'TradeID', 'IBExecID', 'ClientAccountID'],
   row: (cell, ctx) => {
     // A query "including executions" lists orders and closed lots too: only executions are fills.
     const level = cell('level')?.toUpperCase();
@@ -49,7 +49,7 @@ export const ibkrFlex = tabular({
     const price = amountOf(cell('price'), ctx.decimalComma);
     return {
       // Option symbols are OCC's with padding spaces: `AAPL  240119C00190000`.
-      symbol: (cell('symbol') ?? '').replace(/\s+/g, ''),
+      symbol: (cell('symbol') ?? '').replace(/\s+/g, '').toUpperCase(),
       ...sq,
       price: price?.digits ?? cell('price') ?? '',
       fee: absolute(cell('fee'), ctx.decimalComma),

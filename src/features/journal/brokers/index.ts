@@ -6,9 +6,11 @@ import { MAX_CSV_ROWS } from '../csv.ts';
 import { generic } from './generic.ts';
 import { ibkrActivity } from './ibkr-activity.ts';
 import { ibkrFlex } from './ibkr-flex.ts';
-import { ninjaTrader, topstepX, tradovate } from './futures-platforms.ts';
 import { metaTrader5 } from './metatrader5.ts';
+import { ninjaTrader } from './ninjatrader.ts';
 import { thinkorswim } from './thinkorswim.ts';
+import { topstepX } from './topstepx.ts';
+import { tradovate } from './tradovate.ts';
 import { webull } from './webull.ts';
 import { isBlank, type BrokerRow, type FileRecord, type Layout, type ReadContext } from './layout.ts';
 import { leadingSlashNumbers, type DateOrder } from './values.ts';
@@ -42,15 +44,19 @@ function refused(message: string, path = '/'): AppError {
   return new AppError('VALIDATION_ERROR', message, { details: [{ path, message }] });
 }
 
-/** The delimiter of the file's first lines: the one of `,` `;` tab that splits them most. */
+/**
+ * The delimiter, from the header: the first line that holds any of `,` `;` tab outside quotes (report
+ * exports put a title line above it), and of those the one it holds most. Data rows are not asked: a
+ * `;` file's decimal commas would outvote its delimiter.
+ */
 function delimiterOf(text: string): string {
-  const head = text
-    .split(/\r?\n/, 10)
-    .join('\n')
-    .replace(/"[^"]*"/g, '');
-  const count = (d: string): number => head.split(d).length - 1;
-  const [best = ','] = [',', ';', '\t'].sort((a, b) => count(b) - count(a));
-  return count(best) === 0 ? ',' : best;
+  for (const line of text.split(/\r\n|\n|\r/, 50)) {
+    const bare = line.replace(/"[^"]*"/g, '');
+    const counts = [',', ';', '\t'].map((d) => [d, bare.split(d).length - 1] as const).sort((a, b) => b[1] - a[1]);
+    const [best] = counts;
+    if (best !== undefined && best[1] > 0) return best[0];
+  }
+  return ',';
 }
 
 /**
@@ -81,16 +87,23 @@ export function readBrokerFile(text: string, format?: string): BrokerFile {
   try {
     const parsed = parse(text.replace(/^\uFEFF/, ''), {
       delimiter,
-      skip_empty_lines: true,
+      // Lines of blanks are kept: they are skipped rows, and rows keep the numbers a spreadsheet shows.
+      skip_empty_lines: false,
+      // A file pasted together from two systems may mix line ends.
+      record_delimiter: ['\r\n', '\n', '\r'],
       relax_column_count: true,
       // thinkorswim writes cells like ="12345": a quote inside an unquoted cell is text.
       relax_quotes: true,
-      info: true,
-    }) as unknown as {
-      record: string[];
-      info: { lines: number };
-    }[];
-    records = parsed.map((p) => ({ cells: p.record, line: p.info.lines }));
+      raw: true,
+    }) as unknown as { record: string[]; raw: string }[];
+    // A record starts on the line after the breaks of those before it (a quoted cell may hold some).
+    // Counted from the raw text, a CRLF once: csv-parse's own info.lines counts a quoted CRLF twice.
+    let line = 1;
+    records = parsed.map((p) => {
+      const at = line;
+      line += p.raw.match(/\r\n|\r|\n/g)?.length ?? 0;
+      return { cells: p.record, line: at };
+    });
   } catch (err) {
     if (err instanceof CsvError) throw refused(`the body is not CSV (RFC 4180): ${err.message.slice(0, 200)}`);
     throw err;
@@ -101,17 +114,15 @@ export function readBrokerFile(text: string, format?: string): BrokerFile {
   const layout = chosen ?? LAYOUTS.find((l) => l.detect(records));
   if (layout === undefined)
     throw refused(
-      'no known layout recognises the header: ' +
-        'the generic one needs the columns symbol, side, quantity, price, executedAt ' +
-        '(fee, externalId, note, tags, assetClass, multiplier, stopPrice optional); ' +
-        `broker files read: ${IMPORT_FORMATS.filter((f) => f.id !== 'generic')
-          .map((f) => f.name)
-          .join('; ')} (GET /api/journal/import-formats lists their columns)`,
+      `no known layout recognises the header; each needs: ${LAYOUTS.map((l) => `${l.id} (${l.name}): ${l.needs}`).join('; ')}. ` +
+        'Name one with ?format= to be told what the file lacks.',
     );
   const problem = layout.missing(records);
   if (problem !== undefined) throw refused(`not a ${layout.name} file: ${problem}`);
-  // The header (and, for statements, every other section) is not a data row.
-  if (records.length - 1 > MAX_CSV_ROWS) throw refused(`the CSV has ${records.length - 1} data rows; at most ${MAX_CSV_ROWS} are imported at once`);
+  // Every line after the header counts (for a statement: every line of it): a file is refused before
+  // any of its rows is read.
+  const data = records.length - 1;
+  if (data > MAX_CSV_ROWS) throw refused(`the CSV has ${data} data rows; at most ${MAX_CSV_ROWS} are imported at once`);
   const ctx: ReadContext = { decimalComma: delimiter === ';', dateOrder: dateOrderOf(records, delimiter) };
   return { format: layout.id, rows: layout.read(records, ctx) };
 }

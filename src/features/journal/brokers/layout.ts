@@ -6,6 +6,12 @@ import type { DateOrder } from './values.ts';
 /** A trade as the file gives it, every field text, already in the forms the journal's checks take (an executedAt without an offset is a wall-clock time). */
 export type BrokerTrade = RawTrade;
 
+/**
+ * One row of the file: `row` is the layout's 1-based data row (the header not counted, a line of blanks
+ * counted, so it is the row a spreadsheet shows below the header); in the multi-section statements
+ * (IBKR Activity, thinkorswim) it is the file's 1-based line. A TopstepX round trip gives two trades
+ * with one row number.
+ */
 export type BrokerRow =
   | { readonly row: number; readonly kind: 'trade'; readonly trade: BrokerTrade }
   | { readonly row: number; readonly kind: 'skipped' }
@@ -28,8 +34,10 @@ export interface Layout {
   readonly name: string;
   /** Where the trader gets the file. */
   readonly how: string;
-  /** The columns the layout reads (the first of each alias group). */
+  /** The columns the layout reads, as the broker names them (the first of each alias group). */
   readonly columns: readonly string[];
+  /** What a file needs to be read as this layout, in words (the refusal of a file no layout reads names it). */
+  readonly needs: string;
   /** Whether the file is this layout's (its header, or its section titles). */
   detect(records: readonly FileRecord[]): boolean;
   /** Why the file is not readable as this layout (asked with ?format=), or undefined. */
@@ -51,13 +59,13 @@ export const headerName = (cell: string): string =>
 /** A line of nothing but blanks (every cell empty or spaces). */
 export const isBlank = (cells: readonly string[]): boolean => cells.every((c) => c.trim() === '');
 
-/** The columns of a header by name: each field an alias list, the first alias present wins. */
+/** The columns of a header by name: each field an alias list (compared as headerName does), the first alias present wins. */
 export function columnIndex<K extends string>(header: readonly string[], fields: Readonly<Record<K, readonly string[]>>): Partial<Record<K, number>> {
   const names = header.map(headerName);
   const out: Partial<Record<K, number>> = {};
   for (const key of Object.keys(fields) as K[]) {
     for (const alias of fields[key]) {
-      const i = names.indexOf(alias);
+      const i = names.indexOf(headerName(alias));
       if (i >= 0) {
         out[key] = i;
         break;
@@ -94,6 +102,11 @@ export function tabular<K extends string>(spec: {
   readonly signature?: readonly string[];
   /** Fields read as written (text a trader typed: a note), not trimmed. */
   readonly keepSpaces?: readonly NoInfer<K>[];
+  /**
+   * A row must have the header's number of cells (ours: a row cut short is refused, never read with
+   * fields shifted). Brokers' files are read leniently: several end their rows, or not, with a comma.
+   */
+  readonly sameCellCount?: boolean;
   readonly row: (cell: (key: K) => string | undefined, ctx: ReadContext) => BrokerTrade | readonly BrokerTrade[] | 'skip' | string;
 }): Layout {
   const lacking = (cells: readonly string[]): K[] => {
@@ -103,26 +116,34 @@ export function tabular<K extends string>(spec: {
   // The header is the first of the file's first lines that names every required column (report
   // exports put a title or an account line above it).
   const headerAt = (records: readonly FileRecord[]): number => records.slice(0, HEADER_SEARCH).findIndex((r) => lacking(r.cells).length === 0);
+  const label = (k: K): string => spec.fields[k][0] ?? k;
   return {
     id: spec.id,
     name: spec.name,
     how: spec.how,
-    columns: Object.values<readonly string[]>(spec.fields).map((aliases) => aliases[0] ?? ''),
+    columns: (Object.keys(spec.fields) as K[]).map(label),
+    needs: `the columns ${spec.required.map(label).join(', ')}${spec.signature === undefined ? '' : ` and one of ${spec.signature.join(', ')}`}`,
     detect: (records) => {
       const at = headerAt(records);
       const names = (records[at]?.cells ?? []).map(headerName);
-      return at >= 0 && (spec.signature === undefined || spec.signature.some((s) => names.includes(s)));
+      return at >= 0 && (spec.signature === undefined || spec.signature.some((s) => names.includes(headerName(s))));
     },
     missing: (records) => {
       const at = headerAt(records);
       if (at >= 0) {
         const names = (records[at]?.cells ?? []).map(headerName);
-        const twice = Object.values<readonly string[]>(spec.fields).find((aliases) => aliases.some((a) => names.indexOf(a) !== names.lastIndexOf(a)));
+        const twice = Object.values<readonly string[]>(spec.fields).find((aliases) =>
+          aliases.some((a) => names.indexOf(headerName(a)) !== names.lastIndexOf(headerName(a))),
+        );
         return twice === undefined ? undefined : `the header names the column ${twice[0] ?? ''} twice`;
       }
-      return `the header lacks ${lacking(records[0]?.cells ?? [])
-        .map((k) => spec.fields[k][0])
-        .join(', ')}`;
+      // The line with the fewest required columns missing is the one the trader meant as the header.
+      const lacks = records
+        .slice(0, HEADER_SEARCH)
+        .filter((r) => !isBlank(r.cells))
+        .map((r) => lacking(r.cells))
+        .reduce<K[] | undefined>((best, l) => (best === undefined || l.length < best.length ? l : best), undefined);
+      return `the header lacks ${(lacks ?? spec.required).map(label).join(', ')}`;
     },
     read: (records, ctx) => {
       const at = Math.max(0, headerAt(records));
@@ -135,6 +156,8 @@ export function tabular<K extends string>(spec: {
         const row = i + 1;
         // Blank lines, and a header repeated inside the file (Flex queries of several accounts), are no execution.
         if (isBlank(r.cells) || r.cells.map(headerName).join('\u0000') === headNames.join('\u0000')) return [{ row, kind: 'skipped' }];
+        if (spec.sameCellCount === true && r.cells.length !== head.cells.length)
+          return [{ row, kind: 'invalid', message: 'the row does not have as many cells as the header' }];
         const out = spec.row(cellsOf(r.cells, index, spec.keepSpaces), ctx);
         if (out === 'skip') return [{ row, kind: 'skipped' }];
         if (typeof out === 'string') return [{ row, kind: 'invalid', message: out }];

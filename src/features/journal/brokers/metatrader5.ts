@@ -3,8 +3,8 @@
 // server's (`2024.01.05 10:30:00`), read in the account's zone unless ?timezone= names the server's.
 // Volume is in lots: a currency pair (`EURUSD`) is forex at 100,000 units a lot, gold (`XAUUSD`) and
 // silver (`XAGUSD`) CFDs at the standard 100 and 5,000 ounces; anything else (an index, a share CFD)
-// is a CFD whose contract size the deals do not state (×1: give it in a generic file when it matters). Fee = |Commission| + |Fee|; Swap is financing,
-// not a fee, and is left out.
+// is a CFD whose contract size the deals do not state (×1: give it in a generic file, or a Contract Size
+// column, when it matters). Fee = |Commission| + |Fee|; Swap is financing, not a fee, and is left out.
 import { absolute, addAmounts, amountOf } from './values.ts';
 import { sideAndQuantity, timeOf } from './common.ts';
 import { tabular } from './layout.ts';
@@ -44,19 +44,20 @@ export const metaTrader5 = tabular({
   name: 'MetaTrader 5 — Deals (history)',
   how: 'MetaTrader 5 → Toolbox → History → right-click → Deals → Report (save the deals as CSV)',
   fields: {
-    executedAt: ['time'],
-    deal: ['deal'],
-    symbol: ['symbol'],
-    type: ['type'],
-    direction: ['direction'],
-    volume: ['volume'],
-    price: ['price'],
-    commission: ['commission'],
-    fee: ['fee'],
-    comment: ['comment'],
+    executedAt: ['Time'],
+    deal: ['Deal'],
+    symbol: ['Symbol'],
+    type: ['Type'],
+    direction: ['Direction'],
+    volume: ['Volume'],
+    price: ['Price'],
+    commission: ['Commission'],
+    fee: ['Fee'],
+    comment: ['Comment'],
+    contractSize: ['Contract Size', 'ContractSize'],
   },
   required: ['executedAt', 'deal', 'symbol', 'type', 'volume', 'price'],
-  signature: ['direction', 'swap', 'profit'],
+  signature: ['Direction', 'Swap', 'Profit'],
   row: (cell, ctx) => {
     const type = (cell('type') ?? '').toLowerCase();
     if (type !== 'buy' && type !== 'sell') return 'skip';
@@ -67,6 +68,8 @@ export const metaTrader5 = tabular({
     const symbol = (cell('symbol') ?? '').toUpperCase();
     const forex = isCurrencyPair(symbol);
     const metal = CURRENCIES.has(symbol.slice(3, 6)) ? METAL_LOTS[symbol.slice(0, 3)] : undefined;
+    // A file that states the contract size (a report saved with it, or edited) is believed over the table.
+    const stated = absolute(cell('contractSize'), ctx.decimalComma);
     return {
       symbol,
       ...sq,
@@ -75,7 +78,7 @@ export const metaTrader5 = tabular({
       executedAt: at,
       externalId: cell('deal') || undefined,
       assetClass: forex ? 'forex' : 'cfd',
-      multiplier: forex ? FOREX_LOT : (metal ?? '1'),
+      multiplier: stated !== undefined && stated !== '0' ? stated : forex ? FOREX_LOT : (metal ?? '1'),
     };
   },
 });

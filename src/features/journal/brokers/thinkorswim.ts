@@ -8,16 +8,16 @@ import { sideAndQuantity, timeOf } from './common.ts';
 import { cellsOf, columnIndex, headerName, isBlank, type BrokerRow, type Layout } from './layout.ts';
 
 const FIELDS = {
-  executedAt: ['exec time'],
-  side: ['side'],
-  quantity: ['qty'],
-  posEffect: ['pos effect'],
-  symbol: ['symbol'],
-  expiry: ['exp'],
-  strike: ['strike'],
-  type: ['type'],
-  price: ['price'],
-  netPrice: ['net price'],
+  executedAt: ['Exec Time'],
+  side: ['Side'],
+  quantity: ['Qty'],
+  posEffect: ['Pos Effect'],
+  symbol: ['Symbol'],
+  expiry: ['Exp'],
+  strike: ['Strike'],
+  type: ['Type'],
+  price: ['Price'],
+  netPrice: ['Net Price'],
 } as const;
 
 const TITLE = 'account trade history';
@@ -39,6 +39,7 @@ export const thinkorswim: Layout = {
   name: 'thinkorswim (Schwab) — Account Statement',
   how: 'thinkorswim → Monitor → Account Statement → the menu at the top right → Export to File (CSV)',
   columns: ['Account Trade History', ...Object.values<readonly string[]>(FIELDS).map((a) => a[0] ?? '')],
+  needs: 'an "Account Trade History" section with Exec Time, Side, Qty, Symbol, Price',
   detect: (records) => records.some((r) => headerName(r.cells[0] ?? '') === TITLE),
   missing: (records) => (thinkorswim.detect(records) ? undefined : 'no "Account Trade History" section: export the Account Statement to a file'),
   read: (records, ctx) => {

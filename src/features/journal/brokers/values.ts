@@ -9,8 +9,12 @@ export interface Amount {
 }
 
 /**
- * `decimalComma`: the file writes `12,5` for 12.5 and may group with `.` (EU files, `;`-delimited);
- * otherwise `,` only groups thousands. Undefined when the text is not a number.
+ * `decimalComma` (a `;`-delimited file, as European spreadsheets write them): `,` is the decimal
+ * point and `.` groups thousands (`12,5`, `1.234,56`, `1.234`); a number with one `.` and no `,`
+ * that is not one thousands group (`4750.25`, `0.5`) keeps `.` as its point, so a US file saved
+ * with `;` keeps its prices. Otherwise (`,`-delimited and tab files) `,` only groups thousands (a quoted
+ * `"1,234.50"`). Grouping must be well formed (`1,234,567`): `12,5` in a `,` file is not a number,
+ * never 125. Undefined when the text is not a number.
  */
 export function amountOf(text: string | undefined, decimalComma = false): Amount | undefined {
   if (text === undefined) return undefined;
@@ -24,13 +28,23 @@ export function amountOf(text: string | undefined, decimalComma = false): Amount
     negative = negative !== t.startsWith('-');
     t = t.slice(1);
   }
-  t = decimalComma ? t.replaceAll('.', '').replace(',', '.') : t.replaceAll(',', '');
-  if (!/^(\d+(\.\d*)?|\.\d+)$/.test(t)) return undefined;
-  let [whole = '', fraction = ''] = t.split('.');
+  const plain = ungrouped(t, decimalComma);
+  if (plain === undefined || !/^(\d+(\.\d*)?|\.\d+)$/.test(plain)) return undefined;
+  let [whole = '', fraction = ''] = plain.split('.');
   whole = whole.replace(/^0+(?=\d)/, '') || '0';
   fraction = fraction.replace(/0+$/, '');
   const digits = fraction === '' ? whole : `${whole}.${fraction}`;
   return { negative: negative && digits !== '0', digits };
+}
+
+/** A number's text with its grouping removed and `.` as its decimal point, or undefined when the grouping is malformed. */
+function ungrouped(t: string, decimalComma: boolean): string | undefined {
+  if (decimalComma && !t.includes(',') && /^\d*\.\d*$/.test(t) && !/^\d{1,3}\.\d{3}$/.test(t)) return t;
+  const [group, point, grouped]: [string, string, RegExp] = decimalComma ? ['.', ',', /^\d{1,3}(\.\d{3})+$/] : [',', '.', /^\d{1,3}(,\d{3})+$/];
+  const [whole = '', fraction, ...more] = t.split(point);
+  if (more.length > 0 || (whole.includes(group) && !grouped.test(whole))) return undefined;
+  const digits = whole.replaceAll(group, '');
+  return fraction === undefined ? digits : `${digits}.${fraction}`;
 }
 
 /** The absolute value as text (a fee written negative is still the fee), or undefined. */

@@ -13,19 +13,19 @@ export const webull = tabular({
   name: 'Webull — Orders (order history)',
   how: 'Webull desktop → Orders → Order history → Export (CSV)',
   fields: {
-    symbol: ['symbol'],
-    side: ['side'],
-    status: ['status'],
-    quantity: ['filled', 'filled qty', 'total qty'],
-    price: ['avg price', 'filled avg price', 'price'],
-    executedAt: ['filled time', 'placed time'],
-    name: ['name'],
+    symbol: ['Symbol'],
+    side: ['Side'],
+    status: ['Status'],
+    quantity: ['Filled', 'Filled Qty', 'Total Qty'],
+    price: ['Avg Price', 'Filled Avg Price', 'Price'],
+    executedAt: ['Filled Time', 'Placed Time'],
+    name: ['Name'],
   },
   required: ['symbol', 'side', 'status', 'quantity', 'price', 'executedAt'],
-  signature: ['filled time', 'time-in-force', 'placed time'],
+  signature: ['Filled Time', 'Time-in-Force', 'Placed Time'],
   row: (cell, ctx) => {
     const status = (cell('status') ?? '').toLowerCase();
-    const filled = amountOf(cell('quantity'))?.digits;
+    const filled = amountOf(cell('quantity'), ctx.decimalComma)?.digits;
     if ((status !== 'filled' && status !== 'partially filled') || filled === undefined || filled === '0') return 'skip';
     const sq = sideAndQuantity(cell('side'), cell('quantity'), ctx);
     if (typeof sq === 'string') return sq;
