@@ -276,7 +276,7 @@ describe('real trades in (DESIGN §17)', () => {
     test('DESIGN 17: our own export imported back adds nothing (cells protected with a leading quote read without it); into a new account it gives the identical journal and a byte-identical export', async () => {
       const u = `u-${randomUUID()}`;
       const a = await account(u);
-      await create(u, a, fill('-A1', 'buy', '10', '5', '2026-03-16T14:00:00Z', { note: '=1+1', externalId: '-e1', tags: ['+x', '@y'] }));
+      await create(u, a, fill('-A1', 'buy', '10', '5', '2026-03-16T14:00:00Z', { note: '=1+1', externalId: '-e1', tags: ['+x', '@y', ' pad ', '[x'] }));
       await create(u, a, fill('-A1', 'sell', '10', '7.5', '2026-03-16T15:00:00Z', { note: '-minus', fee: '0.5' }));
       await create(u, a, fill('ESM6', 'buy', '1', '5000', '2026-03-17T14:00:00Z', { assetClass: 'future', stopPrice: '4990', tags: ['a;b'] }));
       await create(u, a, fill('ESM6', 'sell', '1', '5010.25', '2026-03-17T15:00:00Z', { assetClass: 'future', note: '@close' }));

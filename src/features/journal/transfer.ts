@@ -175,8 +175,12 @@ export async function importTrades(deps: JournalDeps, userId: string, accountId:
   };
 }
 
-/** Tags in one cell: `;`-separated, or a JSON array when a tag holds a `;` (the generic layout reads both). */
-const tagsCell = (tags: readonly string[]): string => (tags.some((t) => t.includes(';')) ? JSON.stringify(tags) : tags.join(';'));
+/**
+ * Tags in one cell: `;`-separated, or a JSON array when `;`-separation would not read back the same (a tag
+ * holding `;`, starting with `[`, or with spaces at an end); the generic layout reads both.
+ */
+const tagsCell = (tags: readonly string[]): string =>
+  tags.some((t) => t.includes(';') || t.startsWith('[') || t.trim() !== t) ? JSON.stringify(tags) : tags.join(';');
 
 /** DESIGN §14, §17: the account's trades (within the list's filters) as CSV in the generic layout, oldest first, a page at a time. */
 export async function exportTrades(deps: JournalDeps, userId: string, accountId: string, q: ExportQueryInput = {}): Promise<Readable> {
