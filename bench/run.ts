@@ -1,5 +1,5 @@
 // The benchmark suite: `npm run bench` (all rows, writes docs/PERFORMANCE.md).
-//   npm run bench -- --only relay,ttfd   some rows (ids: relay, ttfd, turns, memory, list, search, json, keysave, tools, usage, resume, stop, detached, journal, scale, rolling)
+//   npm run bench -- --only relay,ttfd   some rows (ids: relay, ttfd, turns, memory, list, search, json, keysave, tools, usage, resume, stop, detached, journal, journal-speed, scale, rolling)
 //   npm run bench -- --quick             smaller sizes, for development
 //   --no-write / --write                 skip / force the docs update (partial and quick runs skip it)
 //   --profile                            service and floor processes run with --cpu-prof (.bench/<run>/profiles/<n>-<process>.cpuprofile)
@@ -35,6 +35,7 @@ import { tools } from './scenarios/tools.ts';
 import { usage } from './scenarios/usage.ts';
 import { detached, resume, stop } from './scenarios/resume.ts';
 import { journal } from './scenarios/journal.ts';
+import { journalSpeed } from './scenarios/journal-speed.ts';
 import { scale } from './scenarios/scale.ts';
 import { rolling } from './scenarios/rolling.ts';
 
@@ -53,6 +54,7 @@ const SCENARIOS: Record<string, { title: string; run: (h: Harness) => Promise<Ro
   stop: { title: 'Stop across instances', run: stop },
   detached: { title: 'Memory per detached turn', run: detached },
   journal: { title: 'Trading journal', run: journal },
+  'journal-speed': { title: 'Journal pages, reports and back-dated imports', run: journalSpeed },
   scale: { title: 'Open streams on one instance', run: scale },
   rolling: { title: 'Rolling restart under load', run: rolling },
 };
