@@ -36,7 +36,10 @@ const fillOfNew = (t: NewTrade, zones: AccountZones): Fill => ({
   id: t.id,
   executedAt: t.executedAt.getTime(),
   tradingDay: t.tradingDay,
-  hour: hourOf(zones.timezones, zones.fallback, t.executedAt),
+  // Read only when the fill opens a round trip: one zone lookup a trip, not one a fill.
+  get hour() {
+    return hourOf(zones.timezones, zones.fallback, t.executedAt);
+  },
   side: t.side,
   quantity: units(t.quantity),
   price: units(t.price),
@@ -51,7 +54,9 @@ const fillOfRow = (r: repo.ReplayRow, zones: AccountZones): Fill => ({
   id: r.id,
   executedAt: r.executed_at.getTime(),
   tradingDay: r.trading_day,
-  hour: hourOf(zones.timezones, zones.fallback, r.executed_at),
+  get hour() {
+    return hourOf(zones.timezones, zones.fallback, r.executed_at);
+  },
   side: r.side,
   quantity: scaledFrom(r.quantity, UNIT_PLACES),
   price: scaledFrom(r.price, UNIT_PLACES),
