@@ -80,10 +80,10 @@ describe('journal page', () => {
     await page.getByRole('heading', { name: 'Journal: Swing' }).waitFor();
     await page.getByText('No trades in this range.', { exact: false }).waitFor();
 
-    // Import through the file picker.
+    // Import through the file picker: the dry run first, then the import.
     await page.getByLabel('CSV file').setInputFiles(csvFile('trades.csv', CSV));
-    await page.getByRole('button', { name: 'Import', exact: true }).click();
-    await page.getByRole('status').filter({ hasText: 'Imported 5, 0 already in the journal, 1 rejected.' }).waitFor();
+    await page.getByRole('button', { name: 'Import 5 trades', exact: true }).click();
+    await page.getByRole('status').filter({ hasText: 'Imported 5, 0 already in the journal, 0 skipped, 1 rejected.' }).waitFor();
     assert.equal(await page.getByTestId('import-imported').innerText(), '5');
     assert.equal(await page.getByTestId('import-duplicates').innerText(), '0');
     assert.equal(await page.getByTestId('import-rejected').innerText(), '1');
@@ -121,6 +121,8 @@ describe('journal page', () => {
         largestWin: '98',
         largestLoss: '-20',
         maxDrawdown: '20',
+        averageR: null,
+        expectancyR: null,
         balance: '10078',
       },
     );
@@ -146,7 +148,7 @@ describe('journal page', () => {
 
     // The chart: a bar a day, the loss below the zero line; its words name the days; the figures table has AAPL's day at 98.
     const chart = page.getByRole('img', { name: /Daily net P&L from/ });
-    assert.match((await chart.getAttribute('aria-label')) ?? '', /2 trading days with fills, 1 up, 1 down; best \+\$98\.00 on .+, worst -\$20\.00 on /);
+    assert.match((await chart.getAttribute('aria-label')) ?? '', /2 trading days with realized P&L, 1 up, 1 down; best \+\$98\.00 on .+, worst -\$20\.00 on /);
     assert.equal(await chart.locator('rect.jr-bar.up').count(), 1);
     assert.equal(await chart.locator('rect.jr-bar.down').count(), 1);
     const zeroY = Number(await chart.locator('line.jr-zero').last().getAttribute('y1'));
@@ -161,10 +163,10 @@ describe('journal page', () => {
 
     // Filter by symbol narrows the list (typed in lower case), and back.
     await page.getByLabel('Symbol').fill('tsla');
-    await page.getByRole('button', { name: 'Filter' }).click();
+    await page.getByRole('button', { name: 'Show', exact: true }).click();
     await page.getByText('2 trades shown').waitFor();
     assert.deepEqual(await tradeRows(page).locator('th').allInnerTexts(), ['TSLA', 'TSLA']);
-    await page.getByRole('button', { name: 'Show all' }).click();
+    await page.getByRole('button', { name: 'All symbols' }).click();
     await page.getByText('5 trades shown').waitFor();
 
     // A direct load of the page's address (the service answers it) shows the same.
@@ -176,13 +178,16 @@ describe('journal page', () => {
     const download = page.waitForEvent('download');
     await page.getByRole('button', { name: 'Export CSV' }).click();
     const file = await download;
-    assert.match(file.suggestedFilename(), /^trades-swing-\d{4}-\d{2}-\d{2}\.csv$/);
+    assert.match(file.suggestedFilename(), /^trades-swing-\d{4}-\d{2}-\d{2}-to-\d{4}-\d{2}-\d{2}\.csv$/);
     const exported = readFileSync(await file.path(), 'utf8')
       .trim()
       .split(/\r\n/);
-    assert.equal(exported[0], 'symbol,side,quantity,price,fee,executedAt,externalId,note');
+    assert.equal(exported[0], 'symbol,side,quantity,price,fee,executedAt,externalId,note,tags,assetClass,multiplier,stopPrice');
     assert.equal(exported.length, 6);
-    assert.ok(exported.includes(`AAPL,buy,10,100,1,${D1}T14:30:00.000Z,ex-1,"Breakout, first try"`), exported.join('\n'));
+    assert.ok(
+      exported.some((l) => l.startsWith(`AAPL,buy,10,100,1,${D1}T14:30:00.000Z,ex-1,"Breakout, first try",`)),
+      exported.join('\n'),
+    );
 
     // Note and tags of a trade.
     await page.getByRole('button', { name: /^Edit note and tags of buy 5 MSFT/ }).click();
@@ -212,10 +217,12 @@ describe('journal page', () => {
     await page.emulateMedia({ colorScheme: 'light' });
     await page.setViewportSize({ width: 1280, height: 800 });
 
-    // The same file again adds nothing.
+    // The same file again would add nothing: the dry run says so, and there is nothing to import.
     await page.getByLabel('CSV file').setInputFiles(csvFile('trades.csv', CSV));
-    await page.getByRole('button', { name: 'Import', exact: true }).click();
-    await page.getByRole('status').filter({ hasText: 'Imported 0, 5 already in the journal, 1 rejected.' }).waitFor();
+    await page.getByTestId('preview-duplicates').filter({ hasText: '5' }).waitFor();
+    assert.equal(await page.getByTestId('preview-imported').innerText(), '0');
+    assert.ok(await page.getByRole('button', { name: 'Nothing to import' }).isDisabled());
+    await page.getByRole('button', { name: 'Cancel' }).click();
 
     // Delete the open position's fill: the journal is read again without it.
     page.once('dialog', (d) => void d.accept());
@@ -232,7 +239,16 @@ describe('journal page', () => {
     const rows = ['symbol,side,quantity,price,executedAt'];
     for (let i = 0; i < 55; i++) rows.push(`SPY,${i % 2 === 0 ? 'buy' : 'sell'},1,${500 + (i % 7)},${D1}T13:${String(i).padStart(2, '0')}:00Z`);
     rows.push(`QQQ,buy,3,400,${utcDay(-60)}T15:00:00Z`);
-    assert.deepEqual(await importCsv(token, accountId, rows.join('\n')), { imported: 56, duplicates: 0, rejectedCount: 0, rejected: [] });
+    assert.deepEqual(await importCsv(token, accountId, rows.join('\n')), {
+      format: 'generic',
+      timezone: null,
+      dryRun: false,
+      imported: 56,
+      duplicates: 0,
+      skipped: 0,
+      rejectedCount: 0,
+      rejected: [],
+    });
     await page.goto(`/accounts/${accountId}/journal`);
     await page.getByText('50 trades shown').waitFor();
     await page.getByRole('button', { name: 'Load more trades' }).click();
@@ -255,7 +271,7 @@ describe('journal page', () => {
     // Keyboard: Tab reaches the range, the chart's figures, the trades' box, the filter, the import and export.
     await page.locator('body').click({ position: { x: 5, y: 5 } });
     const reached = new Set<string>();
-    for (let i = 0; i < 60; i++) {
+    for (let i = 0; i < 160; i++) {
       await page.keyboard.press('Tab');
       // What has focus: its tag, its label or text, its type.
       reached.add(
@@ -270,7 +286,9 @@ describe('journal page', () => {
       /^input:.*:date$/m,
       /^button:Show/m,
       /^div:Trades table:/m,
-      /^button:Filter/m,
+      /^input:.*:text$/m,
+      /^button:.* net, a (gain|loss|flat):button$/m,
+      /^select:/m,
       /^input:.*:file$/m,
       /^summary:Daily figures/m,
     ])
@@ -305,7 +323,7 @@ describe('advisor cards', () => {
     assert.equal(await journal.getByTestId('total-netPnl').locator('td').innerText(), '+$78.00');
     assert.equal(await journal.getByTestId('total-maxDrawdown').locator('td').innerText(), '$20.00');
     assert.equal(await journal.getByTestId('total-balance').locator('td').innerText(), '$10,078.00');
-    await journal.getByRole('img', { name: /2 trading days with fills, 1 up, 1 down/ }).waitFor();
+    await journal.getByRole('img', { name: /2 trading days with realized P&L, 1 up, 1 down/ }).waitFor();
     assert.equal(await journal.locator('rect.jr-bar').count(), 2);
     await journal.getByText('Open: MSFT long 5 @ 200').waitFor();
     await journal.getByRole('link', { name: 'Swing' }).waitFor();

@@ -69,14 +69,16 @@ export function useAction(): { busy: boolean; error: unknown; run<T>(action: () 
 export function useCursorPages<T>(load: (cursor: string | undefined) => Promise<{ items: T[]; nextCursor: string | null }>) {
   const [items, setItems] = useState<T[]>([]);
   const [cursor, setCursor] = useState<string | null>(null);
+  const [loaded, setLoaded] = useState(false);
   const action = useAction();
   const read = (after: string | undefined) =>
     action.run(async () => {
       const page = await load(after);
       setItems((prev) => (after ? [...prev, ...page.items] : page.items));
       setCursor(page.nextCursor);
+      setLoaded(true);
     });
-  return { items, busy: action.busy, error: action.error, reload: () => read(undefined), more: cursor ? () => read(cursor) : undefined };
+  return { items, loaded, busy: action.busy, error: action.error, reload: () => read(undefined), more: cursor ? () => read(cursor) : undefined };
 }
 
 export function Problem({ error, children }: { error: unknown; children?: ComponentChildren }) {

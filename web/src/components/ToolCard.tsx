@@ -1,6 +1,7 @@
 import type { Part } from '../stream.ts';
 import { fmtDateTime, fmtNumber, TableHead } from '../ui.tsx';
 import { PriceChart, type Bar } from './PriceChart.tsx';
+import { JournalReportToolResult, RoundTripsToolResult } from './journal/AnalysisToolCards.tsx';
 import { JournalToolResult, PositionSizeToolResult, TradesToolResult } from './journal/JournalToolCards.tsx';
 
 type Call = Extract<Part, { type: 'tool_call' }>;
@@ -15,6 +16,8 @@ const TITLES: Record<string, string> = {
   get_journal: 'Journal',
   list_trades: 'Trades',
   position_size: 'Position size',
+  get_round_trips: 'Round trips',
+  get_journal_report: 'Journal report',
 };
 
 const str = (v: unknown): string => (typeof v === 'string' || typeof v === 'number' ? String(v) : '');
@@ -149,6 +152,10 @@ function ToolResult({ name, result }: { name: string; result: Record<string, unk
       return <TradesToolResult result={result} />;
     case 'position_size':
       return <PositionSizeToolResult result={result} />;
+    case 'get_round_trips':
+      return <RoundTripsToolResult result={result} />;
+    case 'get_journal_report':
+      return <JournalReportToolResult result={result} />;
     case 'get_market_status':
       return (
         <p>

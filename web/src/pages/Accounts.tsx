@@ -1,4 +1,4 @@
-import { useMemo, useState } from 'preact/hooks';
+import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { api, must, type Schemas } from '../api/client.ts';
 import { Page, Problem, fmtDate, useAction, useLoad, useNarrow, TableHead } from '../ui.tsx';
 import { Money } from '../components/journal/Figures.tsx';
@@ -14,24 +14,48 @@ export function AccountsPage() {
   const timezones = useLoad(() => must(api.GET('/api/timezones')));
   const zones = useMemo(() => zoneNames(timezones.data), [timezones.data]);
   const [editing, setEditing] = useState<string | undefined>();
+  // The Edit button a closed form gives the focus back to.
+  const [returnTo, setReturnTo] = useState<string | undefined>();
+  const table = useRef<HTMLTableElement>(null);
+  useEffect(() => {
+    if (returnTo === undefined || editing !== undefined) return;
+    table.current?.querySelector<HTMLButtonElement>(`button[data-edit="${CSS.escape(returnTo)}"]`)?.focus();
+    setReturnTo(undefined);
+  }, [editing, returnTo]);
+  const closeEdit = (id: string) => {
+    setEditing(undefined);
+    setReturnTo(id);
+  };
   const row = useAction();
   const narrow = useNarrow();
   const names = brokerageNames(brokerages.data?.items ?? []);
 
+  // The trades go with the account: the question says how many (DESIGN §17, GET …/trades/count).
   const remove = (a: Account) =>
-    confirm(`Delete the account “${a.name}”?`) &&
     row.run(async () => {
+      const { count } = await must(api.GET('/api/accounts/{id}/trades/count', { params: { path: { id: a.id } } }));
+      const trades = count === 0 ? 'It has no trades.' : `Its ${count === 1 ? 'trade' : `${count.toLocaleString()} trades`} will be deleted with it.`;
+      if (!confirm(`Delete the account “${a.name}”? ${trades}`)) return;
       await must(api.DELETE('/api/accounts/{id}', { params: { path: { id: a.id } } }));
       accounts.reload();
     });
 
+  // Nothing below the list is drawn until the list and the brokerages are in, so nothing is pushed down
+  // when they arrive (the page used to shift by a fifth of the window while loading).
+  const settled = (l: { data: unknown; error: unknown }) => l.data !== undefined || l.error !== undefined;
+  const ready = settled(accounts) && settled(brokerages) && settled(timezones);
   return (
     <Page title="Accounts">
       <Problem error={accounts.error ?? row.error} />
-      {accounts.data && accounts.data.items.length === 0 && <p>No trading accounts yet.</p>}
-      {accounts.data && accounts.data.items.length > 0 && (
+      {!ready && (
+        <p class="hint" role="status">
+          Loading your accounts…
+        </p>
+      )}
+      {ready && accounts.data && accounts.data.items.length === 0 && <p>No trading accounts yet.</p>}
+      {ready && accounts.data && accounts.data.items.length > 0 && (
         <div class="table-wrap">
-          <table class="table accounts">
+          <table class="table accounts" ref={table}>
             <caption class="sr-only">Your trading accounts</caption>
             <TableHead
               columns={[
@@ -53,9 +77,9 @@ export function AccountsPage() {
                         account={a}
                         zones={zones}
                         brokerages={brokerages.data?.items ?? []}
-                        onDone={() => {
-                          setEditing(undefined);
-                          accounts.reload();
+                        onDone={(changed) => {
+                          closeEdit(a.id);
+                          if (changed) accounts.reload();
                         }}
                       />
                     </td>
@@ -82,7 +106,7 @@ export function AccountsPage() {
                         <a class="button secondary small" href={`/accounts/${a.id}/journal`}>
                           Journal<span class="sr-only"> of {a.name}</span>
                         </a>
-                        <button type="button" class="secondary small" onClick={() => setEditing(a.id)}>
+                        <button type="button" class="secondary small" data-edit={a.id} onClick={() => setEditing(a.id)}>
                           Edit<span class="sr-only"> {a.name}</span>
                         </button>
                         <button type="button" class="danger small" onClick={() => remove(a)} disabled={row.busy}>
@@ -97,8 +121,12 @@ export function AccountsPage() {
           </table>
         </div>
       )}
-      <AccountForm zones={zones} brokerages={brokerages.data?.items ?? []} onDone={accounts.reload} />
-      <Brokerages list={brokerages.data?.items ?? []} error={brokerages.error} onChange={() => (brokerages.reload(), accounts.reload())} />
+      {ready && (
+        <>
+          <AccountForm zones={zones} brokerages={brokerages.data?.items ?? []} onDone={accounts.reload} />
+          <Brokerages list={brokerages.data?.items ?? []} error={brokerages.error} onChange={() => (brokerages.reload(), accounts.reload())} />
+        </>
+      )}
     </Page>
   );
 }
@@ -131,7 +159,21 @@ function browserZone(zones: ZoneNames): string {
   return zones.canonical.get(Intl.DateTimeFormat().resolvedOptions().timeZone.toLowerCase()) ?? zones.canonical.get('etc/utc') ?? zones.list[0] ?? 'Etc/UTC';
 }
 
-function AccountForm({ account, zones, brokerages, onDone }: { account?: Account; zones: ZoneNames; brokerages: Brokerage[]; onDone: () => void }) {
+/**
+ * A new account, or an account's edit in its row. `onDone(changed)` closes an edit: saved, cancelled, or
+ * Escape anywhere in the form (the page gives the focus back to the row's Edit); an edit opens on its name.
+ */
+function AccountForm({
+  account,
+  zones,
+  brokerages,
+  onDone,
+}: {
+  account?: Account;
+  zones: ZoneNames;
+  brokerages: Brokerage[];
+  onDone: (changed: boolean) => void;
+}) {
   const [name, setName] = useState(account?.name ?? '');
   const [currency, setCurrency] = useState(account?.currency ?? 'USD');
   const [timezone, setTimezone] = useState(account?.timezone ?? '');
@@ -145,6 +187,10 @@ function AccountForm({ account, zones, brokerages, onDone }: { account?: Account
   const zoneKnown = zones.list.length === 0 || stored !== undefined;
   const listId = `zones-${account?.id ?? 'new'}`;
   const options = useMemo(() => zones.list.map((z) => <option key={z} value={z} />), [zones]);
+  const nameInput = useRef<HTMLInputElement>(null);
+  useEffect(() => {
+    if (account) nameInput.current?.focus();
+  }, []);
 
   const submit = async (e: Event) => {
     e.preventDefault();
@@ -170,16 +216,27 @@ function AccountForm({ account, zones, brokerages, onDone }: { account?: Account
       }
       return true;
     });
-    if (done) onDone();
+    if (done) onDone(true);
   };
 
   return (
-    <form class="card" onSubmit={submit} aria-label={account ? `Edit ${account.name}` : 'New account'}>
+    <form
+      class="card"
+      onSubmit={submit}
+      aria-label={account ? `Edit ${account.name}` : 'New account'}
+      onKeyDown={(e) => {
+        // A datalist's open suggestions take the first Escape (the browser's own); the form takes the next.
+        if (account && e.key === 'Escape' && !e.defaultPrevented) {
+          e.preventDefault();
+          onDone(false);
+        }
+      }}
+    >
       {!account && <h2>New account</h2>}
       <div class="row">
         <label class="grow">
           Name
-          <input required maxLength={100} value={name} onInput={(e) => setName(e.currentTarget.value)} />
+          <input ref={nameInput} required maxLength={100} value={name} onInput={(e) => setName(e.currentTarget.value)} />
         </label>
         <label>
           Currency
@@ -242,7 +299,7 @@ function AccountForm({ account, zones, brokerages, onDone }: { account?: Account
           {account ? 'Save changes' : 'Create account'}
         </button>
         {account && (
-          <button type="button" class="secondary" onClick={onDone}>
+          <button type="button" class="secondary" onClick={() => onDone(false)}>
             Cancel
           </button>
         )}

@@ -1,7 +1,7 @@
 // Daily net P&L as bars about a zero line, drawn in SVG at the width it is given (measured, so the axis
 // labels keep their size on a phone). One bar per trading day with fills, oldest first. For a screen
 // reader the picture is one image with a summary in words; every figure is in the "Daily figures" table.
-import { useEffect, useRef, useState } from 'preact/hooks';
+import { useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { TableHead } from '../../ui.tsx';
 import { Money, type JournalDay } from './Figures.tsx';
 import { axisMoney, compareDecimal, day, money, signOf } from './format.ts';
@@ -32,7 +32,7 @@ export function axisTicks(values: number[]): number[] {
   return ticks;
 }
 
-/** Which bars get their date under them: as many as fit ~100 px apart, spread evenly, the first and the last included. */
+/** Which bars to try to label first: as many as could fit ~100 px apart, spread evenly, the first and the last included. */
 export function dayLabels(n: number, plotWidth: number): number[] {
   const m = Math.min(n, Math.max(1, Math.floor(plotWidth / 100)));
   if (m <= 0) return [];
@@ -40,17 +40,75 @@ export function dayLabels(n: number, plotWidth: number): number[] {
   return [...new Set(Array.from({ length: m }, (_, k) => Math.round((k * (n - 1)) / (m - 1))))];
 }
 
-/** The chart in words: how many days, up and down, the best and the worst. */
+/** Gap kept between two date labels. */
+const LABEL_GAP = 12;
+
+let measurer: CanvasRenderingContext2D | null | undefined;
+/** A label's width in the axis font (11 px), measured; estimated when there is no canvas. */
+function labelWidth(text: string): number {
+  if (measurer === undefined) {
+    measurer = document.createElement('canvas').getContext('2d');
+    if (measurer) measurer.font = `11px ${getComputedStyle(document.body).fontFamily}`;
+  }
+  return Math.ceil(measurer ? measurer.measureText(text).width : text.length * 6.5) + 2;
+}
+
+export interface PlacedLabel {
+  readonly index: number;
+  readonly x: number;
+  readonly text: string;
+}
+
+/**
+ * The date labels under the bars, each whole inside [left, right] and at least LABEL_GAP from the next:
+ * the last day first, then the first, then evenly spread ones; a label that would touch one already
+ * placed is left out.
+ */
+export function placeLabels(
+  texts: string[],
+  center: (i: number) => number,
+  left: number,
+  right: number,
+  plotWidth: number,
+  width: (t: string) => number = labelWidth,
+): PlacedLabel[] {
+  const n = texts.length;
+  if (n === 0) return [];
+  const order = [n - 1, 0, ...dayLabels(n, plotWidth)];
+  const placed: { index: number; x: number; text: string; a: number; b: number }[] = [];
+  for (const i of order) {
+    if (placed.some((p) => p.index === i)) continue;
+    const text = texts[i] ?? '';
+    const w = width(text);
+    if (w > right - left) continue;
+    const x = Math.min(Math.max(center(i), left + w / 2), right - w / 2);
+    const a = x - w / 2;
+    const b = x + w / 2;
+    if (placed.some((p) => a < p.b + LABEL_GAP && b > p.a - LABEL_GAP)) continue;
+    placed.push({ index: i, x, text, a, b });
+  }
+  return placed.sort((p, q) => p.index - q.index).map(({ index, x, text }) => ({ index, x, text }));
+}
+
+/** A day the chart draws: something was realized (a day of fees alone has no bar to show). */
+export const drawn = (d: Day): boolean => d.realizedPnl === undefined || signOf(d.realizedPnl) !== 0;
+
+/** The chart in words: the days it draws, up and down, the best and the worst, and the days it leaves out. */
 export function chartSummary(days: Day[], currency: string, from: string, to: string): string {
   const range = `Daily net P&L from ${day(from)} to ${day(to)}`;
   if (days.length === 0) return `${range}: no fills.`;
-  const up = days.filter((d) => signOf(d.netPnl) > 0).length;
-  const down = days.filter((d) => signOf(d.netPnl) < 0).length;
-  const sorted = [...days].sort((a, b) => compareDecimal(a.netPnl, b.netPnl));
+  const bars = days.filter(drawn);
+  const feesOnly = days.length - bars.length;
+  const left = feesOnly === 0 ? '' : ` ${feesOnly} more day${feesOnly === 1 ? '' : 's'} with fills and nothing realized (fees only) not drawn.`;
+  if (bars.length === 0) return `${range}: nothing realized.${left}`;
+  const up = bars.filter((d) => signOf(d.netPnl) > 0).length;
+  const down = bars.filter((d) => signOf(d.netPnl) < 0).length;
+  const sorted = [...bars].sort((a, b) => compareDecimal(a.netPnl, b.netPnl));
   const best = sorted.at(-1) as Day;
   const worst = sorted[0] as Day;
   const m = (d: Day) => `${money(d.netPnl, currency, { signed: true }).text} on ${day(d.tradingDay)}`;
-  return `${range}: ${days.length} trading day${days.length === 1 ? '' : 's'} with fills, ${up} up, ${down} down; best ${m(best)}, worst ${m(worst)}.`;
+  const drawnWords = `${bars.length} trading day${bars.length === 1 ? '' : 's'} with realized P&L, ${up} up, ${down} down`;
+  return `${range}: ${drawnWords}; best ${m(best)}, worst ${m(worst)}.${left}`;
 }
 
 export function DailyPnlChart({
@@ -61,7 +119,8 @@ export function DailyPnlChart({
   height = 220,
   figuresTable = true,
 }: {
-  days: Day[];
+  /** Undefined while the journal loads: the box keeps its size. */
+  days: Day[] | undefined;
   currency: string;
   from: string;
   to: string;
@@ -70,7 +129,8 @@ export function DailyPnlChart({
 }) {
   const box = useRef<HTMLDivElement>(null);
   const [width, setWidth] = useState(640);
-  useEffect(() => {
+  // Measured before the first paint, so the picture is drawn once at its size (nothing moves).
+  useLayoutEffect(() => {
     const el = box.current;
     if (!el) return;
     const measure = () => setWidth(Math.max(240, Math.round(el.clientWidth)));
@@ -80,29 +140,33 @@ export function DailyPnlChart({
     return () => observer.disconnect();
   }, []);
 
-  const summary = chartSummary(days, currency, from, to);
+  const all = days ?? [];
+  const bars = all.filter(drawn);
+  const summary = days ? chartSummary(days, currency, from, to) : '';
   // Bar heights need numbers: each day's figure is read once for its own bar (never added up).
-  const values = days.map((d) => Number(d.netPnl));
+  const values = bars.map((d) => Number(d.netPnl));
   const ticks = axisTicks(values);
   const tMin = ticks[0] ?? 0;
   const tMax = ticks.at(-1) ?? 1;
   const plotW = width - MARGIN.left - MARGIN.right;
   const plotH = height - MARGIN.top - MARGIN.bottom;
   const y = (v: number) => MARGIN.top + ((tMax - v) / (tMax - tMin)) * plotH;
-  const slot = plotW / Math.max(days.length, 1);
-  const bw = Math.max(1, Math.min(48, slot * 0.72));
+  const slot = plotW / Math.max(bars.length, 1);
+  const bw = Math.max(2, Math.min(48, slot * 0.72));
   const zero = y(0);
-  const labels = dayLabels(days.length, plotW);
-  // Under its bar, kept whole inside the picture (a date is about 80 px wide).
-  const labelX = (i: number) => Math.min(Math.max(MARGIN.left + (i + 0.5) * slot, MARGIN.left + 40), width - MARGIN.right - 40);
+  const labels = placeLabels(
+    bars.map((d) => day(d.tradingDay)),
+    (i) => MARGIN.left + (i + 0.5) * slot,
+    4,
+    width - 4,
+    plotW,
+  );
 
   return (
     <figure class="jr-chart">
-      <div ref={box} class="jr-chart-box">
-        {days.length === 0 ? (
-          <p class="hint">
-            No fills from {day(from)} to {day(to)}.
-          </p>
+      <div ref={box} class="jr-chart-box" style={{ minHeight: `${height}px` }}>
+        {!days ? null : bars.length === 0 ? (
+          <p class="hint">{all.length === 0 ? `No fills from ${day(from)} to ${day(to)}.` : summary}</p>
         ) : (
           <svg width={width} height={height} viewBox={`0 0 ${width} ${height}`} role="img" aria-label={summary} data-testid="pnl-chart">
             {ticks.map((t) => (
@@ -113,11 +177,12 @@ export function DailyPnlChart({
                 </text>
               </g>
             ))}
-            {days.map((d, i) => {
+            {bars.map((d, i) => {
               const v = values[i] ?? 0;
               const s = signOf(d.netPnl);
-              const top = s > 0 ? y(v) : zero;
-              const h = Math.max(s === 0 ? 0 : 1, Math.abs(y(v) - zero));
+              // Every bar drawn is seen: 2 px at least, a flat day as a mark on the zero line.
+              const h = Math.max(2, Math.abs(y(v) - zero));
+              const top = s > 0 ? zero - h : s < 0 ? zero : zero - 1;
               return (
                 <rect
                   key={d.tradingDay}
@@ -135,21 +200,19 @@ export function DailyPnlChart({
               );
             })}
             <line class="jr-zero" x1={MARGIN.left} x2={width - MARGIN.right} y1={zero} y2={zero} />
-            {labels.map((i) => (
-              <text key={i} class="jr-axis" x={labelX(i)} y={height - 6} text-anchor="middle">
-                {day(days[i]?.tradingDay ?? '')}
+            {labels.map((l) => (
+              <text key={l.index} class="jr-axis jr-date" x={l.x} y={height - 6} text-anchor="middle">
+                {l.text}
               </text>
             ))}
           </svg>
         )}
       </div>
       {/* The same words as the image's name: seen, not read twice. */}
-      {days.length > 0 && (
-        <figcaption class="hint" aria-hidden="true">
-          {summary}
-        </figcaption>
-      )}
-      {figuresTable && days.length > 0 && (
+      <figcaption class="hint" aria-hidden="true">
+        {bars.length > 0 ? summary : ''}
+      </figcaption>
+      {figuresTable && all.length > 0 && (
         <details class="jr-details">
           <summary>Daily figures</summary>
           <div class="jr-scroll" role="region" aria-label="Daily figures" tabIndex={0}>
@@ -166,7 +229,7 @@ export function DailyPnlChart({
                 ]}
               />
               <tbody>
-                {[...days].reverse().map((d) => (
+                {[...all].reverse().map((d) => (
                   <tr key={d.tradingDay}>
                     <th scope="row">{day(d.tradingDay)}</th>
                     <td class="num">{d.fills ?? '—'}</td>

@@ -3,7 +3,7 @@
 import type { ComponentChildren } from 'preact';
 import type { Schemas } from '../../api/client.ts';
 import { TableHead } from '../../ui.tsx';
-import { dateTimeIn, decimal, isDecimal, money, percent, signOf } from './format.ts';
+import { dateTimeIn, decimal, instrument, isDecimal, money, percent, price, rMultiple, signOf } from './format.ts';
 import './journal.css';
 
 export type Totals = Schemas['Journal']['totals'];
@@ -28,6 +28,23 @@ export function Money({ value, currency, signed, tone }: { value: string | null 
   );
 }
 
+/** A price as the instrument quotes it: every digit the service wrote, grouped, in the currency — never rounded. */
+export function Price({ value, currency }: { value: string | null | undefined; currency: string }) {
+  if (!isDecimal(value)) return <span>—</span>;
+  return <data value={value}>{price(value, currency)}</data>;
+}
+
+/** A row's symbol, with what it is when not a plain stock ("ES · future ×50"). */
+export function SymbolCell({ symbol, assetClass, multiplier }: { symbol: string; assetClass?: string; multiplier?: string }) {
+  const what = instrument(assetClass, multiplier);
+  return (
+    <th scope="row">
+      {symbol}
+      {what && <span class="jr-instrument"> · {what}</span>}
+    </th>
+  );
+}
+
 interface Figure {
   readonly key: string;
   readonly label: string;
@@ -44,7 +61,7 @@ function figures(t: Totals, currency: string, balance: string | undefined): Figu
     { key: 'realizedPnl', label: 'Realized P&L', value: m(t.realizedPnl, true) },
     { key: 'fees', label: 'Fees', value: m(t.fees) },
     { key: 'roundTrips', label: 'Round trips', value: String(t.roundTrips), sub: `${t.wins} won · ${t.losses} lost` },
-    { key: 'winRate', label: 'Win rate', value: percent(t.winRate), sub: t.winRate === null ? 'no closed round trip' : undefined },
+    { key: 'winRate', label: 'Win rate', value: percent(t.winRate), sub: t.winRate === null ? 'no closed round trip' : 'won ÷ (won + lost)' },
     {
       key: 'profitFactor',
       label: 'Profit factor',
@@ -52,25 +69,48 @@ function figures(t: Totals, currency: string, balance: string | undefined): Figu
       sub: t.profitFactor === null ? (t.wins > 0 ? 'no losing round trip' : 'no round trip') : 'gross win ÷ gross loss',
     },
     { key: 'expectancy', label: 'Expectancy', value: m(t.expectancy, true), sub: 'net per round trip' },
+    { key: 'averageR', label: 'Average R', value: rMultiple(t.averageR ?? null), sub: 'of trips with a stop' },
+    { key: 'expectancyR', label: 'Expectancy R', value: rMultiple(t.expectancyR ?? null), sub: 'net ÷ initial risk' },
     { key: 'averageWin', label: 'Average win', value: m(t.averageWin) },
     { key: 'averageLoss', label: 'Average loss', value: m(t.averageLoss) },
     { key: 'largestWin', label: 'Largest win', value: m(t.largestWin) },
     { key: 'largestLoss', label: 'Largest loss', value: m(t.largestLoss) },
-    { key: 'maxDrawdown', label: 'Max drawdown', value: m(t.maxDrawdown), sub: 'peak to trough of cumulative net' },
+    { key: 'maxDrawdown', label: 'Max drawdown', value: m(t.maxDrawdown), sub: 'peak to trough of net' },
   ];
-  if (balance !== undefined) list.push({ key: 'balance', label: 'Balance', value: m(balance), sub: 'starting balance + all-time net' });
+  if (balance !== undefined) list.push({ key: 'balance', label: 'Balance', value: m(balance), sub: 'starting + all-time net' });
   return list;
 }
 
+/** Totals not read yet: the same cards, each figure a dash, so nothing moves when they arrive. */
+const PENDING: Totals = {
+  realizedPnl: '',
+  fees: '',
+  netPnl: '',
+  roundTrips: 0,
+  wins: 0,
+  losses: 0,
+  winRate: '',
+  profitFactor: '',
+  expectancy: null,
+  averageWin: null,
+  averageLoss: null,
+  largestWin: null,
+  largestLoss: null,
+  maxDrawdown: '',
+  averageR: null,
+  expectancyR: null,
+};
+
 /** The Journal page's totals: one card per figure. */
-export function TotalsCards({ totals, currency, balance }: { totals: Totals; currency: string; balance: string }) {
+export function TotalsCards({ totals, currency, balance }: { totals: Totals | undefined; currency: string; balance: string | undefined }) {
+  const list = figures(totals ?? PENDING, currency, totals ? balance : '');
   return (
-    <dl class="jr-totals">
-      {figures(totals, currency, balance).map((f) => (
+    <dl class="jr-totals" aria-busy={totals ? undefined : 'true'}>
+      {list.map((f) => (
         <div key={f.key} class={f.main ? 'jr-total main' : 'jr-total'} data-testid={`total-${f.key}`}>
           <dt>{f.label}</dt>
-          <dd>{f.value}</dd>
-          {f.sub && <dd class="sub">{f.sub}</dd>}
+          <dd>{totals ? f.value : '—'}</dd>
+          {f.sub && <dd class="sub">{totals || f.key !== 'roundTrips' ? f.sub : '\u00a0'}</dd>}
         </div>
       ))}
     </dl>
@@ -80,6 +120,9 @@ export function TotalsCards({ totals, currency, balance }: { totals: Totals; cur
 /** The same figures as a compact two-column table (the chat card). */
 export function TotalsTable({ totals, currency, balance, caption }: { totals: Totals; currency: string; balance?: string; caption: string }) {
   const skip = new Set(['averageWin', 'averageLoss', 'largestWin', 'largestLoss']);
+  // R figures only where the advisor's result had them.
+  if ((totals.averageR ?? null) === null) skip.add('averageR');
+  if ((totals.expectancyR ?? null) === null) skip.add('expectancyR');
   return (
     <table class="table compact jr-totals-table">
       <caption>{caption}</caption>
@@ -114,7 +157,7 @@ export function OpenPositions({ positions, currency, timezone, caption }: { posi
                 <td>{short ? 'Short' : 'Long'}</td>
                 <td class="num">{decimal(short ? p.quantity.slice(1) : p.quantity)}</td>
                 <td class="num">
-                  <Money value={p.averagePrice} currency={currency} />
+                  <Price value={p.averagePrice} currency={currency} />
                 </td>
                 <td>{dateTimeIn(p.openedAt, timezone)}</td>
               </tr>

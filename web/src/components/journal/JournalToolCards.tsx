@@ -4,7 +4,7 @@
 import { TableHead } from '../../ui.tsx';
 import { DailyPnlChart } from './DailyPnlChart.tsx';
 import { TRADE_CELL_COLUMNS, TradeCells } from './TradesTable.tsx';
-import { Money, TotalsTable, type JournalDay, type OpenPosition, type Totals } from './Figures.tsx';
+import { Money, SymbolCell, TotalsTable, type JournalDay, type OpenPosition, type Totals } from './Figures.tsx';
 import { day, decimal, isDecimal, signOf } from './format.ts';
 import './journal.css';
 
@@ -87,6 +87,8 @@ interface ToolTrade {
   tradingDay: string;
   note: string | null;
   tags: string[];
+  assetClass?: string;
+  multiplier?: string;
 }
 
 function readTrade(v: unknown): ToolTrade | undefined {
@@ -102,6 +104,8 @@ function readTrade(v: unknown): ToolTrade | undefined {
     tradingDay: v.tradingDay,
     note: typeof v.note === 'string' ? v.note : null,
     tags,
+    ...(typeof v.assetClass === 'string' ? { assetClass: v.assetClass } : {}),
+    ...(isDecimal(v.multiplier) ? { multiplier: v.multiplier } : {}),
   };
 }
 
@@ -131,7 +135,7 @@ export function TradesToolResult({ result }: { result: Record<string, unknown> }
               {rows.map((t, i) => (
                 <tr key={i}>
                   <td>{day(t.tradingDay)}</td>
-                  <th scope="row">{t.symbol}</th>
+                  <SymbolCell symbol={t.symbol} assetClass={t.assetClass} multiplier={t.multiplier} />
                   <TradeCells trade={t} currency={account.currency} />
                 </tr>
               ))}

@@ -3,7 +3,7 @@
 import { useState } from 'preact/hooks';
 import { api, must, type Schemas } from '../../api/client.ts';
 import { Problem, TableHead, useAction } from '../../ui.tsx';
-import { Money } from './Figures.tsx';
+import { Money, Price, SymbolCell } from './Figures.tsx';
 import { day, decimal, timeIn } from './format.ts';
 import './journal.css';
 
@@ -50,7 +50,7 @@ export function TradesTable({ trades, currency, timezone, onChanged }: { trades:
                 <tr key={t.id} data-trade={t.id}>
                   <td>{day(t.tradingDay)}</td>
                   <td>{timeIn(t.executedAt, timezone)}</td>
-                  <th scope="row">{t.symbol}</th>
+                  <SymbolCell symbol={t.symbol} assetClass={t.assetClass} multiplier={t.multiplier} />
                   <TradeCells trade={t} currency={currency} />
                   <td>
                     <div class="actions">
@@ -81,7 +81,7 @@ export function TradeCells({ trade: t, currency }: { trade: Pick<Trade, 'side' |
       </td>
       <td class="num">{decimal(t.quantity)}</td>
       <td class="num">
-        <Money value={t.price} currency={currency} />
+        <Price value={t.price} currency={currency} />
       </td>
       <td class="num">
         <Money value={t.fee} currency={currency} />

@@ -89,6 +89,72 @@ export function decimal(text: string): string {
   return isDecimal(text) ? f.format(text as Numeric) : text;
 }
 
+/**
+ * A price in the instrument's own precision: every digit the service wrote (0.0012 stays 0.0012),
+ * grouped, with the currency; padded to the currency's minor digits, never rounded.
+ */
+export function price(text: string, currency: string): string {
+  if (!isDecimal(text)) return text;
+  const code = currency.toUpperCase();
+  const digits = Math.min(20, Math.max(currencyDigits(code), placesOf(text)));
+  const f = formatter(`price:${code}:${digits}`, () => {
+    const opts = { minimumFractionDigits: Math.min(digits, currencyDigits(code)), maximumFractionDigits: digits };
+    try {
+      return new Intl.NumberFormat(undefined, { ...opts, style: 'currency', currency: code });
+    } catch {
+      return new Intl.NumberFormat(undefined, opts);
+    }
+  });
+  return f.format(text as Numeric);
+}
+
+/** An amount in a calendar cell: three figures, compact and signed ("+$98", "+$412", "-$1.23K"); the exact figure is a click away. */
+export function compactMoney(text: string, currency: string): string {
+  const code = currency.toUpperCase();
+  const f = formatter(`compact:${code}`, () => {
+    const opts = { notation: 'compact', maximumSignificantDigits: 3, signDisplay: 'exceptZero', roundingMode: 'halfEven' } as const;
+    try {
+      return new Intl.NumberFormat(undefined, { ...opts, style: 'currency', currency: code });
+    } catch {
+      return new Intl.NumberFormat(undefined, opts);
+    }
+  });
+  return isDecimal(text) ? f.format(text as Numeric) : text;
+}
+
+/** What a fill or a round trip is when it is not a plain stock: "future ×50", "option ×100" ('' for a stock at ×1). */
+export function instrument(assetClass: string | undefined, multiplier: string | undefined): string {
+  const m = multiplier && isDecimal(multiplier) && multiplier !== '1' ? ` ×${decimal(multiplier)}` : '';
+  if ((assetClass === undefined || assetClass === 'stock') && !m) return '';
+  return `${assetClass ?? 'stock'}${m}`;
+}
+
+/** An R multiple, signed: "+4.075R", "-1R", "—" without a planned stop. */
+export function rMultiple(text: string | null): string {
+  if (text === null || !isDecimal(text)) return '—';
+  const f = formatter('r', () => new Intl.NumberFormat(undefined, { maximumFractionDigits: 4, signDisplay: 'exceptZero' }));
+  return `${f.format(text as Numeric)}R`;
+}
+
+/** A holding time in its two largest units: "45s", "12m 5s", "3h 20m", "2d 4h". */
+export function holdTime(seconds: number): string {
+  const units = [
+    ['d', 86_400],
+    ['h', 3_600],
+    ['m', 60],
+    ['s', 1],
+  ] as const;
+  const parts: string[] = [];
+  let rest = Math.max(0, Math.floor(seconds));
+  for (const [name, size] of units) {
+    const n = Math.floor(rest / size);
+    rest -= n * size;
+    if (n > 0 || (parts.length > 0 && parts.length < 2)) parts.push(`${n}${name}`);
+    if (parts.length === 2) break;
+  }
+  return parts.length === 0 ? '0s' : parts.filter((p, i) => i === 0 || !p.startsWith('0')).join(' ');
+}
+
 /** A ratio in [0, 1] (win rate) as a percentage: "0.6667" → "66.67%". */
 export function percent(text: string | null): string {
   if (text === null || !isDecimal(text)) return '—';
