@@ -77,14 +77,50 @@ export function outcomeColumns(o: FillOutcome): repo.OutcomeColumns {
   };
 }
 
-function sameOutcome(row: repo.ReplayRow, o: FillOutcome): boolean {
+/**
+ * Whether a stored fill already holds these outcome columns. Compared as the text the database returns,
+ * which is the text written (a numeric keeps its digits), so parsing it back is not needed; a value
+ * stored in another form of the same number would only be written again, unchanged.
+ */
+function sameOutcome(row: repo.ReplayRow, c: repo.OutcomeColumns): boolean {
   return (
-    scaledFrom(row.realized_pnl, AMOUNT_PLACES) === o.realized &&
-    (row.trip_net === null ? o.tripNet === null : o.tripNet !== null && scaledFrom(row.trip_net, AMOUNT_PLACES) === o.tripNet) &&
-    scaledFrom(row.position_quantity, UNIT_PLACES) === o.positionQuantity &&
-    scaledFrom(row.position_cost, COST_PLACES) === o.positionCost &&
-    (row.position_opened_at?.getTime() ?? null) === o.positionOpenedAt
+    row.realized_pnl === c.realized_pnl &&
+    row.trip_net === c.trip_net &&
+    row.position_quantity === c.position_quantity &&
+    row.position_cost === c.position_cost &&
+    (row.position_opened_at?.getTime() ?? null) === (c.position_opened_at?.getTime() ?? null)
   );
+}
+
+/** Rows of outcomes, fills and round trips held back before they are sent as one batch of statements. */
+const FLUSH_ROWS = 5000;
+
+/**
+ * The statements of one write, each sent when the one before it has ended, in the order given, without
+ * waiting here for each: on PostgreSQL the server stores one symbol's rows while the next symbol is read
+ * back and replayed in this process. A failure stops the ones after it. The transaction must not end
+ * while one is still queued, so `done` (or `settled`, on the way out of a failure) is awaited before
+ * returning.
+ */
+class Statements {
+  #tail: Promise<unknown> = Promise.resolve();
+
+  send<T>(run: () => Promise<T>): Promise<T> {
+    const next = this.#tail.then(run);
+    this.#tail = next;
+    next.catch(() => undefined);
+    return next;
+  }
+
+  /** Every statement sent has ended; rejects with the first failure. */
+  async done(): Promise<void> {
+    await this.#tail;
+  }
+
+  /** Every statement sent has ended or will never run. */
+  async settled(): Promise<void> {
+    await this.#tail.catch(() => undefined);
+  }
 }
 
 /** Whether `first` continues the stored book (a book of an older version is replayed instead). */
@@ -116,49 +152,85 @@ export async function recordTrades(
   for (const r of replayed) if (!bySymbol.has(r.symbol)) bySymbol.set(r.symbol, []);
   const stored = await repo.books(trx, accountId, [...bySymbol.keys()]);
   const days = new Set<string>([...added, ...replayed].flatMap((t) => (t.tradingDay === null ? [] : [t.tradingDay])));
-  const inserts: (NewTrade & repo.OutcomeColumns)[] = [];
-  const updates: (repo.OutcomeColumns & { id: string })[] = [];
-  const trips: repo.RoundTripRow[] = [];
-  const rewritten: string[] = [];
-  const saved: { symbol: string; book: StoredBook }[] = [];
-  const emptied: string[] = [];
-  for (const [symbol, trades] of bySymbol) {
+  const plans = [...bySymbol].map(([symbol, trades]) => {
     const fresh = trades.map((t) => ({ trade: t, fill: fillOfNew(t, zones) })).sort((a, b) => compareFills(a.fill, b.fill));
     const storedBook = stored.get(symbol);
     const first = fresh[0];
-    let book: Book;
-    const keep = (outcome: FillOutcome): void => {
-      if (outcome.trip !== null) trips.push(tripRow(symbol, outcome.trip));
-    };
-    if (replayed.every((r) => r.symbol !== symbol) && first !== undefined && continues(storedBook, first.fill)) {
-      book = storedBook === undefined ? emptyBook() : loadBook(storedBook.book);
-      for (const { trade, fill } of fresh) {
-        const outcome = applyFill(book, fill);
-        keep(outcome);
-        inserts.push({ ...trade, ...outcomeColumns(outcome) });
-      }
-    } else {
-      book = emptyBook();
-      rewritten.push(symbol);
-      const existing = (await repo.symbolFills(trx, accountId, symbol)).map((row) => ({ row, fill: fillOfRow(row, zones) }));
-      const merged: { fill: Fill; row?: repo.ReplayRow; trade?: NewTrade }[] = [...existing, ...fresh].sort((a, b) => compareFills(a.fill, b.fill));
-      for (const entry of merged) {
-        const outcome = applyFill(book, entry.fill);
-        keep(outcome);
-        if (entry.trade !== undefined) inserts.push({ ...entry.trade, ...outcomeColumns(outcome) });
-        else if (entry.row !== undefined && !sameOutcome(entry.row, outcome)) {
-          updates.push({ id: entry.row.id, ...outcomeColumns(outcome) });
-          days.add(entry.row.trading_day);
+    const continued = replayed.every((r) => r.symbol !== symbol) && first !== undefined && continues(storedBook, first.fill);
+    return { symbol, fresh, storedBook, continued };
+  });
+  const rewritten = plans.filter((p) => !p.continued).map((p) => p.symbol);
+  let inserts: (NewTrade & repo.OutcomeColumns)[] = [];
+  let updates: (repo.OutcomeColumns & { id: string })[] = [];
+  let trips: repo.RoundTripRow[] = [];
+  const saved: { symbol: string; book: StoredBook }[] = [];
+  const emptied: string[] = [];
+  const statements = new Statements();
+  const flush = (): void => {
+    const [i, u, t] = [inserts, updates, trips];
+    if (i.length > 0) void statements.send(() => repo.insertTrades(trx, accountId, i));
+    if (u.length > 0) void statements.send(() => repo.updateOutcomes(trx, u));
+    if (t.length > 0) void statements.send(() => repo.insertRoundTrips(trx, accountId, t));
+    [inserts, updates, trips] = [[], [], []];
+  };
+  // A replayed symbol's fills are asked for one symbol ahead of its replay, so that the database reads
+  // them while the one before is replayed here.
+  const reads = new Map<string, Promise<repo.ReplayRow[]>>();
+  const readAhead = (index: number): void => {
+    const symbol = rewritten[index];
+    if (symbol !== undefined)
+      reads.set(
+        symbol,
+        statements.send(() => repo.symbolFills(trx, accountId, symbol)),
+      );
+  };
+  try {
+    // The replayed symbols' round trips are all written anew, after this.
+    if (rewritten.length > 0) void statements.send(() => repo.deleteRoundTrips(trx, accountId, rewritten));
+    readAhead(0);
+    let replays = 0;
+    for (const { symbol, fresh, storedBook, continued } of plans) {
+      let book: Book;
+      const keep = (outcome: FillOutcome): void => {
+        if (outcome.trip !== null) trips.push(tripRow(symbol, outcome.trip));
+      };
+      if (continued) {
+        book = storedBook === undefined ? emptyBook() : loadBook(storedBook.book);
+        for (const { trade, fill } of fresh) {
+          const outcome = applyFill(book, fill);
+          keep(outcome);
+          inserts.push({ ...trade, ...outcomeColumns(outcome) });
+        }
+      } else {
+        book = emptyBook();
+        const rows = await (reads.get(symbol) ?? statements.send(() => repo.symbolFills(trx, accountId, symbol)));
+        reads.delete(symbol);
+        readAhead(++replays);
+        const existing = rows.map((row) => ({ row, fill: fillOfRow(row, zones) }));
+        const merged: { fill: Fill; row?: repo.ReplayRow; trade?: NewTrade }[] = [...existing, ...fresh].sort((a, b) => compareFills(a.fill, b.fill));
+        for (const entry of merged) {
+          const outcome = applyFill(book, entry.fill);
+          keep(outcome);
+          if (entry.trade !== undefined) inserts.push({ ...entry.trade, ...outcomeColumns(outcome) });
+          else if (entry.row !== undefined) {
+            const columns = outcomeColumns(outcome);
+            if (!sameOutcome(entry.row, columns)) {
+              updates.push({ id: entry.row.id, ...columns });
+              days.add(entry.row.trading_day);
+            }
+          }
         }
       }
+      if (book.lastId === null) emptied.push(symbol);
+      else saved.push({ symbol, book: storeBook(book) });
+      if (inserts.length + updates.length + trips.length >= FLUSH_ROWS) flush();
     }
-    if (book.lastId === null) emptied.push(symbol);
-    else saved.push({ symbol, book: storeBook(book) });
+    flush();
+    void statements.send(() => repo.saveBooks(trx, accountId, saved, emptied, BOOK_VERSION));
+    void statements.send(() => repo.recomputeDays(trx, accountId, [...days]));
+  } catch (err) {
+    await statements.settled();
+    throw err;
   }
-  await repo.insertTrades(trx, accountId, inserts);
-  await repo.updateOutcomes(trx, updates);
-  await repo.deleteRoundTrips(trx, accountId, rewritten);
-  await repo.insertRoundTrips(trx, accountId, trips);
-  await repo.saveBooks(trx, accountId, saved, emptied, BOOK_VERSION);
-  await repo.recomputeDays(trx, accountId, [...days]);
+  await statements.done();
 }
