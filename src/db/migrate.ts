@@ -20,6 +20,7 @@ import * as m0019 from './migrations/0019-conversation-search.ts';
 import * as m0020 from './migrations/0020-search-document-uncompressed.ts';
 import * as m0021 from './migrations/0021-instruments-round-trips.ts';
 import * as m0022 from './migrations/0022-journal-speed.ts';
+import * as m0023 from './migrations/0023-trip-groups.ts';
 
 /** Every migration, in order. A feature adds its file here; names never change once shipped. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -42,6 +43,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0020-search-document-uncompressed': m0020,
   '0021-instruments-round-trips': m0021,
   '0022-journal-speed': m0022,
+  '0023-trip-groups': m0023,
 };
 
 class StaticProvider implements MigrationProvider {

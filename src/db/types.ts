@@ -314,6 +314,31 @@ export interface TradeRoundTripsTable {
   tags: unknown;
 }
 
+/** A trading day's round trips summed per group of one report grouping (migration 0023; journal/repo.ts). */
+export interface TradeTripGroupsTable {
+  account_id: string;
+  /** `all` or a report grouping (journal/repo.ts TripDimension). */
+  dimension: string;
+  trading_day: string;
+  /** The group's value as the report names it; '' for the tag group of round trips without tags. */
+  key: string;
+  trips: number;
+  fills: number;
+  realized: string;
+  fees: string;
+  net: string;
+  wins: number;
+  losses: number;
+  gross_win: string;
+  gross_loss: string;
+  largest_win: string | null;
+  largest_loss: string | null;
+  r_sum: string;
+  r_count: number;
+  risk_net: string;
+  risk_sum: string;
+}
+
 /** One trading day's journal figures (journal/journal.ts DayFigures). */
 export interface TradeDaysTable {
   account_id: string;
@@ -360,6 +385,7 @@ export interface DB {
   trade_books: TradeBooksTable;
   trade_days: TradeDaysTable;
   trade_round_trips: TradeRoundTripsTable;
+  trade_trip_groups: TradeTripGroupsTable;
 }
 
 export type Db = Kysely<DB>;

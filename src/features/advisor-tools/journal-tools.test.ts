@@ -124,7 +124,7 @@ describe('journal tools (DESIGN §14, §11)', () => {
     });
   }
 
-  test('DESIGN 14: list_trades by account name, symbol and limit: newest first', async () => {
+  test('DESIGN 14 + §17: list_trades by account name, symbol and limit: newest first, each with its asset class, multiplier and stop', async () => {
     const u = await user('openai');
     await account(u, 'Other');
     const a = await account(u, 'Futures IBKR');
@@ -141,6 +141,9 @@ describe('journal tools (DESIGN §14, §11)', () => {
         quantity: '10',
         price: '102',
         fee: '0',
+        assetClass: 'stock',
+        multiplier: '1',
+        stopPrice: null,
         executedAt: '2026-03-12T15:00:00.000Z',
         tradingDay: '2026-03-12',
         note: null,

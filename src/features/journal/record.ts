@@ -165,6 +165,8 @@ export async function recordTrades(
   let trips: repo.RoundTripRow[] = [];
   const saved: { symbol: string; book: StoredBook }[] = [];
   const emptied: string[] = [];
+  // The days whose round trips change: those of the trips written and of the trips deleted.
+  const tripDays = new Set<string>();
   const statements = new Statements();
   const flush = (): void => {
     const [i, u, t] = [inserts, updates, trips];
@@ -186,13 +188,16 @@ export async function recordTrades(
   };
   try {
     // The replayed symbols' round trips are all written anew, after this.
-    if (rewritten.length > 0) void statements.send(() => repo.deleteRoundTrips(trx, accountId, rewritten));
+    const deletedDays = statements.send(() => repo.deleteRoundTrips(trx, accountId, rewritten));
     readAhead(0);
     let replays = 0;
     for (const { symbol, fresh, storedBook, continued } of plans) {
       let book: Book;
       const keep = (outcome: FillOutcome): void => {
-        if (outcome.trip !== null) trips.push(tripRow(symbol, outcome.trip));
+        if (outcome.trip === null) return;
+        const row = tripRow(symbol, outcome.trip);
+        trips.push(row);
+        tripDays.add(row.trading_day);
       };
       if (continued) {
         book = storedBook === undefined ? emptyBook() : loadBook(storedBook.book);
@@ -228,6 +233,10 @@ export async function recordTrades(
     flush();
     void statements.send(() => repo.saveBooks(trx, accountId, saved, emptied, BOOK_VERSION));
     void statements.send(() => repo.recomputeDays(trx, accountId, [...days]));
+    void statements.send(async () => {
+      for (const day of await deletedDays) tripDays.add(day);
+      await repo.recomputeTripGroups(trx, accountId, [...tripDays]);
+    });
   } catch (err) {
     await statements.settled();
     throw err;

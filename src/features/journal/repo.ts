@@ -490,10 +490,14 @@ export async function insertRoundTrips(trx: Trx, accountId: string, rows: readon
   }
 }
 
-/** A replayed symbol's round trips are written anew. */
-export async function deleteRoundTrips(trx: Trx, accountId: string, symbols: readonly string[]): Promise<void> {
-  if (symbols.length === 0) return;
-  await sql`delete from trade_round_trips where account_id = ${accountId} and symbol in ${listParam(symbols)}`.execute(trx);
+/** A replayed symbol's round trips are written anew: deletes them, giving the trading days they were on. */
+export async function deleteRoundTrips(trx: Trx, accountId: string, symbols: readonly string[]): Promise<string[]> {
+  if (symbols.length === 0) return [];
+  const { rows } = await sql<{ day: string }>`with gone as (
+      delete from trade_round_trips where account_id = ${accountId} and symbol in ${listParam(symbols)} returning trading_day
+    )
+    select distinct trading_day::text as day from gone`.execute(trx);
+  return rows.map((r) => r.day);
 }
 
 /** The report's groupings and the what-if exclusions, as SQL over one round trip `rt` (DESIGN §17). */
@@ -646,27 +650,58 @@ export interface TripTotalsRow {
 }
 
 /**
- * The round trips of a range summed per group (or as one group), each with the largest fall of its
- * cumulative daily net P&L from 0 at the range's start: one row a group, so what leaves the database
- * is a few rows whatever the number of trips (on the embedded store, reading rows out costs more than
- * summing them).
+ * Where a report or what-if can read the group rows (trade_trip_groups) instead of every round trip:
+ * a grouping kept (`GROUPED`), no filter by symbol, tag or side, and exclusions, if any, all of one
+ * kept grouping other than tag (a round trip is in one group of it, so the groups left are exactly the
+ * round trips left) and the grouping reported, if one is. Anything else sums the round trips.
  */
-export async function tripTotals(db: Db, accountId: string, f: TripFilter, by: TripDimension | null): Promise<TripTotalsRow[]> {
-  const key = by === null ? sql`null::text` : dimension(by);
-  const tags = by === 'tag' ? sql`left join lateral jsonb_array_elements_text(rt.tags) as tg(tag) on true` : sql``;
-  // Summed per group and closing day first (one pass over the trips), then per group over its days,
-  // where the running net and its running peak give the drawdown.
-  const { rows } = await sql<TripTotalsRow>`
-    with days as (
-      select ${key} as key, rt.trading_day, count(*) as trips, sum(rt.fills) as fills, sum(rt.realized_pnl) as realized, sum(rt.fees) as fees,
+function groupRows(f: TripFilter, by: TripDimension | null): { dimension: string; excluded: string[] } | undefined {
+  if (f.symbol !== undefined || f.tag !== undefined || f.side !== undefined) return undefined;
+  const exclusions = f.exclude ?? [];
+  const first = exclusions[0];
+  if (first === undefined) return by === null || isGrouped(by) ? { dimension: by ?? 'all', excluded: [] } : undefined;
+  if (first.by === 'tag' || !isGrouped(first.by) || exclusions.some((e) => e.by !== first.by) || (by !== null && by !== first.by)) return undefined;
+  return { dimension: first.by, excluded: exclusions.map((e) => e.value) };
+}
+
+/** The day sums of a range per group: from the group rows where `groupRows` allows, else from the round trips. */
+function daySums(accountId: string, f: TripFilter, by: TripDimension | null) {
+  const rows = groupRows(f, by);
+  if (rows === undefined) {
+    const key = by === null ? sql`null::text` : dimension(by);
+    const tags = by === 'tag' ? sql`left join lateral jsonb_array_elements_text(rt.tags) as tg(tag) on true` : sql``;
+    return sql`select ${key} as key, rt.trading_day, count(*) as trips, sum(rt.fills) as fills, sum(rt.realized_pnl) as realized, sum(rt.fees) as fees,
         count(*) filter (where rt.net_pnl > 0) as wins, count(*) filter (where rt.net_pnl < 0) as losses,
         sum(rt.net_pnl) filter (where rt.net_pnl > 0) as gross_win, sum(rt.net_pnl) filter (where rt.net_pnl < 0) as gross_loss,
         max(rt.net_pnl) filter (where rt.net_pnl > 0) as largest_win, min(rt.net_pnl) filter (where rt.net_pnl < 0) as largest_loss,
         sum(rt.r_multiple) as r_sum, count(rt.r_multiple) as r_count,
         sum(rt.net_pnl) filter (where rt.initial_risk is not null) as risk_net, sum(rt.initial_risk) as risk_sum, sum(rt.net_pnl) as net
       from trade_round_trips rt ${tags} where ${sql.join(tripWhere(accountId, f), sql` and `)}
-      group by 1, 2
-    ),
+      group by 1, 2`;
+  }
+  const key = by === null ? sql`null::text` : by === 'tag' ? sql`nullif(g.key, '')` : sql`g.key`;
+  return sql`select ${key} as key, g.trading_day, sum(g.trips) as trips, sum(g.fills) as fills, sum(g.realized) as realized, sum(g.fees) as fees,
+      sum(g.wins) as wins, sum(g.losses) as losses, sum(g.gross_win) as gross_win, sum(g.gross_loss) as gross_loss,
+      max(g.largest_win) as largest_win, min(g.largest_loss) as largest_loss, sum(g.r_sum) as r_sum, sum(g.r_count) as r_count,
+      sum(g.risk_net) as risk_net, sum(g.risk_sum) as risk_sum, sum(g.net) as net
+    from trade_trip_groups g
+    where g.account_id = ${accountId} and g.dimension = ${rows.dimension}
+      ${f.from !== undefined ? sql`and g.trading_day >= ${f.from}::date` : sql``} ${f.to !== undefined ? sql`and g.trading_day <= ${f.to}::date` : sql``}
+      ${rows.excluded.length > 0 ? sql`and g.key not in ${listParam(rows.excluded)}` : sql``}
+    group by 1, 2`;
+}
+
+/**
+ * The round trips of a range summed per group (or as one group), each with the largest fall of its
+ * cumulative daily net P&L from 0 at the range's start: one row a group, so what leaves the database
+ * is a few rows whatever the number of trips (on the embedded store, reading rows out costs more than
+ * summing them).
+ */
+export async function tripTotals(db: Db, accountId: string, f: TripFilter, by: TripDimension | null): Promise<TripTotalsRow[]> {
+  // Summed per group and closing day first, then per group over its days, where the running net and
+  // its running peak give the drawdown.
+  const { rows } = await sql<TripTotalsRow>`
+    with days as (${daySums(accountId, f, by)}),
     running as (select *, sum(net) over (partition by key order by trading_day) as cumulative from days),
     peaked as (select *, greatest(max(cumulative) over (partition by key order by trading_day), 0) as peak from running)
     select key, sum(trips)::int as trips, sum(fills)::int as fills, sum(realized)::text as realized, sum(fees)::text as fees,
@@ -689,12 +724,49 @@ export interface TripDayRow {
 }
 
 export async function tripDays(db: Db, accountId: string, f: TripFilter): Promise<TripDayRow[]> {
-  const { rows } = await sql<TripDayRow>`select rt.trading_day::text as trading_day, count(*)::int as trips, sum(rt.fills)::int as fills,
-      sum(rt.realized_pnl)::text as realized, sum(rt.fees)::text as fees,
-      (count(*) filter (where rt.net_pnl > 0))::int as wins, (count(*) filter (where rt.net_pnl < 0))::int as losses
-    from trade_round_trips rt where ${sql.join(tripWhere(accountId, f), sql` and `)}
-    group by rt.trading_day order by rt.trading_day`.execute(db);
+  const { rows } = await sql<TripDayRow>`select d.trading_day::text as trading_day, d.trips::int as trips, d.fills::int as fills,
+      d.realized::text as realized, d.fees::text as fees, d.wins::int as wins, d.losses::int as losses
+    from (${daySums(accountId, f, null)}) d order by d.trading_day`.execute(db);
   return rows;
+}
+
+/**
+ * The groupings kept as group rows besides `all`: those with a few groups a day. A symbol's or an
+ * hour's groups are nearly as many as the round trips in an active account, so a report by those
+ * sums the round trips themselves.
+ */
+const GROUPED = ['side', 'weekday', 'holdTime', 'tag'] as const satisfies readonly TripDimension[];
+const isGrouped = (by: TripDimension): boolean => (GROUPED as readonly TripDimension[]).includes(by);
+
+/**
+ * Rewrites the group rows (trade_trip_groups) of these trading days from their round trips: run after
+ * a write changed round trips on them, in its transaction. One pass for the groupings of one value a
+ * round trip, one for its tags ('' for none).
+ */
+export async function recomputeTripGroups(trx: Trx, accountId: string, days: readonly string[]): Promise<void> {
+  if (days.length === 0) return;
+  const inDays = (day: ReturnType<typeof sql>) => sql`${day} in (select value::date from jsonb_array_elements_text(${JSON.stringify(days)}::jsonb))`;
+  await sql`delete from trade_trip_groups where account_id = ${accountId} and ${inDays(sql`trading_day`)}`.execute(trx);
+  const sums = sql`count(*), sum(rt.fills), sum(rt.realized_pnl), sum(rt.fees), sum(rt.net_pnl),
+    count(*) filter (where rt.net_pnl > 0), count(*) filter (where rt.net_pnl < 0),
+    coalesce(sum(rt.net_pnl) filter (where rt.net_pnl > 0), 0), coalesce(sum(rt.net_pnl) filter (where rt.net_pnl < 0), 0),
+    max(rt.net_pnl) filter (where rt.net_pnl > 0), min(rt.net_pnl) filter (where rt.net_pnl < 0),
+    coalesce(sum(rt.r_multiple), 0), count(rt.r_multiple),
+    coalesce(sum(rt.net_pnl) filter (where rt.initial_risk is not null), 0), coalesce(sum(rt.initial_risk), 0)`;
+  const mine = sql`rt.account_id = ${accountId} and ${inDays(sql`rt.trading_day`)}`;
+  await sql`insert into trade_trip_groups (account_id, trading_day, dimension, key, trips, fills, realized, fees, net, wins, losses, gross_win,
+      gross_loss, largest_win, largest_loss, r_sum, r_count, risk_net, risk_sum)
+    select ${accountId}::uuid, rt.trading_day,
+      case when grouping(rt.side) = 0 then 'side' when grouping(rt.weekday) = 0 then 'weekday' when grouping(rt.hold) = 0 then 'holdTime' else 'all' end,
+      coalesce(rt.side, rt.weekday, rt.hold, ''), ${sums}
+    from (select *, ${dimension('weekday')} as weekday, ${dimension('holdTime')} as hold from trade_round_trips rt where ${mine}) rt
+    group by grouping sets ((rt.trading_day), (rt.trading_day, rt.side), (rt.trading_day, rt.weekday), (rt.trading_day, rt.hold))
+    union all
+    select ${accountId}::uuid, rt.trading_day, 'tag', t.tag, ${sums}
+    from trade_round_trips rt
+    cross join lateral (select jsonb_array_elements_text(rt.tags) as tag union all select '' where rt.tags = '[]'::jsonb) t
+    where ${mine}
+    group by rt.trading_day, t.tag`.execute(trx);
 }
 
 /** How many trades an account holds (what deleting it takes with it). */
