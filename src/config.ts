@@ -3,6 +3,7 @@ import { isIP } from 'node:net';
 import path from 'node:path';
 import { Value } from 'typebox/value';
 import { BUILT_IN_CATALOGUE, CatalogueSchema, CreditPacksSchema, PROVIDERS, catalogueProblems, type Catalogue, type Provider } from './catalogue.ts';
+import { parseKeyring } from './platform/aes-vault.ts';
 
 const PROVIDER_PUBLIC_BASE_URLS: Record<Provider, string> = {
   openai: 'https://api.openai.com/v1',
@@ -284,6 +285,14 @@ export function loadConfig(env: Env = process.env): Config {
       `RESERVATION_SWEEP_AFTER_MS (${config.reservationSweepAfterMs}) must be at least 3 × STREAM_HEARTBEAT_MS (${config.streamHeartbeatMs}): ` +
         'a running turn shows it is alive at each heartbeat, and one without a sign of life that long is taken for crashed',
     );
+  }
+  if (config.encryptionKeys !== undefined) {
+    // Read here, so that a malformed keyring is refused with the rest, before any database is opened.
+    try {
+      parseKeyring(config.encryptionKeys);
+    } catch (err) {
+      r.problems.push((err as Error).message);
+    }
   }
   if (r.problems.length > 0) throw new ConfigError(r.problems);
   return deepFreeze(config);

@@ -1,3 +1,4 @@
+import net from 'node:net';
 import path from 'node:path';
 import { ConfigError, loadConfig, type Config } from './config.ts';
 import { createDeps } from './deps.ts';
@@ -20,6 +21,43 @@ const LISTEN_PROBLEMS: Record<string, string> = {
   EADDRNOTAVAIL: 'is not an address of this machine: set HOST to one of its addresses (or 0.0.0.0)',
 };
 
+/**
+ * Why the database DATABASE_URL names cannot be used, in a line (no password), or undefined for an
+ * error that is not the operator's to fix.
+ */
+function databaseProblem(err: unknown, config: Config): string | undefined {
+  if (config.databaseUrl === undefined) return undefined;
+  const { code, message } = err as { code?: unknown; message?: unknown };
+  const reasons: Record<string, string> = {
+    '3D000': 'names a database that does not exist: create it (createdb) or name another',
+    '28P01': 'has a user or password the server refuses',
+    '28000': 'has a user the server refuses',
+    ECONNREFUSED: 'names a server that is not running there (nothing listens on that host and port)',
+    ENOTFOUND: 'names a host that is not known',
+    EAI_AGAIN: 'names a host that could not be looked up',
+    ETIMEDOUT: 'names a server that does not answer',
+    EHOSTUNREACH: 'names a host that cannot be reached',
+  };
+  const reason = typeof code === 'string' ? reasons[code] : undefined;
+  if (reason === undefined) return undefined;
+  const u = new URL(config.databaseUrl);
+  const where = `${u.hostname}:${u.port || '5432'}${u.pathname}`;
+  return `Cannot use DATABASE_URL (${where}): it ${reason} (${typeof message === 'string' ? message : String(code)}).`;
+}
+
+/** Whether HOST and PORT can be listened on, asked before any database is opened (a fixed port only). */
+async function listenProblem(config: Config): Promise<string | undefined> {
+  if (config.port === 0) return undefined;
+  const probe = net.createServer();
+  return new Promise((resolve) => {
+    probe.once('error', (err: NodeJS.ErrnoException) => {
+      const problem = LISTEN_PROBLEMS[err.code ?? ''];
+      resolve(problem === undefined ? undefined : `Cannot listen on HOST ${config.host} PORT ${config.port}: the address ${problem}.`);
+    });
+    probe.listen({ port: config.port, host: config.host, exclusive: true }, () => probe.close(() => resolve(undefined)));
+  });
+}
+
 async function main(): Promise<void> {
   let config;
   try {
@@ -28,11 +66,15 @@ async function main(): Promise<void> {
     if (err instanceof ConfigError) refuse(err.message);
     throw err;
   }
+  const busy = await listenProblem(config);
+  if (busy !== undefined) refuse(busy);
   let deps;
   try {
     deps = await createDeps(config);
   } catch (err) {
     if (err instanceof ConfigError || err instanceof DataDirLockedError) refuse(err.message);
+    const problem = databaseProblem(err, config);
+    if (problem !== undefined) refuse(problem);
     throw err;
   }
   const app = await buildApp(deps);

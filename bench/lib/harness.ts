@@ -106,6 +106,7 @@ export function streamAgent(maxSockets: number): http.Agent {
 /** The node flags of a checkout's `npm start` script (`node --flag … src/server.ts`). */
 export function startScriptFlags(root: string): string[] {
   const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as { scripts?: { start?: string } };
-  const words = (pkg.scripts?.start ?? '').split(/\s+/);
+  // `exec node …`: the shell npm runs the script in becomes node, so a signal to npm reaches it.
+  const words = (pkg.scripts?.start ?? '').replace(/^exec\s+/, '').split(/\s+/);
   return words[0] === 'node' ? words.slice(1).filter((w) => w.startsWith('--')) : [];
 }
