@@ -141,10 +141,10 @@ async function main(): Promise<void> {
  */
 function tokenCommand(config: Config): string {
   if (config.auth.jwksUrl !== undefined) return `tokens come from the identity provider (AUTH_JWKS_URL, issuer ${config.auth.issuer ?? ''})`;
-  if (config.auth.jwtSecret !== undefined) return "AUTH_JWT_SECRET=<this process's AUTH_JWT_SECRET> npm run token -- <userId>";
+  if (config.auth.jwtSecret !== undefined) return "AUTH_JWT_SECRET=<this process's AUTH_JWT_SECRET> npm run -s token -- <userId>";
   const defaultDir = path.join(PROJECT_ROOT, 'data');
   const dataDir = config.dataDir === defaultDir ? '' : `DATA_DIR=${shellWord(config.dataDir)} `;
-  return `${dataDir}npm run token -- <userId>`;
+  return `${dataDir}npm run -s token -- <userId>`;
 }
 
 /** A value as one shell word. */

@@ -51,8 +51,8 @@ describe('one process per embedded DATA_DIR, and the start a newcomer meets (DES
   });
 
   test('issue 26: the start banner prints the token command for its own DATA_DIR, and the token that command mints is accepted', async () => {
-    const command = /Mint a token: +(\S.*?npm run token -- <userId>)/.exec(running().banner)?.[1];
-    assert.equal(command, `DATA_DIR=${dataDir} npm run token -- <userId>`);
+    const command = /Mint a token: +(\S.*?npm run -s token -- <userId>)/.exec(running().banner)?.[1];
+    assert.equal(command, `DATA_DIR=${dataDir} npm run -s token -- <userId>`);
     const minted = await run(['scripts/token.ts', 'alice'], env(dataDir));
     assert.equal(minted.code, 0, minted.stderr);
     const res = await fetch(`${running().url}/api/accounts`, { headers: { authorization: `Bearer ${minted.stdout.trim()}` } });

@@ -2,6 +2,7 @@
 // loopback port (stopped at the end), as test/cluster/cluster.ts does, without its cuttable proxies.
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
+import { ensureDatabase } from '../../test/helpers/database.ts';
 import { unusedPort } from '../../test/helpers/net.ts';
 import type { Procs } from './procs.ts';
 
@@ -17,6 +18,8 @@ export interface Stores {
 
 export async function startStores(procs: Procs, adminUrl: string): Promise<Stores> {
   const dbName = `advisor_bench_${randomBytes(5).toString('hex')}`;
+  // DATABASE_URL may name a database not made yet (a fresh server has only `postgres`).
+  await ensureDatabase(adminUrl);
   const admin = new pg.Client({ connectionString: adminUrl });
   await admin.connect();
   let postgresVersion: string;

@@ -1,10 +1,11 @@
-import { after, describe, test } from 'node:test';
+import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as delay } from 'node:timers/promises';
 import { createServer, type Server, type Socket } from 'node:net';
 import { sql } from 'kysely';
 import { TcpProxy } from '../../test/helpers/net.ts';
 import pg from 'pg';
+import { ensureDatabase } from '../../test/helpers/database.ts';
 import { createDb, isDatabaseUnavailable, openUnbounded, type DbHandle } from './create-db.ts';
 import { migrateToLatest } from './migrate.ts';
 
@@ -14,6 +15,9 @@ const databaseUrl = process.env.DATABASE_URL;
 if (!databaseUrl) {
   test('PostgreSQL pool', { skip: 'needs DATABASE_URL: npm run test:pg' }, () => undefined);
 } else {
+  // DATABASE_URL may name a database not made yet, as `npm run test:pg` on a fresh server does.
+  before(() => ensureDatabase(databaseUrl));
+
   describe('the PostgreSQL pool (DATABASE_POOL_SIZE, DATABASE_POOL_IDLE_MS)', () => {
     const handles: DbHandle[] = [];
     after(() => Promise.all(handles.map((h) => h.close())));

@@ -6,6 +6,7 @@ import { sql } from 'kysely';
 import pg from 'pg';
 import { startPgBouncer, type PgBouncer } from '../../test/helpers/pgbouncer.ts';
 import { unusedPort } from '../../test/helpers/net.ts';
+import { ensureDatabase } from '../../test/helpers/database.ts';
 import { createDb, type DbHandle } from './create-db.ts';
 import { migrateToLatest } from './migrate.ts';
 
@@ -15,6 +16,9 @@ const databaseUrl = process.env.DATABASE_URL;
 if (!databaseUrl) {
   test('prepared statements (PostgreSQL)', { skip: 'needs DATABASE_URL: npm run test:pg' }, () => undefined);
 } else {
+  // DATABASE_URL may name a database not made yet, as `npm run test:pg` on a fresh server does.
+  before(() => ensureDatabase(databaseUrl));
+
   describe('prepared statements on PostgreSQL', () => {
     const schema = `t_${randomBytes(6).toString('hex')}`;
     let h: DbHandle;
