@@ -536,6 +536,29 @@ describe('rollups kept on write agree with the journal from every fill (DESIGN Â
           Object.fromEntries(keys.map((key) => [String(key), tripTotals(kept.filter((x) => keysOf(x, reportBy).includes(key)))])),
           `report by ${reportBy}, seed ${seed}`,
         );
+        // One symbol: the journal and a report over its round trips alone equal the model over them.
+        const symbols = [...new Set(inRange.flatMap((x) => keysOf(x, 'symbol')))].filter((key) => key !== null);
+        const one = symbols[Math.floor(random() * symbols.length)] ?? 'ZZZ';
+        const itsTrips = inRange.filter((x) => keysOf(x, 'symbol').includes(one));
+        const scoped = await t.call('GET', `/api/accounts/${accountId}/journal?from=${from}&to=${to}&symbol=${encodeURIComponent(one.toLowerCase())}`, {
+          user,
+        });
+        assert.equal(scoped.statusCode, 200, scoped.body);
+        assert.deepEqual(scoped.json<JournalDto>().totals, tripTotals(itsTrips), `journal of ${one}, seed ${seed}`);
+        assert.deepEqual(
+          scoped.json<JournalDto>().openPositions,
+          served.json<JournalDto>().openPositions.filter((p) => p.symbol === one),
+          `${one}'s open position only, seed ${seed}`,
+        );
+        const scopedReport = await t.call(
+          'GET',
+          `/api/accounts/${accountId}/journal/report?from=${from}&to=${to}&by=${reportBy}&symbol=${encodeURIComponent(one)}`,
+          {
+            user,
+          },
+        );
+        assert.equal(scopedReport.statusCode, 200, scopedReport.body);
+        assert.deepEqual(scopedReport.json<{ totals: JournalDto['totals'] }>().totals, tripTotals(itsTrips), `report of ${one}, seed ${seed}`);
         // The round trips themselves, newest close first.
         const listed = await t.call('GET', `/api/accounts/${accountId}/round-trips?from=${from}&to=${to}&limit=200`, { user });
         assert.equal(listed.statusCode, 200, listed.body);

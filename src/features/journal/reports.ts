@@ -53,7 +53,7 @@ export async function report(deps: JournalDeps, userId: string, accountId: strin
   const { account, timezones } = await accountWithZones(deps.db, userId, accountId);
   const { from, to } = journalRange(deps, account, timezones, q);
   const exclude = exclusionsOf(q.exclude ?? []);
-  const filter = { from, to, exclude: exclude.items };
+  const filter = { from, to, symbol: q.symbol?.toUpperCase(), exclude: exclude.items };
   const [byGroup, [whole]] = await Promise.all([repo.tripTotals(deps.db, accountId, filter, q.by), repo.tripTotals(deps.db, accountId, filter, null)]);
   return {
     accountId,

@@ -249,6 +249,13 @@ export const JournalQuery = Type.Object(
   {
     from: Type.Optional(CalendarDay('First trading day included; default 29 days before `to`')),
     to: Type.Optional(CalendarDay('Last trading day included; default the account’s trading day now')),
+    symbol: Type.Optional(
+      Type.String({
+        pattern: SYMBOL_PATTERN,
+        description:
+          'One symbol: totals and days over its round trips (each on its closing day, as a what-if), its open position only; the balance stays the account’s',
+      }),
+    ),
     exclude: Exclude,
   },
   { additionalProperties: false },
@@ -333,6 +340,7 @@ export const ReportQuery = Type.Object(
           'symbol, tag (a trip in each of its tags’ groups; null key untagged), side, weekday (mon…sun, of the opening), hour (00–23 of the opening), holdTime',
       },
     ),
+    symbol: Type.Optional(Type.String({ pattern: SYMBOL_PATTERN, description: 'Only the round trips of this symbol' })),
     exclude: Exclude,
   },
   { additionalProperties: false },

@@ -223,18 +223,21 @@ export function journalRange(
 /**
  * DESIGN §14: the journal of a range of trading days, read from the rollups kept on write. With
  * `exclude` (§17), the what-if: totals and days over the round trips that remain (each on its closing
- * day); open positions and the balance stay the facts.
+ * day); open positions and the balance stay the facts. With `symbol`, the same over that symbol's round
+ * trips, and its open position only.
  */
 export async function journal(deps: JournalDeps, userId: string, accountId: string, q: JournalQueryInput): Promise<JournalDto> {
   const { account, timezones } = await accountWithZones(deps.db, userId, accountId);
   const { from, to } = journalRange(deps, account, timezones, q);
   const exclude = q.exclude === undefined ? undefined : exclusionsOf(q.exclude);
-  const range = { from, to };
+  const symbol = q.symbol?.toUpperCase();
+  const range = { from, to, symbol };
   const kept = { ...range, exclude: exclude?.items };
+  const fromTrips = exclude !== undefined || symbol !== undefined;
   const [days, [allTrips], [keptTrips], sums, positions] = await Promise.all([
-    exclude === undefined
-      ? repo.daysBetween(deps.db, accountId, from, to).then((rows) => rows.map(dayFigures))
-      : repo.tripDays(deps.db, accountId, kept).then((rows) => rows.map(dayOfTrips)),
+    fromTrips
+      ? repo.tripDays(deps.db, accountId, kept).then((rows) => rows.map(dayOfTrips))
+      : repo.daysBetween(deps.db, accountId, from, to).then((rows) => rows.map(dayFigures)),
     repo.tripTotals(deps.db, accountId, range, null),
     exclude === undefined ? Promise.resolve([]) : repo.tripTotals(deps.db, accountId, kept, null),
     repo.allTimeSums(deps.db, accountId),
@@ -248,17 +251,20 @@ export async function journal(deps: JournalDeps, userId: string, accountId: stri
     to,
     startingBalance: account.startingBalance,
     allTimeNet: netOfSums(sums),
-    positions: positions.map((p) => ({
-      symbol: p.symbol,
-      quantity: scaledFrom(p.quantity, UNIT_PLACES),
-      cost: scaledFrom(p.cost, COST_PLACES),
-      openedAt: p.opened_at.getTime(),
-    })),
+    positions: positions
+      .filter((p) => symbol === undefined || p.symbol === symbol)
+      .map((p) => ({
+        symbol: p.symbol,
+        quantity: scaledFrom(p.quantity, UNIT_PLACES),
+        cost: scaledFrom(p.cost, COST_PLACES),
+        openedAt: p.opened_at.getTime(),
+      })),
   };
-  if (exclude === undefined) return journalOf({ ...facts, days, risk: all?.risk ?? noRisk() });
-  const remaining = keptTrips === undefined ? undefined : groupOf(keptTrips);
+  if (!fromTrips) return journalOf({ ...facts, days, risk: all?.risk ?? noRisk() });
   // The days list the remaining trips by closing day; the totals are their sums (wins, losses, drawdown) as summed by the database.
   const whatIf = journalOf({ ...facts, days, risk: noRisk() });
+  if (exclude === undefined) return { ...whatIf, totals: all === undefined ? noTrips() : groupTotals(all) };
+  const remaining = keptTrips === undefined ? undefined : groupOf(keptTrips);
   const netOfGroup = (g: TripGroup | undefined): bigint => (g === undefined ? 0n : netOf(g.sums));
   const tripsOf = (g: TripGroup | undefined): number => g?.sums.roundTrips ?? 0;
   return {
