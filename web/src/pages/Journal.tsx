@@ -29,15 +29,16 @@ export function JournalPage({ accountId }: { accountId: string }) {
   // Bumped by an import, an edit or a delete: everything is read again.
   const [version, setVersion] = useState(0);
   const changed = () => setVersion((v) => v + 1);
-  const { scope, journal, report, whatIf } = useJournalData(accountId, range, filters, version);
+  const { journal, report, whatIf } = useJournalData(accountId, range, filters, version);
 
   const a = account.data;
   const j = journal.data;
   const currency = j?.currency ?? a?.currency ?? 'USD';
   const timezone = a?.timezone ?? today.data?.timezone ?? 'UTC';
   const symbol = filters.symbol;
-  const positions = j ? j.openPositions.filter((p) => !symbol || p.symbol === symbol) : undefined;
-  const missing = symbol !== '' && scope.data?.found === false;
+  const positions = j?.openPositions;
+  // The symbol closed no round trip in the range: its figures would be empty.
+  const missing = symbol !== '' && j !== undefined && j.totals.roundTrips === 0;
   return (
     <div class="jr-page">
       <Page
@@ -48,14 +49,8 @@ export function JournalPage({ accountId }: { accountId: string }) {
           <a href="/accounts">Accounts</a>
           {a ? ` · ${a.currency} · trading days in ${a.timezone}` : ' '}
         </p>
-        <Problem error={account.error ?? today.error ?? scope.error} />
+        <Problem error={account.error ?? today.error} />
         <FiltersForm range={range} symbol={symbol} today={today.data?.tradingDay} onApply={(r, s) => setFilters({ ...r, symbol: s })} />
-        {scope.data?.tooWide && (
-          <p class="hint" role="status">
-            The range has too many other symbols to narrow the totals, the chart and the reports to {symbol}; they are the whole account's. The round trips,
-            positions and trades are {symbol}'s.
-          </p>
-        )}
         <Problem error={journal.error} />
         <section aria-labelledby="totals-title">
           <h2 id="totals-title" class="sr-only">
@@ -74,14 +69,7 @@ export function JournalPage({ accountId }: { accountId: string }) {
               <DailyPnlChart days={j?.days} currency={currency} from={range?.from ?? ''} to={range?.to ?? ''} />
             </section>
             <PnlCalendar days={j?.days} currency={currency} range={range} />
-            <ReportSection
-              report={report}
-              whatIf={whatIf}
-              filters={filters}
-              scoped={symbol !== '' && !scope.data?.tooWide}
-              currency={currency}
-              onChange={setFilters}
-            />
+            <ReportSection report={report} whatIf={whatIf} filters={filters} scoped={symbol !== ''} currency={currency} onChange={setFilters} />
           </>
         )}
         <RoundTrips accountId={accountId} range={range} symbol={symbol} version={version} currency={currency} timezone={timezone} />
