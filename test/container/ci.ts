@@ -245,7 +245,7 @@ async function main(): Promise<void> {
     if (exitCode !== 0 || !drained) throw new Error(`exit code ${exitCode}, drained ${drained}:\n${logs.slice(-4000)}`);
     process.stdout.write('container: exit code 0; its log shows draining and stopped\n');
   } finally {
-    spawnSync('podman', [...PODMAN, 'rm', '--force', '--ignore', name], { stdio: 'ignore' });
+    spawnSync('podman', [...PODMAN, 'rm', '--force', '--volumes', '--ignore', name], { stdio: 'ignore' });
     await fake.close();
   }
   process.stdout.write(`container: passed in ${((performance.now() - t0) / 1000).toFixed(1)} s\n`);
