@@ -1,17 +1,19 @@
 // CI's container phase (DESIGN §16, `npm run test:container`): builds the image with Debian's podman and
-// runs it as an operator would: /readyz 200, one advisor turn against a loopback fake of OpenAI, then
-// `podman stop` — the server drains and the container exits 0. Prints each step's time.
+// runs it as an operator would: /readyz 200, one advisor turn against a loopback fake of OpenAI with
+// `podman stop` arriving while it streams — the turn ends whole, the server drains and the container
+// exits 0. Prints each step's time.
 //
 // No image registry is reachable here, so the base is made offline (scripts: see baseImage): a
 // `debootstrap --variant=minbase bookworm` root file system, cached by what it holds, plus the Node 24
 // binary package-lock.json pins (verified by the host's `npm ci`) and the host's npm. On an ordinary
 // machine the same Dockerfile builds from the public node image with no build argument.
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFile, execFileSync, spawnSync } from 'node:child_process';
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync } from 'node:fs';
 import { createServer } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import { mintToken } from '../../src/http/auth.ts';
 import { startOpenAiCompatibleFake } from '../fakes/index.ts';
 import { parseFrames } from '../kits/conversations.ts';
@@ -50,6 +52,7 @@ function sh(cmd: string, args: string[], opts: { input?: Buffer; quiet?: boolean
   return out;
 }
 const podman = (args: string[], opts: { input?: Buffer; quiet?: boolean } = {}): string => sh('podman', [...PODMAN, ...args], opts);
+const podmanAsync = (args: string[]): Promise<unknown> => promisify(execFile)('podman', [...PODMAN, ...args], { cwd: ROOT });
 const has = (cmd: string): boolean => spawnSync('sh', ['-c', `command -v ${cmd}`]).status === 0;
 
 /** podman, runc and debootstrap from Debian's packages, as a fresh CI machine has none of them. */
@@ -174,7 +177,13 @@ async function waitReady(url: string, name: string, timeoutMs: number): Promise<
   }
 }
 
-async function oneTurn(url: string, token: string, apiKey: string): Promise<string> {
+const CHUNKS = Array.from({ length: 12 }, (_, i) => `part ${i + 1}. `);
+
+/**
+ * Saves the user's key (verified by the fake), starts one turn and, once its first delta has arrived,
+ * calls `whileStreaming` (the stop): the turn must still end with `done` and every chunk.
+ */
+async function turnAcrossStop<T>(url: string, token: string, apiKey: string, whileStreaming: () => Promise<T>): Promise<{ reply: string; during: T }> {
   const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
   const saved = await fetch(`${url}/api/advisor/provider-keys/openai`, { method: 'PUT', headers, body: JSON.stringify({ apiKey }) });
   const key = (await saved.json()) as { verified?: boolean };
@@ -184,13 +193,22 @@ async function oneTurn(url: string, token: string, apiKey: string): Promise<stri
     headers: { ...headers, accept: 'text/event-stream' },
     body: JSON.stringify({ text: 'How did my last trade go?', clientMessageId: randomUUID() }),
   });
-  const { frames } = parseFrames(await res.text());
-  const last = frames.at(-1);
-  if (res.status !== 200 || last?.event !== 'done') throw new Error(`the turn: ${res.status}, frames ${JSON.stringify(frames).slice(0, 2000)}`);
-  return frames
+  if (res.status !== 200 || !res.body) throw new Error(`the turn's start: ${res.status} ${await res.text()}`);
+  let body = '';
+  let during: Promise<T> | undefined;
+  const decoder = new TextDecoder();
+  for await (const chunk of res.body) {
+    body += decoder.decode(chunk, { stream: true });
+    if (!during && body.includes('event: delta')) during = whileStreaming();
+  }
+  if (!during) throw new Error(`no delta in: ${body.slice(0, 2000)}`);
+  const { frames } = parseFrames(body);
+  const reply = frames
     .filter((f) => f.event === 'delta')
     .map((f) => String(f.data['text'] ?? ''))
     .join('');
+  if (frames.at(-1)?.event !== 'done' || reply !== CHUNKS.join('')) throw new Error(`the turn across the stop: ${JSON.stringify(frames).slice(0, 2000)}`);
+  return { reply, during: await during };
 }
 
 async function main(): Promise<void> {
@@ -232,18 +250,25 @@ async function main(): Promise<void> {
       await waitReady(url, name, 180_000);
     });
     await step('HEALTHCHECK', () => podman(['healthcheck', 'run', name]));
-    const reply = await step('one advisor turn (fake OpenAI)', async () => oneTurn(url, await mintToken(jwtSecret, 'container-ci'), 'sk-valid-openai'));
-    process.stdout.write(`container: the reply was "${reply}"\n`);
-    const exitCode = await step('podman stop (SIGTERM, drain)', () => {
-      // Without systemd, podman says it cannot remove the health-check timer it never made: not printed.
-      podman(['stop', '--time', '40', name], { quiet: true });
-      return Number(podman(['inspect', '--format', '{{.State.ExitCode}}', name]).trim());
-    });
+    // The turn streams for ~3 s; podman stop (SIGTERM) arrives after its first delta, so the drain has a
+    // live stream to finish before the server exits.
+    fake.scriptStream({ chunks: CHUNKS, delayMs: 250 });
+    const token = await mintToken(jwtSecret, 'container-ci');
+    const { reply, during } = await step('one advisor turn (fake OpenAI), podman stop (SIGTERM) during it', () =>
+      turnAcrossStop(url, token, 'sk-valid-openai', async () => {
+        const t0 = performance.now();
+        // Without systemd, podman says it cannot remove the health-check timer it never made: not printed.
+        await podmanAsync(['stop', '--time', '40', name]);
+        return { stopMs: performance.now() - t0 };
+      }),
+    );
+    process.stdout.write(`container: the reply was "${reply}"; podman stop returned after ${(during.stopMs / 1000).toFixed(1)} s\n`);
+    const exitCode = Number(podman(['inspect', '--format', '{{.State.ExitCode}}', name]).trim());
     const printed = spawnSync('podman', [...PODMAN, 'logs', name], { encoding: 'utf8', maxBuffer: 1 << 30 });
     const logs = `${printed.stdout}${printed.stderr}`;
-    const drained = /"msg":"draining"/.test(logs) && /"msg":"stopped"/.test(logs);
+    const drained = /"liveStreams":1,"msg":"draining"/.test(logs) && /"msg":"stopped"/.test(logs);
     if (exitCode !== 0 || !drained) throw new Error(`exit code ${exitCode}, drained ${drained}:\n${logs.slice(-4000)}`);
-    process.stdout.write('container: exit code 0; its log shows draining and stopped\n');
+    process.stdout.write('container: exit code 0; its log shows draining (1 live stream) and stopped\n');
   } finally {
     spawnSync('podman', [...PODMAN, 'rm', '--force', '--volumes', '--ignore', name], { stdio: 'ignore' });
     await fake.close();
