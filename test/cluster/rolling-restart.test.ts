@@ -31,10 +31,14 @@ const USERS = 16;
 /** DESIGN §4 admits 30 messages per rolling 60 s per user: a user sends one every 2.5 s at most. */
 const PACE_MS = 2500;
 const CREDITS_EACH = 2000 * PAID_TURN_CREDITS;
-/** A reply of 20 deltas 40 ms apart (about a second): a drain meets turns in flight. */
-const REPLY = { chunks: Array.from({ length: 20 }, (_, n) => `r${n} `), delayMs: 40 };
-/** Shorter than a reply, so the drain also ends turns with `error` SHUTTING_DOWN (a terminal frame). */
-const DRAIN_MS = '500';
+/** A reply of 60 deltas 50 ms apart (about 3 s): every drain meets turns in flight. */
+const REPLY = { chunks: Array.from({ length: 60 }, (_, n) => `r${n} `), delayMs: 50 };
+/**
+ * Shorter than a reply, so the drain also ends turns with `error` SHUTTING_DOWN (a terminal frame), and
+ * long enough that starts arrive at the draining instance (under nginx's earlier configuration each one
+ * it refused reached its client as 503).
+ */
+const DRAIN_MS = '2500';
 
 interface Load {
   /** Every answer a client got through nginx, in order. */
@@ -197,6 +201,10 @@ if (!CLUSTER_AVAILABLE) {
         assert.deepEqual(load.networkErrors, [], 'every request got an answer');
         assert.deepEqual(Object.keys(statuses), ['200'], 'every start was answered with its stream');
         assert.equal(withoutEnd, 0, 'every stream ends with done or error');
+        assert.ok(
+          restarts.every((r) => r.endedDuringDrain > 0),
+          'every drain met turns in flight',
+        );
         assert.ok(doneTurns(load) >= 6 * USERS, `turns done: ${doneTurns(load)}`);
 
         const ids = users.map((u) => u.id);
