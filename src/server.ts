@@ -1,3 +1,4 @@
+import type http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
 import { ConfigError, loadConfig, type Config } from './config.ts';
@@ -121,6 +122,7 @@ async function main(): Promise<void> {
     stopping = true;
     clearInterval(sweeper);
     log.info({ signal, liveStreams: deps.lifecycle.liveStreams }, 'draining');
+    closeKeptAliveConnections(app.server);
     await deps.lifecycle.drain(config.shutdownDrainMs);
     // Streams are stored and ended by now; whatever is still open (a request whose body trickles in,
     // a client that never reads its answer) is cut rather than waited for, so the exit is bounded.
@@ -132,6 +134,19 @@ async function main(): Promise<void> {
   };
   process.on('SIGTERM', () => void stop('SIGTERM'));
   process.on('SIGINT', () => void stop('SIGINT'));
+}
+
+/**
+ * From the start of the drain on, every answer closes its connection (`Connection: close`) and the idle
+ * ones are closed now, not when the process exits: a proxy keeping connections to this instance
+ * (deploy/nginx.conf) stops reusing them while the drain lasts, instead of sending a request into one
+ * just as the exit closes it (nginx's "upstream prematurely closed connection", a 502 to a client).
+ */
+function closeKeptAliveConnections(server: http.Server): void {
+  server.prependListener('request', (_req: http.IncomingMessage, res: http.ServerResponse) => {
+    res.shouldKeepAlive = false;
+  });
+  server.closeIdleConnections();
 }
 
 /**

@@ -40,7 +40,8 @@ async function startNginxOnce(upstreams: readonly string[]): Promise<Nginx> {
   const port = await unusedPort();
   const prefix = mkdtempSync(path.join(os.tmpdir(), 'advisor-nginx-'));
   const conf = path.join(prefix, 'nginx.conf');
-  const servers = upstreams.map((u) => `server ${new URL(u).host};`).join('\n    ');
+  // Each instance as deploy/nginx.conf tells an operator to list it.
+  const servers = upstreams.map((u) => `server ${new URL(u).host} max_fails=1 fail_timeout=5s;`).join('\n    ');
   // The placeholders where they stand alone (the template's comment names them too).
   const filled = readFileSync(TEMPLATE, 'utf8')
     .replace(/^(\s*listen )\{\{LISTEN\}\};$/m, `$1127.0.0.1:${port};`)
