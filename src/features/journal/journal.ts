@@ -36,7 +36,7 @@ export interface DayFigures {
 }
 
 /** An open position: signed quantity (10^-8, negative short), cost of its open lots (10^-16). */
-export interface PositionFigures {
+interface PositionFigures {
   readonly symbol: string;
   readonly quantity: bigint;
   readonly cost: bigint;
@@ -48,7 +48,7 @@ export function emptyDay(tradingDay: string): DayFigures {
 }
 
 /** Adds a fill and what it did to its day. */
-export function countFill(day: DayFigures, fee: bigint, outcome: FillOutcome): void {
+function countFill(day: DayFigures, fee: bigint, outcome: FillOutcome): void {
   day.fills++;
   day.fees += fee;
   day.realized += outcome.realized;
@@ -143,7 +143,7 @@ export function totalsOf(days: readonly DayFigures[], risk: RiskFigures, knownDr
   };
 }
 
-export const dayDto = (d: DayFigures): JournalDto['days'][number] => ({
+const dayDto = (d: DayFigures): JournalDto['days'][number] => ({
   tradingDay: d.tradingDay,
   realizedPnl: money(d.realized),
   fees: formatScaled(d.fees, UNIT_PLACES),
