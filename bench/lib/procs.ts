@@ -126,7 +126,7 @@ export function tail(text: string, lines = 30): string {
 }
 
 /** Resident set of a process in bytes (VmRSS). */
-export function rssBytes(pid: number): number {
+function rssBytes(pid: number): number {
   const m = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
   if (!m?.[1]) throw new Error(`no VmRSS for ${pid}`);
   return Number(m[1]) * 1024;

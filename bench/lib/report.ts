@@ -34,8 +34,8 @@ export interface RunInfo {
   readonly steal: string;
 }
 
-export const BEGIN = '<!-- bench:begin -->';
-export const END = '<!-- bench:end -->';
+const BEGIN = '<!-- bench:begin -->';
+const END = '<!-- bench:end -->';
 
 const cell = (s: string): string => s.replaceAll('|', '\\|').replaceAll('\n', ' ');
 

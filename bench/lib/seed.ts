@@ -6,7 +6,7 @@ import { createVault, parseKeyring } from '../../src/platform/aes-vault.ts';
 import { hintTail, providerSlot } from '../../src/features/advisor-keys/sealing.ts';
 import { TEST_ENCRYPTION_KEYS } from '../../test/helpers/app.ts';
 
-export const PROVIDER_KEY = 'sk-valid-openai';
+const PROVIDER_KEY = 'sk-valid-openai';
 /** The default model the service picks from the fake's model list; an allowance model. */
 export const DEFAULT_MODEL = 'gpt-4o-mini';
 

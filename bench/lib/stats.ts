@@ -1,5 +1,5 @@
 /** Nearest-rank percentile of already sorted samples (NaN when there are none). */
-export function percentile(sorted: readonly number[], p: number): number {
+function percentile(sorted: readonly number[], p: number): number {
   if (sorted.length === 0) return NaN;
   const rank = Math.ceil((p / 100) * sorted.length);
   return sorted[Math.min(sorted.length - 1, Math.max(0, rank - 1))] ?? NaN;

@@ -9,7 +9,7 @@ import { cpuMs } from '../lib/procs.ts';
 import type { Row } from '../lib/report.ts';
 import { distribution, int, median, ms } from '../lib/stats.ts';
 import { scaledFrom, UNIT_PLACES } from '../../src/features/journal/decimal.ts';
-import { computeJournal, type SymbolFill } from '../../src/features/journal/journal.ts';
+import { computeJournal, type SymbolFill } from '../../test/kits/journal.ts';
 import type { JournalDto } from '../../src/features/journal/schemas.ts';
 
 const CLIENTS = 10;

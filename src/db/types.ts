@@ -1,9 +1,9 @@
 import type { ColumnType, Generated, Kysely, Transaction } from 'kysely';
 
 /** timestamptz: read as Date, written as Date (or defaulted by the database). */
-export type Timestamp = ColumnType<Date, Date | undefined, Date>;
+type Timestamp = ColumnType<Date, Date | undefined, Date>;
 
-export interface UsersTable {
+interface UsersTable {
   id: string;
   tier: string | null;
   created_at: Generated<Date>;
@@ -31,14 +31,14 @@ export interface AccountsTable {
   updated_at: Timestamp;
 }
 
-export interface AccountTimezonesTable {
+interface AccountTimezonesTable {
   account_id: string;
   timezone: string;
   effective_from: Date;
 }
 
 /** One row per admitted hit of a rolling-window limit (migration 0002-platform). */
-export interface RateLimitHitsTable {
+interface RateLimitHitsTable {
   /** The rule name. */
   bucket: string;
   subject: string;
@@ -46,7 +46,7 @@ export interface RateLimitHitsTable {
 }
 
 /** The one live stream a user may have; free once `expires_at` has passed. */
-export interface StreamLeasesTable {
+interface StreamLeasesTable {
   user_id: string;
   token: string;
   expires_at: Date;
@@ -92,7 +92,7 @@ export interface MarketDataKeysTable {
 }
 
 /** Cached wallet balance; always equal to the sum of the user's ledger entries (migration 0005-billing). */
-export interface WalletsTable {
+interface WalletsTable {
   user_id: string;
   balance: number;
   updated_at: Timestamp;
@@ -111,7 +111,7 @@ export interface LedgerEntriesTable {
 }
 
 /** Allowance turns and images used in one calendar month (UTC, 'YYYY-MM'). */
-export interface MonthlyUsageTable {
+interface MonthlyUsageTable {
   user_id: string;
   month: string;
   allowance_turns: Generated<number>;
@@ -166,7 +166,7 @@ export interface ConversationsTable {
  * A conversation's words for `GET /api/advisor/conversations?q=` (migration 0019): a tsvector of its
  * title and messages (positions stripped) with its owner's mark; derived data, rebuilt from them at will.
  */
-export interface ConversationSearchTable {
+interface ConversationSearchTable {
   conversation_id: string;
   document: string;
 }
@@ -202,12 +202,12 @@ export interface MessagesTable {
 }
 
 /** DESIGN §12: a turn's frame log when PostgreSQL is the shared store (migration 0016). */
-export interface StreamLogsTable {
+interface StreamLogsTable {
   turn_id: string;
   expires_at: Date;
 }
 
-export interface StreamFramesTable {
+interface StreamFramesTable {
   turn_id: string;
   id: number;
   wire: string;
@@ -229,7 +229,7 @@ export interface AttachmentsTable {
 }
 
 /** DESIGN §13: a user's usage per UTC day, provider and model, summed as turns end (migration 0014). */
-export interface UsageDailyTable {
+interface UsageDailyTable {
   user_id: string;
   day: string;
   provider: string;
@@ -277,7 +277,7 @@ export interface TradesTable {
 }
 
 /** A symbol's open lots after its last fill (journal/fifo.ts StoredBook as jsonb). */
-export interface TradeBooksTable {
+interface TradeBooksTable {
   account_id: string;
   symbol: string;
   book: unknown;
@@ -286,7 +286,7 @@ export interface TradeBooksTable {
 }
 
 /** DESIGN §17: a closed round trip (migration 0021; journal/round-trips.ts). */
-export interface TradeRoundTripsTable {
+interface TradeRoundTripsTable {
   /** The id of the fill that closed it. */
   id: string;
   account_id: string;

@@ -5,7 +5,7 @@ import { AppError } from './errors.ts';
 import { bearerToken } from './auth.ts';
 import { ensureUser } from '../features/users/service.ts';
 
-export interface RequestUser {
+interface RequestUser {
   readonly id: string;
 }
 

@@ -2,7 +2,7 @@ import { SignJWT, createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTP
 import type { Clock } from '../platform/clock.ts';
 import { AppError } from './errors.ts';
 
-export interface AuthUser {
+interface AuthUser {
   readonly id: string;
   /** Tier asserted by the token, if any (applied to the stored user). */
   readonly tierClaim: string | undefined;

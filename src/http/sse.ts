@@ -2,7 +2,7 @@ import type { ServerResponse } from 'node:http';
 import type { Frame } from '../platform/frames.ts';
 import type { FrameSink } from '../platform/frame-log.ts';
 
-export const SSE_HEADERS = {
+const SSE_HEADERS = {
   'content-type': 'text/event-stream; charset=utf-8',
   'cache-control': 'no-cache, no-transform',
   'x-accel-buffering': 'no',

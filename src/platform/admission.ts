@@ -2,7 +2,7 @@ import type { RateLimitDecision, RateLimiter, RateLimitRule } from './rate-limit
 import type { StreamLeases } from './stream-lease.ts';
 
 /** A stream request's admission: its rate-limit verdict and, when admitted, its claim on the user's stream lease. */
-export interface Admitted {
+interface Admitted {
   readonly decision: RateLimitDecision;
   /** The lease's token; null when the rule refused the request (nothing taken) or another stream holds the lease. */
   readonly lease: string | null;

@@ -1,37 +1,13 @@
 import { randomToken } from './ids.ts';
 import { LIVENESS_BEATS, type ControlMessage, type FrameStore, type StoredFrames } from './frame-store.ts';
 import type { Frame } from './frames.ts';
-import { TurnLog, type TurnLogEvents } from './turn-log.ts';
+import { TurnLog, type FollowEnd, type FrameLogOptions, type FrameSink, type TurnLogEvents } from './turn-log.ts';
+
+// The follower's side, declared with the per-turn log that serves it; FrameLog is their public face.
+export type { FollowEnd, FrameLogOptions, FrameSink } from './turn-log.ts';
 
 // DESIGN §12: every frame of a live turn goes through the turn's frame log, shared by all instances;
 // every client — the turn's own included — reads the log as an attached follower.
-
-/** Where a follower's frames go: an SSE connection. */
-export interface FrameSink {
-  /** Writes frames; false when the connection's buffer is full (the follower then waits for `drained`). */
-  write(frames: readonly Frame[]): boolean;
-  drained(signal: AbortSignal): Promise<void>;
-}
-
-/**
- * How a follow ended: the terminal frame was written (`ended`); the store holds nothing more of a
- * turn known to have ended (`missing`: no log, or a log without its terminal frame — its instance
- * died — the stored reply says the rest); nothing came from a live turn for its liveness window
- * (`silent`: its instance is gone); the follower's signal aborted (`closed`).
- */
-export type FollowEnd = 'ended' | 'missing' | 'silent' | 'closed';
-
-export interface FrameLogOptions {
-  /** STREAM_LOG_RETENTION_MS: how long a log is kept after its terminal frame. */
-  readonly retentionMs: number;
-  /** STREAM_LOG_MAX_BYTES: frames beyond a snapshot held per turn; beyond it the log is compacted. */
-  readonly maxBytes: number;
-  /** STREAM_MAX_DURATION_MS: a live log's expiry is this plus the retention (a crashed turn's log goes away). */
-  readonly maxDurationMs: number;
-  /** STREAM_HEARTBEAT_MS: a live turn shows it is alive this often; followers elsewhere wait 3 of them. */
-  readonly heartbeatMs: number;
-  readonly onError: (err: unknown, what: string) => void;
-}
 
 /** How soon a follower reads the store again after a read failed. */
 const READ_RETRY_MS = 250;

@@ -38,3 +38,8 @@ export function createMetrics() {
 }
 
 export type Metrics = ReturnType<typeof createMetrics>;
+
+/** key_probes_total's `result`: the outcome, or for a transient failure its reason (timeout, rate limit …). */
+export function probeResultLabel(probe: { outcome: string; reason?: string }): string {
+  return probe.outcome === 'transient' && probe.reason ? probe.reason : probe.outcome;
+}

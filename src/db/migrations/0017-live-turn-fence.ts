@@ -1,5 +1,5 @@
 import { sql, type Kysely } from 'kysely';
-import { installReserveTurn } from '../../features/billing/reserve-turn-function.ts';
+import { installReserveTurnV4 } from './reserve-turn-v4.ts';
 
 /**
  * DESIGN §12 "Under faults": the database is the fence of one live turn per user — reserve_turn v4
@@ -10,5 +10,5 @@ import { installReserveTurn } from '../../features/billing/reserve-turn-function
  */
 export async function up(db: Kysely<unknown>): Promise<void> {
   await sql`drop function if exists reserve_turn(text, text, uuid, timestamptz, text, boolean, bigint, integer, jsonb, text)`.execute(db);
-  await installReserveTurn(db);
+  await installReserveTurnV4(db);
 }

@@ -1,5 +1,13 @@
-import { sql, type Kysely } from 'kysely';
-import { searchDocument } from '../../features/conversations/repo.ts';
+import { sql, type Kysely, type RawBuilder } from 'kysely';
+
+/**
+ * The search document as conversations' repo built it when this migration ran: the first 100,000
+ * characters' words (`simple` configuration, positions stripped) and the owner's mark. Frozen here: a
+ * later rule ships as a new migration.
+ */
+function searchDocument(userId: RawBuilder<unknown>, text: RawBuilder<unknown>): RawBuilder<string> {
+  return sql<string>`(strip(to_tsvector('simple', left(${text}, ${100_000}))) || ('u' || md5(${userId}))::tsvector)`;
+}
 
 /**
  * Conversation search (GET /api/advisor/conversations?q=): one search document per conversation — its

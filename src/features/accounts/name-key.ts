@@ -1,7 +1,7 @@
 /**
  * The form in which account names are compared for uniqueness (DESIGN §9): two names that a reader
  * could not tell apart get the same key. Stored beside the display name (`accounts.name_key`, unique
- * per user; migration 0009 imports this function for its backfill, so changing it needs a migration
+ * per user; migration 0009 holds a copy of it for its backfill, so changing it needs a migration
  * that recomputes the keys).
  *
  * 1. NFKC: composed and decomposed accents (`Café`), full-width and other compatibility forms

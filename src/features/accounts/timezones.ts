@@ -137,11 +137,6 @@ function wallClock(ms: number, zone: string): number {
 /** The zone's offset from UTC at an instant, in ms (east positive). */
 const offsetAt = (ms: number, zone: string): number => wallClock(ms - (((ms % 1000) + 1000) % 1000), zone) - (ms - (((ms % 1000) + 1000) % 1000));
 
-/** The hour (0–23) of an instant in a zone. */
-export function localHour(at: Date, zone: string): number {
-  return new Date(at.getTime() + offsetAt(at.getTime(), zone)).getUTCHours();
-}
-
 /**
  * The instant a wall-clock time names in a zone (`wall`: the fields as UTC epoch ms). A time that
  * happens twice (clocks set back) is its first occurrence; one that never happens (clocks set

@@ -6,7 +6,7 @@ import type { SealedColumns } from './repo.ts';
 import { VaultError } from '../../platform/vault.ts';
 import { hintTail, marketDataSlot, sealedColumns, sealedOf } from './sealing.ts';
 import type { MarketDataKeyStatusDto, SaveMarketDataKeyInput } from './schemas.ts';
-import { probeResultLabel } from './service.ts';
+import { probeResultLabel } from '../../platform/metrics.ts';
 
 type KeyDeps = Pick<Deps, 'db' | 'clock' | 'vault' | 'config' | 'metrics' | 'logger' | 'marketData'>;
 

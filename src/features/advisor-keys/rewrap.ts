@@ -5,7 +5,7 @@ import { VaultError, type SecretSlot, type Vault } from '../../platform/vault.ts
 import * as repo from './repo.ts';
 import { marketDataSlot, providerSlot, sealedColumns, sealedOf } from './sealing.ts';
 
-export interface RewrapCounts {
+interface RewrapCounts {
   /** Re-encrypted by this run. */
   rewrapped: number;
   /** Already under the primary key (untouched). */

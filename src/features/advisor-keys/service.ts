@@ -4,6 +4,7 @@ import { UNIQUE_VIOLATION, pgErrorCode } from '../../db/create-db.ts';
 import type { RawBuilder } from 'kysely';
 import { AppError } from '../../http/errors.ts';
 import { VaultError } from '../../platform/vault.ts';
+import { probeResultLabel } from '../../platform/metrics.ts';
 import type { ProviderProbeResult } from '../../providers/llm/index.ts';
 import { chooseDefaultModel, modelListed } from './default-model.ts';
 import { openMarketDataKey, type UsableMarketDataKey } from './market-data-service.ts';
@@ -109,10 +110,6 @@ function toItem(row: repo.ProviderKeyRow): ProviderKeyListItemDto {
     createdAt: row.created_at.toISOString(),
     updatedAt: row.updated_at.toISOString(),
   };
-}
-
-export function probeResultLabel(probe: { outcome: string; reason?: string }): string {
-  return probe.outcome === 'transient' && probe.reason ? probe.reason : probe.outcome;
 }
 
 /**

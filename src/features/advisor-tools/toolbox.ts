@@ -25,7 +25,7 @@ import {
   type ToolName,
 } from './definitions.ts';
 
-export type ToolErrorCode =
+type ToolErrorCode =
   | MarketDataError['code']
   | 'TOOL_INVALID_ARGUMENTS'
   /** The model named a tool it was not offered. */

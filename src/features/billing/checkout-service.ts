@@ -8,7 +8,7 @@ import * as repo from './repo.ts';
  * How long a Checkout Session stays open: Stripe's default (24 hours; the service does not set
  * `expires_at`). A session still unpaid after it can no longer be paid.
  */
-export const CHECKOUT_SESSION_LIFETIME_MS = 24 * 3_600_000;
+const CHECKOUT_SESSION_LIFETIME_MS = 24 * 3_600_000;
 
 /** DESIGN §4: 10 checkouts per rolling 60 s per user. */
 export const CHECKOUT_RULE: RateLimitRule = { name: 'checkouts', limit: 10, windowMs: 60_000 };
@@ -20,7 +20,7 @@ type CheckoutDeps = Pick<Deps, 'db' | 'clock' | 'config' | 'ids' | 'logger'>;
  * (the request's `Origin`) when that origin is one of the allowed ones, so the trader comes back to the
  * tab's own origin and session; any other origin (or none) gets the configured URL as it is.
  */
-export function returnUrls(config: CheckoutDeps['config'], pageOrigin: string | undefined): { successUrl: string; cancelUrl: string } {
+function returnUrls(config: CheckoutDeps['config'], pageOrigin: string | undefined): { successUrl: string; cancelUrl: string } {
   const allowed = pageOrigin !== undefined && config.allowedOrigins.includes(pageOrigin);
   // The rest of the URL is kept as written: a URL parser would escape the {CHECKOUT_SESSION_ID} placeholder.
   const onPage = (configured: string) => (allowed ? `${pageOrigin}${configured.replace(/^[a-z][a-z0-9+.-]*:\/\/[^/?#]*/i, '')}` : configured);
@@ -80,7 +80,7 @@ export async function startCheckout(
   return { url: session.url, sessionId: session.sessionId };
 }
 
-export type CheckoutStateName = 'pending' | 'credited' | 'expired';
+type CheckoutStateName = 'pending' | 'credited' | 'expired';
 
 /**
  * The state of the caller's own checkout session, as the return page shows it: `credited` once the

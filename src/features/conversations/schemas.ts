@@ -154,7 +154,7 @@ const UsageSchema = named(
     { description: 'Figures are what was counted: an interrupted or failed turn has those of the rounds that reported' },
   ),
 );
-export const Usage = ref(UsageSchema);
+const Usage = ref(UsageSchema);
 
 const MessageSchema = named(
   'Message',
@@ -186,7 +186,7 @@ const MessageSchema = named(
     completedAt: Type.Union([IsoDateTime, Type.Null()]),
   }),
 );
-export const Message = ref(MessageSchema);
+const Message = ref(MessageSchema);
 export type MessageDto = Static<typeof MessageSchema>;
 
 const ConversationWithMessagesSchema = named(

@@ -11,7 +11,7 @@ export const MAX_CSV_ROWS = 50_000;
  * import, which takes exactly one ' away, reads every cell back as it was. No exported number can start
  * so (quantities, prices and fees are ≥ 0).
  */
-export function csvCell(value: string): string {
+function csvCell(value: string): string {
   const safe = /^'*[=+\-@\t\r]/.test(value) ? `'${value}` : value;
   return /[",\r\n]/.test(safe) ? `"${safe.replaceAll('"', '""')}"` : safe;
 }

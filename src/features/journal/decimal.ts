@@ -59,7 +59,7 @@ export function divHalfEven(n: bigint, d: bigint): bigint {
 }
 
 /** A value at `from` places written rounded half to even at `to` places (`to` ≤ `from`). */
-export function rounded(value: bigint, from: number, to: number): string {
+function rounded(value: bigint, from: number, to: number): string {
   return formatScaled(divHalfEven(value, pow10(from - to)), to);
 }
 

@@ -4,7 +4,7 @@ import { AppError } from '../../http/errors.ts';
 import type { TripDimension, TripExclusion } from './repo.ts';
 
 const WEEKDAYS = ['mon', 'tue', 'wed', 'thu', 'fri', 'sat', 'sun'] as const;
-export const HOLD_BUCKETS = ['<1m', '1m-5m', '5m-30m', '30m-2h', '2h-1d', '1d-1w', '>=1w'] as const;
+const HOLD_BUCKETS = ['<1m', '1m-5m', '5m-30m', '30m-2h', '2h-1d', '1d-1w', '>=1w'] as const;
 
 /** The order the report lists a dimension's groups in (others: alphabetical, untagged last). */
 export const GROUP_ORDER: Partial<Record<TripDimension, readonly string[]>> = {

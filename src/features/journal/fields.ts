@@ -8,7 +8,7 @@ import { defaultAssetClass, defaultMultiplier, isAssetClass, type AssetClass } f
 import { MAX_EXTERNAL_ID, MAX_NOTE, MAX_TAG, MAX_TAGS, SYMBOL_PATTERN } from './schemas.ts';
 
 /** How far ahead of the service's clock an execution may be (clock skew between broker and service). */
-export const MAX_FUTURE_MS = 5 * 60_000;
+const MAX_FUTURE_MS = 5 * 60_000;
 
 const SYMBOL = new RegExp(SYMBOL_PATTERN);
 
@@ -73,7 +73,7 @@ const SIDES: Readonly<Record<string, Side>> = {
   'sell to close': 'sell',
 };
 
-export function sideOf(word: string): Side | undefined {
+function sideOf(word: string): Side | undefined {
   return SIDES[word.trim().toLowerCase().replace(/\s+/g, ' ')];
 }
 

@@ -1,7 +1,7 @@
 // FIFO lot matching for one symbol (DESIGN §14, §17), one fill at a time. Pure: the write path keeps a
 // symbol's book between writes (trade_books) and replays from it, the full computation replays every
 // fill from an empty book; both call `applyFill`, so they cannot disagree on a rule.
-import { COST_PLACES, divHalfEven, FEE_TO_AMOUNT, pow10, UNIT_PLACES } from './decimal.ts';
+import { divHalfEven, FEE_TO_AMOUNT, pow10, UNIT_PLACES } from './decimal.ts';
 
 export type Side = 'buy' | 'sell';
 
@@ -320,6 +320,3 @@ export function loadBook(stored: StoredBook): Book {
     lastId: stored.lastId,
   };
 }
-
-/** Costs (10^-16) are the positions' own scale. */
-export const POSITION_COST_PLACES = COST_PLACES;

@@ -1,7 +1,7 @@
 // DESIGN §17 instruments: what one unit of a quantity is worth. A future's contract multiplier comes
 // from the exchange's specification when the trade does not state one; an equity option is 100 shares.
 
-export const ASSET_CLASSES = ['stock', 'future', 'option', 'forex', 'crypto', 'cfd'] as const;
+const ASSET_CLASSES = ['stock', 'future', 'option', 'forex', 'crypto', 'cfd'] as const;
 export type AssetClass = (typeof ASSET_CLASSES)[number];
 
 export const isAssetClass = (text: string): text is AssetClass => (ASSET_CLASSES as readonly string[]).includes(text);
@@ -26,7 +26,7 @@ export const FUTURES_MULTIPLIERS: Readonly<Record<string, string>> = {
   '6E': '125000',
 };
 
-export const OPTION_MULTIPLIER = '100';
+const OPTION_MULTIPLIER = '100';
 
 /** Futures month codes, January to December. */
 export const MONTH_CODES = 'FGHJKMNQUVXZ';

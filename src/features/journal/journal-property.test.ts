@@ -14,7 +14,7 @@ import { buildTestApp, type TestApp } from '../../../test/helpers/app.ts';
 import { ManualClock } from '../../../test/helpers/manual-clock.ts';
 import { parseUnits } from './decimal.ts';
 import { applyFill, emptyBook, type Book } from './fifo.ts';
-import { computeJournal, type SymbolFill } from './journal.ts';
+import { computeJournal, type SymbolFill } from '../../../test/kits/journal.ts';
 import type { JournalDto, TradeDto } from './schemas.ts';
 
 /** mulberry32: a small seeded generator. */

@@ -2,7 +2,7 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { canonicalUnits, divHalfEven, formatScaled, parseUnits, ratio } from './decimal.ts';
-import { computeJournal, type SymbolFill } from './journal.ts';
+import { computeJournal, type SymbolFill } from '../../../test/kits/journal.ts';
 
 let seq = 0;
 /** A fill on `day` (its UTC noon, so the day and the instant agree), in the order written. */

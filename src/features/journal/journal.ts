@@ -1,22 +1,8 @@
 // The journal of DESIGN §14 as pure functions: a day's figures from its fills' outcomes, and the
 // journal (totals, days, open positions, balance) from the days of a range. The service reads the days
-// from their rollup (trade_days, kept on write); `computeJournal` builds the same from every fill, the
-// path the property test holds the rollups to.
-import {
-  AMOUNT_PLACES,
-  divHalfEven,
-  FEE_TO_AMOUNT,
-  formatScaled,
-  money,
-  moneyPer,
-  pow10,
-  ratio,
-  RATIO_PLACES,
-  ratioUnits,
-  scaledFrom,
-  UNIT_PLACES,
-} from './decimal.ts';
-import { applyFill, compareFills, emptyBook, type Book, type Fill, type FillOutcome } from './fifo.ts';
+// from their rollup (trade_days, kept on write); the journal test kit (test/kits/journal.ts) builds the
+// same from every fill, the path the property test holds the rollups to.
+import { AMOUNT_PLACES, divHalfEven, FEE_TO_AMOUNT, formatScaled, money, moneyPer, pow10, ratio, RATIO_PLACES, scaledFrom, UNIT_PLACES } from './decimal.ts';
 import type { JournalDto } from './schemas.ts';
 
 /** One trading day's figures: amounts in units of 10^-16, fees of 10^-8. */
@@ -45,25 +31,6 @@ export interface PositionFigures {
 
 export function emptyDay(tradingDay: string): DayFigures {
   return { tradingDay, realized: 0n, fees: 0n, fills: 0, roundTrips: 0, wins: 0, losses: 0, grossWin: 0n, grossLoss: 0n, largestWin: null, largestLoss: null };
-}
-
-/** Adds a fill and what it did to its day. */
-export function countFill(day: DayFigures, fee: bigint, outcome: FillOutcome): void {
-  day.fills++;
-  day.fees += fee;
-  day.realized += outcome.realized;
-  const net = outcome.tripNet;
-  if (net === null) return;
-  day.roundTrips++;
-  if (net > 0n) {
-    day.wins++;
-    day.grossWin += net;
-    if (day.largestWin === null || net > day.largestWin) day.largestWin = net;
-  } else if (net < 0n) {
-    day.losses++;
-    day.grossLoss += net;
-    if (day.largestLoss === null || net < day.largestLoss) day.largestLoss = net;
-  }
 }
 
 export const netOf = (day: Pick<DayFigures, 'realized' | 'fees'>): bigint => day.realized - day.fees * FEE_TO_AMOUNT;
@@ -143,7 +110,7 @@ export function totalsOf(days: readonly DayFigures[], risk: RiskFigures, knownDr
   };
 }
 
-export const dayDto = (d: DayFigures): JournalDto['days'][number] => ({
+const dayDto = (d: DayFigures): JournalDto['days'][number] => ({
   tradingDay: d.tradingDay,
   realizedPnl: money(d.realized),
   fees: formatScaled(d.fees, UNIT_PLACES),
@@ -179,54 +146,3 @@ export function journalOf(input: JournalInput): JournalDto {
 
 /** DESIGN §14: startingBalance + all-time net P&L, as money. */
 export const balanceOf = (startingBalance: string, allTimeNet: bigint): string => money(scaledFrom(startingBalance, AMOUNT_PLACES) + allTimeNet);
-
-export interface SymbolFill extends Fill {
-  readonly symbol: string;
-}
-
-/**
- * The journal computed from every fill of the account (any order): FIFO replay per symbol, days from
- * the outcomes, positions after the last fill whose trading day is on or before `to`.
- */
-export function computeJournal(fills: readonly SymbolFill[], account: Omit<JournalInput, 'days' | 'allTimeNet' | 'positions' | 'risk'>): JournalDto {
-  const ordered = [...fills].sort(compareFills);
-  let cutoff = -1;
-  ordered.forEach((f, i) => {
-    if (f.tradingDay <= account.to) cutoff = i;
-  });
-  const books = new Map<string, Book>();
-  const days = new Map<string, DayFigures>();
-  let allTimeNet = 0n;
-  let positions: PositionFigures[] = [];
-  const risk = noRisk();
-  ordered.forEach((f, i) => {
-    let book = books.get(f.symbol);
-    if (!book) books.set(f.symbol, (book = emptyBook()));
-    const outcome = applyFill(book, f);
-    const trip = outcome.trip;
-    if (trip !== null && trip.initialRisk !== null && trip.tradingDay >= account.from && trip.tradingDay <= account.to) {
-      const net = trip.realized - trip.fees * FEE_TO_AMOUNT;
-      risk.rSum += ratioUnits(net, trip.initialRisk);
-      risk.rCount++;
-      risk.riskNet += net;
-      risk.riskSum += trip.initialRisk;
-    }
-    allTimeNet += outcome.realized - f.fee * FEE_TO_AMOUNT;
-    let day = days.get(f.tradingDay);
-    if (!day) days.set(f.tradingDay, (day = emptyDay(f.tradingDay)));
-    countFill(day, f.fee, outcome);
-    if (i === cutoff) positions = positionsOf(books);
-  });
-  const inRange = [...days.values()]
-    .filter((d) => d.tradingDay >= account.from && d.tradingDay <= account.to)
-    .sort((a, b) => (a.tradingDay < b.tradingDay ? -1 : 1));
-  return journalOf({ ...account, days: inRange, allTimeNet, positions, risk });
-}
-
-function positionsOf(books: ReadonlyMap<string, Book>): PositionFigures[] {
-  const out: PositionFigures[] = [];
-  for (const [symbol, b] of books) {
-    if (b.sign !== 0 && b.trip !== null) out.push({ symbol, quantity: b.sign < 0 ? -b.quantity : b.quantity, cost: b.cost, openedAt: b.trip.openedAt });
-  }
-  return out;
-}

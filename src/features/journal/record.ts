@@ -67,7 +67,7 @@ const fillOfRow = (r: repo.ReplayRow, zones: AccountZones): Fill => ({
   tags: r.tags,
 });
 
-export function outcomeColumns(o: FillOutcome): repo.OutcomeColumns {
+function outcomeColumns(o: FillOutcome): repo.OutcomeColumns {
   return {
     realized_pnl: formatScaled(o.realized, AMOUNT_PLACES),
     trip_net: o.tripNet === null ? null : formatScaled(o.tripNet, AMOUNT_PLACES),

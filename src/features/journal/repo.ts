@@ -21,7 +21,7 @@ function chunks<T>(items: readonly T[], size = BATCH): T[][] {
   return out;
 }
 
-export async function findTrade(db: Db | Trx, accountId: string, id: string): Promise<TradeRow | undefined> {
+async function findTrade(db: Db | Trx, accountId: string, id: string): Promise<TradeRow | undefined> {
   const { rows } = await sql<TradeRow>`select ${TRADE_COLUMNS} from trades where account_id = ${accountId} and id = ${id}`.execute(db);
   return rows[0];
 }

@@ -27,7 +27,7 @@ const AssetClassSchema = Type.Union(
   [Type.Literal('stock'), Type.Literal('future'), Type.Literal('option'), Type.Literal('forex'), Type.Literal('crypto'), Type.Literal('cfd')],
   { description: 'stock (default), future, option, forex, crypto, cfd; a symbol written with a leading / defaults to future' },
 );
-export const EXCLUDE_PATTERN = '^(weekday|tag|symbol|hour|side|holdTime):.{1,40}$';
+const EXCLUDE_PATTERN = '^(weekday|tag|symbol|hour|side|holdTime):.{1,40}$';
 const Exclude = Type.Optional(
   Type.Union([Type.String({ pattern: EXCLUDE_PATTERN }), Type.Array(Type.String({ pattern: EXCLUDE_PATTERN }), { maxItems: 20 })], {
     description:
@@ -299,7 +299,6 @@ const JournalTotalsSchema = named(
     }),
   }),
 );
-export type JournalTotalsDto = Static<typeof JournalTotalsSchema>;
 
 const JournalSchema = named(
   'Journal',

@@ -16,7 +16,7 @@ export type JournalDeps = Pick<Deps, 'db' | 'clock' | 'ids' | 'vault'>;
 
 const DAY_MS = 86_400_000;
 /** DESIGN §14: `from` and `to` at most three years apart (1,096 days: three years with a leap day). */
-export const MAX_JOURNAL_SPAN_DAYS = 3 * 365 + 1;
+const MAX_JOURNAL_SPAN_DAYS = 3 * 365 + 1;
 const DEFAULT_JOURNAL_DAYS = 30;
 const DEFAULT_PAGE = 50;
 
@@ -61,7 +61,7 @@ export function invalid(problem: FieldProblem): AppError {
   return new AppError('VALIDATION_ERROR', `${problem.path}: ${problem.message}`, { details: [problem] });
 }
 
-export const externalIdReused = (): AppError =>
+const externalIdReused = (): AppError =>
   new AppError('TRADE_EXTERNAL_ID_REUSED', 'a trade with this externalId and other fields is already stored on this account');
 
 const tradeNotFound = (): AppError => new AppError('NOT_FOUND', 'trade not found');

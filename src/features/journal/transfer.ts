@@ -17,7 +17,7 @@ const PREVIEW = 20;
 const EXPORT_PAGE = 5000;
 
 /** The export's columns, in order: the generic layout reads them all back. */
-export const EXPORT_COLUMNS = [
+const EXPORT_COLUMNS = [
   'symbol',
   'side',
   'quantity',

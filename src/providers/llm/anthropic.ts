@@ -2,7 +2,7 @@ import { argumentsObject, idFor, newCallId } from './tool-wire.ts';
 import { MIME, base64, count, incomplete, inStreamError, streamSse, type Translator } from './upstream.ts';
 import type { ChatEvent, ChatMessage, ChatRequest, ChatStream, ChatTarget, FinishReason } from './types.ts';
 
-export const ANTHROPIC_VERSION = '2023-06-01';
+const ANTHROPIC_VERSION = '2023-06-01';
 
 const FINISH: Record<string, FinishReason> = {
   end_turn: 'stop',
@@ -72,7 +72,7 @@ function messages(req: ChatRequest): unknown[] {
   return out;
 }
 
-export function requestBody(req: ChatRequest): string {
+function requestBody(req: ChatRequest): string {
   const tools = req.tools && req.tools.length > 0 ? req.tools : undefined;
   return JSON.stringify({
     model: req.model,

@@ -48,7 +48,7 @@ function parts(m: ChatMessage): unknown[] {
   return list;
 }
 
-export function requestBody(req: ChatRequest): string {
+function requestBody(req: ChatRequest): string {
   const tools = req.tools && req.tools.length > 0 ? req.tools : undefined;
   return JSON.stringify({
     contents: req.messages.map((m) => ({ role: m.role === 'assistant' ? 'model' : 'user', parts: parts(m) })),

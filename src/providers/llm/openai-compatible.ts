@@ -77,7 +77,7 @@ function content(m: ChatMessage): unknown {
   ];
 }
 
-export function requestBody(flavor: OpenAiFlavor, req: ChatRequest): string {
+function requestBody(flavor: OpenAiFlavor, req: ChatRequest): string {
   const messages: unknown[] = [];
   if (req.system) messages.push({ role: 'system', content: req.system });
   for (const m of req.messages) {

@@ -3,7 +3,7 @@
 import type { Provider } from '../../catalogue.ts';
 import { isRecord, probeGet, transientStatus, type ProbeAnswer, type ProbeCall, type ProbeFailure, type ProbeOptions, withProbeCall } from './probe-http.ts';
 
-export type { ProbeFailure, ProbeOptions } from './probe-http.ts';
+export type { ProbeOptions } from './probe-http.ts';
 
 export type ProviderProbeResult =
   /** `models` is undefined when the key was accepted but the full model list could not be read. */

@@ -6,7 +6,6 @@ import { PolygonReads } from './polygon.ts';
 import { probeMarketDataKey, type MarketDataProbeResult } from './probes.ts';
 import type { MarketReads } from './types.ts';
 
-export type { MarketDataProbeResult } from './probes.ts';
 export * from './types.ts';
 
 /** The configured market-data provider as the service uses it, on each user's own key. */

@@ -21,13 +21,12 @@ export interface Quote {
   readonly exchangeTimezone: string | null;
 }
 
-export const MARKET_STATES = ['open', 'pre-market', 'after-hours', 'closed'] as const;
-export type MarketState = (typeof MARKET_STATES)[number];
+export type MarketState = 'open' | 'pre-market' | 'after-hours' | 'closed';
 
 export const BAR_INTERVALS = ['1min', '5min', '15min', '1hour', '1day'] as const;
 export type BarInterval = (typeof BAR_INTERVALS)[number];
 
-export interface HistoryQuery {
+interface HistoryQuery {
   readonly symbol: string;
   readonly interval: BarInterval;
   /** Calendar dates (YYYY-MM-DD), both included. */

@@ -4,7 +4,7 @@ import Stripe from 'stripe';
 import type { Config } from '../../config.ts';
 import { unstorableTextAt } from '../../db/storable-text.ts';
 
-export interface CheckoutSessionInput {
+interface CheckoutSessionInput {
   readonly purchaseId: string;
   readonly userId: string;
   readonly packId: string;
@@ -17,7 +17,7 @@ export interface CheckoutSessionInput {
   readonly cancelUrl: string;
 }
 
-export interface CheckoutSession {
+interface CheckoutSession {
   readonly sessionId: string;
   readonly url: string;
 }
@@ -28,7 +28,7 @@ export interface PaymentsClient {
   createCheckoutSession(input: CheckoutSessionInput): Promise<CheckoutSession>;
 }
 
-export class PaymentProviderError extends Error {
+class PaymentProviderError extends Error {
   readonly status: number | undefined;
   constructor(message: string, status: number | undefined) {
     super(message);

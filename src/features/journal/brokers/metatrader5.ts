@@ -31,7 +31,7 @@ const CURRENCIES = new Set([
   'HUF',
   'CZK',
 ]);
-export const FOREX_LOT = '100000';
+const FOREX_LOT = '100000';
 const METAL_LOTS: Readonly<Record<string, string>> = { XAU: '100', XAG: '5000' };
 
 function isCurrencyPair(symbol: string): boolean {
