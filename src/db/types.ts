@@ -315,7 +315,7 @@ interface TradeRoundTripsTable {
 }
 
 /** A trading day's round trips summed per group of one report grouping (migration 0023; journal/repo.ts). */
-export interface TradeTripGroupsTable {
+interface TradeTripGroupsTable {
   account_id: string;
   /** `all` or a report grouping (journal/repo.ts TripDimension). */
   dimension: string;
