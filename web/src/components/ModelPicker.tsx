@@ -72,8 +72,9 @@ export function ModelChooser(props: {
   const [picked, setPicked] = useState<ModelChoice | undefined>();
   const latest = useRef<ModelChoice | undefined>(undefined);
   const storing = useRef<Promise<void>>(Promise.resolve());
+  // Once stored, the pick is the keys' own again; a later pick made before this effect ran stays.
   useEffect(() => {
-    if (picked && stored && picked.provider === stored.provider && picked.model === stored.model) setPicked(undefined);
+    setPicked((p) => (p && stored && p.provider === stored.provider && p.model === stored.model ? undefined : p));
   }, [stored?.provider, stored?.model]);
   const selected: ModelChoice | undefined = conversation ? { provider: conversation.provider, model: conversation.model } : (picked ?? stored);
   const choose = (c: ModelChoice) => {
