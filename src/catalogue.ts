@@ -1,4 +1,5 @@
 import { Type, type Static } from 'typebox';
+import { globMatches } from './model-glob.ts';
 
 export const PROVIDERS = ['openai', 'anthropic', 'google', 'mistral', 'xai', 'groq', 'deepseek', 'openrouter'] as const;
 export type Provider = (typeof PROVIDERS)[number];
@@ -198,23 +199,6 @@ export function catalogueProblems(c: Catalogue): string[] {
   dup(c.creditPacks, (p) => p.packId, 'packId');
   dup(c.personas, (p) => p.personaId, 'personaId');
   return problems;
-}
-
-/** Glob with `*` only, anchored at both ends. */
-function globMatches(pattern: string, value: string): boolean {
-  const parts = pattern.split('*');
-  if (parts.length === 1) return pattern === value;
-  const first = parts[0] ?? '';
-  const last = parts[parts.length - 1] ?? '';
-  if (!value.startsWith(first) || !value.endsWith(last) || value.length < first.length + last.length) return false;
-  let pos = first.length;
-  const end = value.length - last.length;
-  for (const middle of parts.slice(1, -1)) {
-    const at = value.indexOf(middle, pos);
-    if (at < 0 || at + middle.length > end) return false;
-    pos = at + middle.length;
-  }
-  return true;
 }
 
 /** First matching entry wins (DESIGN §1). */

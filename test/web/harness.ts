@@ -34,8 +34,11 @@ export const WEB_CATALOGUE = {
   models: [
     { provider: 'openai', match: 'gpt-4o-mini', allowance: true, creditsPerTurn: 1, pricing: { inputPerMTok: 0.15, outputPerMTok: 0.6 } },
     { provider: 'openai', match: 'gpt-4o', allowance: false, creditsPerTurn: 5 },
+    // Patterns with `*` inside and at the end: the page prices them by the service's own rule.
+    { provider: 'openai', match: 'o*-mini', allowance: false, creditsPerTurn: 2 },
+    { provider: 'openai', match: 'gpt-4.1*', allowance: false, creditsPerTurn: 3 },
   ],
-  providerDefaults: { openai: ['gpt-4o-mini', 'gpt-4o'] },
+  providerDefaults: { openai: ['gpt-4o-mini', 'gpt-4o', 'o3-mini', 'o4-mini', 'gpt-4.1', 'gpt-4.1-mini'] },
   personas: [
     { personaId: 'coach', name: 'Trading coach', systemPrompt: 'Be a coach.' },
     { personaId: 'risk', name: 'Risk manager', systemPrompt: 'Be strict.' },

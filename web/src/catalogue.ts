@@ -1,5 +1,7 @@
-// The advisor catalogue (personas, suggested models, how models are paid, message limits), loaded once.
-import { api, must, type Schemas } from './api/client.ts';
+// The advisor catalogue (personas, suggested models, how models are paid, message limits): what it says
+// about a model. No DOM and no fetch (unit-tested under node); api/catalogue.ts loads it.
+import { globMatches, isExactModel } from '../../src/model-glob.ts';
+import type { Schemas } from './api/client.ts';
 import type { operations } from './api/schema';
 
 export type Catalogue = operations['getAdvisorCatalogue']['responses'][200]['content']['application/json'];
@@ -21,18 +23,9 @@ export const providerName = (p: string): string => PROVIDERS.find((x) => x.id ==
 const MARKET_DATA_NAMES: Record<Catalogue['marketDataProvider'], string> = { polygon: 'Polygon', fmp: 'Financial Modeling Prep' };
 export const marketDataName = (p: Catalogue['marketDataProvider']): string => MARKET_DATA_NAMES[p];
 
-let pending: Promise<Catalogue> | undefined;
-export function loadCatalogue(): Promise<Catalogue> {
-  pending ??= must(api.GET('/api/advisor/catalogue')).catch((err: unknown) => {
-    pending = undefined;
-    throw err;
-  });
-  return pending;
-}
-
-/** The catalogue entry a model is paid by (an exact name, or a prefix ending in `*`). */
+/** The catalogue entry a model is paid by: the first whose pattern it matches, as the service decides. */
 export function modelEntry(c: Catalogue, provider: string, model: string): Catalogue['models'][number] | undefined {
-  return c.models.find((m) => m.provider === provider && (m.match.endsWith('*') ? model.startsWith(m.match.slice(0, -1)) : m.match === model));
+  return c.models.find((m) => m.provider === provider && globMatches(m.match, model));
 }
 
 /** How a turn on this model is paid, in a few words: "Free allowance turns", "5 credits per turn". */
@@ -44,13 +37,14 @@ export function costWords(c: Catalogue | undefined, provider: string, model: str
 }
 
 /**
- * The models a trader can pick for a new conversation: for each provider with a key, its current
- * default model, the catalogue's suggestions and the catalogue's exact model names, in that order.
+ * The models a trader can pick for a new conversation: for each provider with a key, the catalogue's
+ * suggestions and its exact model names, then the key's default model when it is neither. The order
+ * does not depend on which of them is the default, so the list stays put while the trader picks.
  */
 export function modelChoices(c: Catalogue | undefined, keys: readonly Key[]): { provider: Provider; models: string[] }[] {
   return keys.map((k) => {
     const suggested = c?.providers.find((p) => p.provider === k.provider)?.suggestedModels ?? [];
-    const exact = c?.models.filter((m) => m.provider === k.provider && !m.match.endsWith('*')).map((m) => m.match) ?? [];
-    return { provider: k.provider, models: [...new Set([k.defaultModel, ...suggested, ...exact])] };
+    const exact = c?.models.filter((m) => m.provider === k.provider && isExactModel(m.match)).map((m) => m.match) ?? [];
+    return { provider: k.provider, models: [...new Set([...suggested, ...exact, k.defaultModel])] };
   });
 }

@@ -3,7 +3,7 @@
 import type { Schemas } from './api/client.ts';
 import type { Catalogue } from './catalogue.ts';
 import { modelEntry } from './catalogue.ts';
-import { fmtNumber, fmtUsd } from './ui.tsx';
+import { fmtNumber, fmtUsd } from './format.ts';
 import type { Wallet } from './wallet.ts';
 
 type Usage = Schemas['Usage'];

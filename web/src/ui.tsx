@@ -106,21 +106,7 @@ export function Page({ title, children, actions }: { title: string; children: Co
   );
 }
 
-const dateTime = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'short' });
-const dateOnly = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium' });
-export const fmtDateTime = (iso: string | null | undefined): string => (iso ? dateTime.format(new Date(iso)) : '—');
-export const fmtDate = (iso: string | null | undefined): string => (iso ? dateOnly.format(new Date(iso)) : '—');
-export const fmtNumber = (n: number | null | undefined, digits = 0): string =>
-  n === null || n === undefined ? '—' : n.toLocaleString(undefined, { minimumFractionDigits: digits, maximumFractionDigits: digits });
-export const fmtUsd = (n: number | null | undefined): string =>
-  n === null || n === undefined
-    ? '—'
-    : n > 0 && n < 0.0001
-      ? '< $0.0001'
-      : n.toLocaleString(undefined, { style: 'currency', currency: 'USD', minimumFractionDigits: 2, maximumFractionDigits: n < 1 ? 4 : 2 });
-/** A price in its currency's minor unit, as money: 500 usd → "$5.00". */
-export const fmtMoney = (minor: number, currency: string): string =>
-  (minor / 100).toLocaleString(undefined, { style: 'currency', currency: currency.toUpperCase() });
+export { fmtDate, fmtDateTime, fmtMoney, fmtNumber, fmtUsd } from './format.ts';
 
 /** A column: its label, numbers aligned right, named for screen readers only, or shown on wide windows only (its cells `wide-only` too). */
 type Column = string | { label: string; num?: boolean; srOnly?: boolean; wide?: boolean };

@@ -1,5 +1,6 @@
 import { sql, type RawBuilder, type Selectable } from 'kysely';
 import type { AttachmentsTable, ConversationsTable, Db, MessagesTable, Trx } from '../../db/types.ts';
+import { globToLike } from '../../model-glob.ts';
 import type { ChargeRow } from '../billing/turn-billing.ts';
 import type { Receipt } from '../usage/receipt.ts';
 
@@ -395,10 +396,9 @@ export interface StartRow {
 export function catalogueRows(
   models: readonly { provider: string; match: string; allowance: boolean; creditsPerTurn: number; images?: boolean }[],
 ): RawBuilder<unknown> {
-  const like = (glob: string): string => glob.replace(/[\\%_]/g, (c) => `\\${c}`).replaceAll('*', '%');
   const rows = models.map(
     (m, ord) =>
-      sql`(${sql.lit(ord)}, ${sql.lit(m.provider)}, ${sql.lit(like(m.match))}, ${sql.lit(m.allowance)}, ${sql.lit(m.creditsPerTurn)}::bigint,
+      sql`(${sql.lit(ord)}, ${sql.lit(m.provider)}, ${sql.lit(globToLike(m.match))}, ${sql.lit(m.allowance)}, ${sql.lit(m.creditsPerTurn)}::bigint,
         ${sql.lit(m.images !== false)})`,
   );
   const none = sql`(-1, '', '', false, 0::bigint, false)`;

@@ -3,7 +3,7 @@ import type { ComponentChildren } from 'preact';
 import { explainStreamError } from '../api/client.ts';
 import { renderMarkdown } from '../markdown.ts';
 import { chargeWords, usageWords } from '../money.ts';
-import type { Reply } from '../stream.ts';
+import type { Reply } from '../reply.ts';
 import { ToolCard } from './ToolCard.tsx';
 
 /** A message's Markdown as the trader would paste it: a reply's text parts, without its tool cards. */

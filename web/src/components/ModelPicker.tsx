@@ -1,8 +1,7 @@
-import { useEffect } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, must, type Schemas } from '../api/client.ts';
 import { modelChoices, providerName, type Catalogue, type Provider } from '../catalogue.ts';
 import { nextTurnWords } from '../money.ts';
-import { useAction } from '../ui.tsx';
 import type { Wallet } from '../wallet.ts';
 
 interface ModelChoice {
@@ -18,7 +17,6 @@ function ModelPicker(props: {
   choices: readonly { provider: Provider; models: readonly string[] }[];
   selected: ModelChoice | undefined;
   locked: boolean;
-  busy: boolean;
   cost: string;
   onChange: (c: ModelChoice) => void;
 }) {
@@ -32,7 +30,7 @@ function ModelPicker(props: {
       <select
         aria-label="Model"
         title={props.locked ? 'A conversation keeps the model it started with' : 'The model of your next conversation (your key’s default model)'}
-        disabled={props.locked || props.busy}
+        disabled={props.locked}
         value={`${selected.provider}/${selected.model}`}
         onChange={(e) => {
           const value = e.currentTarget.value;
@@ -67,31 +65,41 @@ export function ModelChooser(props: {
   onProblem: (err: unknown) => void;
 }) {
   const { conversation, keys, catalogue, wallet } = props;
-  const action = useAction();
   const active = keys?.items.find((k) => k.active);
-  const selected: ModelChoice | undefined = conversation
-    ? { provider: conversation.provider, model: conversation.model }
-    : active
-      ? { provider: active.provider, model: active.defaultModel }
-      : undefined;
-  const choose = (c: ModelChoice) =>
-    action.run(async () => {
-      await must(
-        api.PATCH('/api/advisor/provider-keys/{provider}', { params: { path: { provider: c.provider } }, body: { defaultModel: c.model, active: true } }),
-      );
-      props.onKeysChanged();
-    });
+  const stored: ModelChoice | undefined = active && { provider: active.provider, model: active.defaultModel };
+  // The pick shows at once and the select stays enabled (the keyboard keeps walking it); the picks are
+  // stored one at a time, and only the last of those made meanwhile, so the stored default is the last.
+  const [picked, setPicked] = useState<ModelChoice | undefined>();
+  const latest = useRef<ModelChoice | undefined>(undefined);
+  const storing = useRef<Promise<void>>(Promise.resolve());
+  // Once stored, the pick is the keys' own again; a later pick made before this effect ran stays.
   useEffect(() => {
-    if (action.error) props.onProblem(action.error);
-  }, [action.error]);
+    setPicked((p) => (p && stored && p.provider === stored.provider && p.model === stored.model ? undefined : p));
+  }, [stored?.provider, stored?.model]);
+  const selected: ModelChoice | undefined = conversation ? { provider: conversation.provider, model: conversation.model } : (picked ?? stored);
+  const choose = (c: ModelChoice) => {
+    setPicked(c);
+    latest.current = c;
+    storing.current = storing.current.then(async () => {
+      if (latest.current !== c) return;
+      try {
+        await must(
+          api.PATCH('/api/advisor/provider-keys/{provider}', { params: { path: { provider: c.provider } }, body: { defaultModel: c.model, active: true } }),
+        );
+        if (latest.current === c) props.onKeysChanged();
+      } catch (err) {
+        if (latest.current === c) setPicked(undefined);
+        props.onProblem(err);
+      }
+    });
+  };
   return (
     <ModelPicker
       choices={modelChoices(catalogue, keys?.items ?? [])}
       selected={selected}
       locked={conversation !== undefined}
-      busy={action.busy}
       cost={selected ? nextTurnWords(catalogue, wallet, selected.provider, selected.model) : ''}
-      onChange={(c) => void choose(c)}
+      onChange={choose}
     />
   );
 }

@@ -1,4 +1,4 @@
-import type { Part } from '../stream.ts';
+import type { Part } from '../reply.ts';
 import { fmtDateTime, fmtNumber, TableHead } from '../ui.tsx';
 import { PriceChart, type Bar } from './PriceChart.tsx';
 import { JournalReportToolResult, RoundTripsToolResult } from './journal/AnalysisToolCards.tsx';

@@ -1,16 +1,15 @@
-import { useCallback, useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
+import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
 import { api, authorizedFetch, must, type Schemas } from '../api/client.ts';
-import { loadCatalogue } from '../catalogue.ts';
-import { AuthedImage } from '../components/AuthedImage.tsx';
-import { Composer, base64Of, type Outgoing, type Picked } from '../components/Composer.tsx';
+import { loadCatalogue } from '../api/catalogue.ts';
+import { Composer, base64Of, type Outgoing as ComposerOutgoing, type Picked } from '../components/Composer.tsx';
 import { ConversationHead } from '../components/ConversationHead.tsx';
 import { ConversationList } from '../components/ConversationList.tsx';
-import { AssistantMessage, EditMessage, UserMessage } from '../components/Messages.tsx';
 import { ModelChooser } from '../components/ModelPicker.tsx';
+import { ProblemHelp, Thread, Welcome, useFollow } from '../components/Thread.tsx';
 import { navigate } from '../router.ts';
-import { EMPTY_REPLY, applyFrame, attach, ended, replyOf, sendMessage, type Frame, type Reply } from '../stream.ts';
 import { Problem, useLoad } from '../ui.tsx';
-import { refreshWallet, useWallet } from '../wallet.ts';
+import { useTurn } from '../use-turn.ts';
+import { useWallet } from '../wallet.ts';
 
 type Message = Schemas['Message'];
 type Conversation = Schemas['ConversationWithMessages'];
@@ -56,12 +55,6 @@ export function ChatPage({ conversationId }: { conversationId: string | undefine
   );
 }
 
-interface Live {
-  /** The user message of this turn, as sent (not yet in `conversation`). */
-  readonly user: { text: string; previews: string[] } | undefined;
-  readonly reply: Reply;
-}
-
 interface ViewProps {
   conversationId: string | undefined;
   keys: Keys | undefined;
@@ -77,22 +70,9 @@ function ConversationView({ conversationId, keys, onKeysChanged, onChanged, onAd
   const wallet = useWallet();
   const [conversation, setConversation] = useState<Conversation | undefined>();
   const [older, setOlder] = useState<Message[]>([]);
-  const [live, setLive] = useState<Live | undefined>();
   const [problem, setProblem] = useState<unknown>();
   const [pendingTitle, setPendingTitle] = useState<string | undefined>();
-  /** Messages a replacing turn takes the place of, hidden while it runs. */
-  const [replacing, setReplacing] = useState<readonly string[]>([]);
   const [editing, setEditing] = useState(false);
-  const idRef = useRef(conversationId);
-  const replyRef = useRef<Reply>(EMPTY_REPLY);
-  const pending = useRef<number | undefined>(undefined);
-  const detach = useRef<(() => void) | undefined>(undefined);
-  const abort = useRef<AbortController | undefined>(undefined);
-  const firstFrameSeen = useRef(false);
-  const previews = useRef<string[]>([]);
-  const log = useRef<HTMLDivElement>(null);
-  /** The reader is at the bottom of the thread: new text scrolls into view only then. */
-  const following = useRef(true);
 
   const load = useCallback(async (id: string) => {
     const c = await must(api.GET('/api/advisor/conversations/{id}', { params: { path: { id }, query: { limit: 50 } } }));
@@ -100,65 +80,24 @@ function ConversationView({ conversationId, keys, onKeysChanged, onChanged, onAd
     return c;
   }, []);
 
-  // Frames arrive faster than a screen refreshes: they are applied at once and drawn once per frame.
-  const take = useCallback(
-    (frame: Frame) => {
-      replyRef.current = applyFrame(replyRef.current, frame);
-      if (frame.event === 'delta' && !firstFrameSeen.current) {
-        firstFrameSeen.current = true;
-        performance.mark('reply-first-frame');
-      }
-      if (frame.event === 'start') {
-        const start = frame.data as Schemas['StreamStartFrame'];
-        if (!idRef.current) {
-          idRef.current = start.conversationId;
-          onAdopt(start.conversationId);
-          onChanged();
-        }
-      }
-      if (pending.current === undefined) {
-        pending.current = requestAnimationFrame(() => {
-          pending.current = undefined;
-          setLive((l) => ({ user: l?.user, reply: replyRef.current }));
-        });
-      }
+  const turn = useTurn(conversationId, {
+    onStarted: (id) => {
+      onAdopt(id);
+      onChanged();
     },
-    [onChanged, onAdopt],
-  );
-
-  /** A frame drawn after the turn has ended would bring the ended turn back: one still waiting is dropped. */
-  const dropPendingDraw = () => {
-    if (pending.current !== undefined) cancelAnimationFrame(pending.current);
-    pending.current = undefined;
-  };
-
-  const finish = useCallback(async () => {
-    const id = idRef.current;
-    if (id) {
+    onEnded: async (id) => {
+      if (!id) return;
       await load(id).catch(setProblem);
       onChanged();
-    }
-    dropPendingDraw();
-    refreshWallet().catch(() => undefined);
-    // The stored message now shows the sent images (fetched from the service): the previews can go.
-    for (const url of previews.current) URL.revokeObjectURL(url);
-    previews.current = [];
-    setReplacing([]);
-    setLive(undefined);
-  }, [load, onChanged]);
-
-  /** Follows the reply from the last frame taken in, until it ends (a reload or a lost connection lands here). */
-  const resume = useCallback(
-    (id: string) => {
-      detach.current?.();
-      setLive((l) => ({ user: l?.user, reply: replyRef.current }));
-      detach.current = attach(id, replyRef.current.lastEventId, take, () => {
-        detach.current = undefined;
-        void finish();
-      });
     },
-    [take, finish],
-  );
+    onRefused: (err) => {
+      setPendingTitle(undefined);
+      setProblem(err);
+    },
+    onProblem: setProblem,
+  });
+  const { live, follow } = turn;
+  const thread = useFollow([live, conversation, editing]);
 
   const openedOn = useRef(conversationId);
   useEffect(() => {
@@ -167,50 +106,12 @@ function ConversationView({ conversationId, keys, onKeysChanged, onChanged, onAd
     load(opened)
       .then((c) => {
         const last = c.messages.at(-1);
-        if (last?.role === 'assistant' && last.status === 'streaming') {
-          replyRef.current = EMPTY_REPLY;
-          resume(c.id);
-        }
+        if (last?.role === 'assistant' && last.status === 'streaming') follow(c.id);
       })
       .catch(setProblem);
-    return () => {
-      detach.current?.();
-      abort.current?.abort();
-      if (pending.current !== undefined) cancelAnimationFrame(pending.current);
-    };
-  }, [load, resume]);
+  }, [load, follow]);
 
-  // The time from a reply's first frame to its text on screen (docs/PERFORMANCE.md; read by the browser
-  // test): the text is in the DOM here, inside the animation frame that paints it; a task queued now runs
-  // once that frame is painted.
-  useLayoutEffect(() => {
-    if (!firstFrameSeen.current || performance.getEntriesByName('reply-first-text').length > 0) return;
-    if (!live?.reply.parts.some((p) => p.type === 'text' && p.text)) return;
-    setTimeout(() => performance.getEntriesByName('reply-first-text').length === 0 && performance.measure('reply-first-text', 'reply-first-frame'), 0);
-  }, [live]);
-
-  // New text is followed only while the reader is at the bottom; one who scrolled up stays where they are.
-  useLayoutEffect(() => {
-    const el = log.current;
-    if (el && following.current) el.scrollTop = el.scrollHeight;
-  }, [live, conversation, editing]);
-
-  const streaming = live !== undefined && !ended(live.reply);
-  const stop = useCallback(async () => {
-    const id = idRef.current;
-    if (id) await must(api.POST('/api/advisor/conversations/{id}/stop', { params: { path: { id } } })).catch(setProblem);
-  }, []);
-  // Escape stops a reply, wherever the focus is (an open editor or list takes its own Escape first).
-  useEffect(() => {
-    if (!streaming) return;
-    const onKey = (e: KeyboardEvent) => {
-      if (e.key === 'Escape' && !e.defaultPrevented) void stop();
-    };
-    window.addEventListener('keydown', onKey);
-    return () => window.removeEventListener('keydown', onKey);
-  }, [streaming, stop]);
-
-  const send = async (m: Outgoing & { replaces?: readonly string[] }): Promise<boolean> => {
+  const send = async (m: ComposerOutgoing & { replaces?: readonly string[] }): Promise<boolean> => {
     setProblem(undefined);
     const attachments = await Promise.all(m.images.map(async (i) => ({ type: 'image' as const, format: i.format, dataBase64: await base64Of(i.file) })));
     const [replaces] = m.replaces ?? [];
@@ -221,34 +122,10 @@ function ConversationView({ conversationId, keys, onKeysChanged, onChanged, onAd
       ...(attachments.length ? { attachments } : {}),
       ...(replaces ? { replaces } : {}),
     };
-    const id = idRef.current;
-    const url = id ? `/api/advisor/conversations/${encodeURIComponent(id)}/messages/stream` : '/api/advisor/conversations/new/messages/stream';
-    replyRef.current = EMPTY_REPLY;
-    firstFrameSeen.current = false;
-    following.current = true;
-    performance.clearMarks('reply-first-frame');
-    performance.clearMeasures('reply-first-text');
-    previews.current = m.images.map((i) => i.preview);
-    if (!id) setPendingTitle(titleOf(m.text));
-    setReplacing(m.replaces ?? []);
+    thread.follow();
+    if (!turn.id) setPendingTitle(titleOf(m.text));
     setEditing(false);
-    setLive({ user: { text: m.text, previews: previews.current }, reply: EMPTY_REPLY });
-    const controller = new AbortController();
-    abort.current = controller;
-    try {
-      await sendMessage(url, body, take, controller.signal);
-    } catch (err) {
-      dropPendingDraw();
-      setLive(undefined);
-      setReplacing([]);
-      setPendingTitle(undefined);
-      setProblem(err);
-      return false;
-    }
-    if (controller.signal.aborted) return true;
-    if (!ended(replyRef.current) && idRef.current) resume(idRef.current);
-    else await finish();
-    return true;
+    return turn.send({ text: m.text, previews: m.images.map((i) => i.preview), replaces: m.replaces ?? [], body });
   };
 
   const messages = [...older, ...(conversation?.messages ?? [])];
@@ -264,10 +141,16 @@ function ConversationView({ conversationId, keys, onKeysChanged, onChanged, onAd
     return send({ text, personaId: conversation?.personaId ?? undefined, images, replaces: replaced });
   };
 
+  const earlier = (c: Conversation) =>
+    must(api.GET('/api/advisor/conversations/{id}', { params: { path: { id: c.id }, query: { limit: 50, cursor: c.nextCursor ?? '' } } }))
+      .then((page) => {
+        setOlder((o) => [...page.messages, ...o]);
+        setConversation({ ...c, nextCursor: page.nextCursor });
+      })
+      .catch(setProblem);
+
   // While a reply streams, its stored row (status streaming) is drawn from the frames instead; a replaced turn is hidden.
-  const hidden = new Set([...replacing, ...(live?.reply.assistantMessageId ? [live.reply.assistantMessageId] : [])]);
-  const shown = messages.filter((x) => !hidden.has(x.id));
-  const idle = !live;
+  const hidden = new Set([...(live?.replaces ?? []), ...(live?.reply.assistantMessageId ? [live.reply.assistantMessageId] : [])]);
   const title = conversation?.title ?? pendingTitle ?? 'New conversation';
 
   return (
@@ -288,85 +171,33 @@ function ConversationView({ conversationId, keys, onKeysChanged, onChanged, onAd
         }}
         onProblem={setProblem}
       />
-      <div
-        class="messages"
-        ref={log}
-        role="log"
-        aria-label="Messages"
-        tabIndex={0}
-        aria-busy={streaming}
-        onScroll={(e) => {
-          const el = e.currentTarget;
-          following.current = el.scrollHeight - el.scrollTop - el.clientHeight < 40;
-        }}
-      >
+      <div class="messages" ref={thread.log} role="log" aria-label="Messages" tabIndex={0} aria-busy={turn.streaming} onScroll={thread.onScroll}>
         {conversation?.nextCursor && (
-          <button
-            type="button"
-            class="secondary"
-            onClick={() =>
-              must(
-                api.GET('/api/advisor/conversations/{id}', {
-                  params: { path: { id: conversation.id }, query: { limit: 50, cursor: conversation.nextCursor ?? '' } },
-                }),
-              )
-                .then((page) => {
-                  setOlder((o) => [...page.messages, ...o]);
-                  setConversation({ ...conversation, nextCursor: page.nextCursor });
-                })
-                .catch(setProblem)
-            }
-          >
+          <button type="button" class="secondary" onClick={() => void earlier(conversation)}>
             Earlier messages
           </button>
         )}
-        {!idRef.current && !live && <Welcome needsKey={keys !== undefined && keys.items.length === 0} />}
-        {shown.map((m) =>
-          m.role === 'user' ? (
-            editing && idle && m.id === lastUser?.id ? (
-              <EditMessage key={m.id} text={m.text} onCancel={() => setEditing(false)} onSend={(text) => void again(text)} />
-            ) : (
-              <UserMessage
-                key={m.id}
-                text={m.text}
-                actions={
-                  idle && m.id === lastUser?.id ? (
-                    <button type="button" class="ghost small" onClick={() => setEditing(true)}>
-                      Edit
-                    </button>
-                  ) : undefined
-                }
-              >
-                {m.attachments.map((a) => (
-                  <AuthedImage key={a.id} url={a.url} alt={`attached ${a.format} image`} />
-                ))}
-              </UserMessage>
-            )
-          ) : (
-            <AssistantMessage
-              key={m.id}
-              reply={replyOf(m)}
-              onRetry={idle && m.id === lastReply?.id && m.error?.retryable ? () => void again(lastUser?.text ?? '') : undefined}
-              onRegenerate={idle && m.id === lastReply?.id ? () => void again(lastUser?.text ?? '') : undefined}
-            />
-          ),
-        )}
-        {live?.user && (
-          <UserMessage text={live.user.text}>
-            {live.user.previews.map((p) => (
-              <img key={p} class="thumb" src={p} alt="attached image" />
-            ))}
-          </UserMessage>
-        )}
-        {live && <AssistantMessage reply={live.reply} />}
+        {!turn.id && !live && <Welcome needsKey={keys !== undefined && keys.items.length === 0} />}
+        <Thread
+          messages={messages.filter((x) => !hidden.has(x.id))}
+          live={live}
+          lastUserId={lastUser?.id}
+          lastUserText={lastUser?.text ?? ''}
+          lastReply={lastReply}
+          editing={editing}
+          onEdit={setEditing}
+          onAgain={(text) => void again(text)}
+        />
       </div>
-      <Problem error={problem}>{problemHelp(problem)}</Problem>
+      <Problem error={problem}>
+        <ProblemHelp error={problem} />
+      </Problem>
       <Composer
         catalogue={catalogue.data}
         personaId={conversation?.personaId ?? undefined}
-        streaming={streaming}
+        streaming={turn.streaming}
         onSend={send}
-        onStop={() => void stop()}
+        onStop={() => void turn.stop()}
         model={
           <ModelChooser
             conversation={conversation}
@@ -389,37 +220,4 @@ async function imageOf(a: Message['attachments'][number]): Promise<Picked> {
   const blob = await res.blob();
   const file = new File([blob], `image.${a.format}`, { type: blob.type });
   return { id: a.id, file, format: a.format, preview: URL.createObjectURL(blob) };
-}
-
-function problemHelp(err: unknown) {
-  const code = (err as { code?: string } | undefined)?.code;
-  if (code === 'INSUFFICIENT_CREDITS' || code === 'ALLOWANCE_EXHAUSTED') return <a href="/billing">Buy credits</a>;
-  if (
-    code === 'INSUFFICIENT_CREDITS_ALLOWANCE_AVAILABLE' ||
-    code === 'MODEL_NOT_AVAILABLE' ||
-    code === 'PROVIDER_KEY_NOT_CONFIGURED' ||
-    code === 'PROVIDER_KEY_DECRYPTION_FAILED'
-  )
-    return <a href="/keys">Choose a model on the Keys page</a>;
-  return null;
-}
-
-function Welcome({ needsKey }: { needsKey: boolean }) {
-  return (
-    <section class="welcome" aria-labelledby="welcome-title">
-      <h2 id="welcome-title">Ask your advisor</h2>
-      {needsKey ? (
-        <>
-          <p>The advisor runs on your own language-model key: add a language-model key first (OpenAI, Anthropic, Gemini and others).</p>
-          <p>
-            <a class="button" href="/keys">
-              Add a key
-            </a>
-          </p>
-        </>
-      ) : (
-        <p>It can look up quotes and price history with your market-data key, read your trading accounts, and look at the charts you attach.</p>
-      )}
-    </section>
-  );
 }

@@ -1,6 +1,7 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, must, type Schemas } from '../api/client.ts';
-import { PROVIDERS, costWords, loadCatalogue, marketDataName, providerName, type Catalogue, type Provider } from '../catalogue.ts';
+import { loadCatalogue } from '../api/catalogue.ts';
+import { PROVIDERS, costWords, marketDataName, providerName, type Catalogue, type Provider } from '../catalogue.ts';
 import { Page, Problem, fmtDateTime, useAction, useLoad, useNarrow, TableHead } from '../ui.tsx';
 
 type Key = Schemas['ProviderKeyListItem'];
