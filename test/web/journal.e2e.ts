@@ -22,6 +22,11 @@ after(async () => {
 /** A UTC calendar day `n` days from today (the accounts here keep Etc/UTC: trading day = UTC date). */
 const utcDay = (n: number) => new Date(Date.now() + n * 86_400_000).toISOString().slice(0, 10);
 const D1 = utcDay(-3);
+/** The `day`th of the month `months` months from this one (UTC): a range around it never straddles two months, whatever today is. */
+const monthDay = (months: number, day: number): string => {
+  const now = new Date();
+  return new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + months, day)).toISOString().slice(0, 10);
+};
 const D2 = utcDay(-2);
 
 /**
@@ -238,7 +243,7 @@ describe('journal page', () => {
     const accountId = await createAccount(token, 'Scalps');
     const rows = ['symbol,side,quantity,price,executedAt'];
     for (let i = 0; i < 55; i++) rows.push(`SPY,${i % 2 === 0 ? 'buy' : 'sell'},1,${500 + (i % 7)},${D1}T13:${String(i).padStart(2, '0')}:00Z`);
-    rows.push(`QQQ,buy,3,400,${utcDay(-60)}T15:00:00Z`);
+    rows.push(`QQQ,buy,3,400,${monthDay(-2, 15)}T15:00:00Z`);
     assert.deepEqual(await importCsv(token, accountId, rows.join('\n')), {
       format: 'generic',
       timezone: null,
@@ -255,12 +260,13 @@ describe('journal page', () => {
     await page.getByText('55 trades shown (all of the range)').waitFor();
     assert.equal(await page.getByRole('button', { name: 'Load more trades' }).count(), 0);
 
-    // The fill 60 days back is outside the default 30 days; a longer range brings it in.
+    // The fill on the 15th two months back (45–76 days) is outside the default 30 days; a longer range brings it in,
+    // and a range of its month's 14th–16th shows that month's calendar.
     await page.getByRole('button', { name: 'Last 1 year' }).click();
     await page.getByText('50 trades shown').waitFor();
     assert.equal(await page.getByLabel('From', { exact: true }).inputValue(), utcDay(-364));
-    await page.getByLabel('From', { exact: true }).fill(utcDay(-61));
-    await page.getByLabel('To', { exact: true }).fill(utcDay(-59));
+    await page.getByLabel('From', { exact: true }).fill(monthDay(-2, 14));
+    await page.getByLabel('To', { exact: true }).fill(monthDay(-2, 16));
     await page.getByRole('button', { name: 'Show', exact: true }).click();
     await page.getByText('1 trade shown (all of the range)').waitFor();
     await page
