@@ -7,6 +7,7 @@ import type { Deps } from '../../deps.ts';
 import { AppError } from '../../http/errors.ts';
 import { rateLimitHeaders } from '../../http/rate-limit.ts';
 import { LIVENESS_BEATS } from '../../platform/frame-store.ts';
+import { streamInProgress } from '../conversations/in-progress.ts';
 import { appendEntry, monthKey, monthStart, nextMonthStart } from './ledger.ts';
 import * as repo from './repo.ts';
 
@@ -123,7 +124,7 @@ const REFUSALS = {
 function refusalOf(err: unknown, now: Date): AppError | undefined {
   const code = pgErrorCode(err);
   if (code === 'BL409' && err instanceof Error && err.message === 'STREAM_IN_PROGRESS') {
-    return new AppError('STREAM_IN_PROGRESS', 'another reply is streaming for this user');
+    return streamInProgress('user');
   }
   if ((code !== 'BL402' && code !== 'BL429') || !(err instanceof Error)) return undefined;
   if (code === 'BL429' && err.message === 'TIER_LIMIT_IMAGES') {
