@@ -81,7 +81,7 @@ async function turn(req: http.IncomingMessage, res: http.ServerResponse): Promis
     catalogue,
     historyBudget: deps.config.contextBudgetChars,
   };
-  const { row, charge } = await deps.billing.reserveWithin({ turnId: replyId, userId: user.id, images: 0 }, (db, reservation) =>
+  const { row, charge } = await deps.billing.reserveWithin({ turnId: replyId, userId: user.id, images: 0, terms: repo.TERMS }, (db, reservation) =>
     repo.startTurn(db, start, { keys: turnKeysPart(user.id), reservation }),
   );
   const keys = openTurnKeys(deps, null, providerKeyRow(user.id, row));

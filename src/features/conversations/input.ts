@@ -9,7 +9,7 @@ import { decodeImages } from './images.ts';
 import type { LeaseClaim } from './lease-claim.ts';
 import type { StreamMessageInput } from './schemas.ts';
 
-export interface TurnInput {
+interface TurnInput {
   readonly body: StreamMessageInput;
   readonly images: ChatImage[];
 }

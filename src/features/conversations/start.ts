@@ -22,7 +22,7 @@ const KEY_READS = 3;
 const NOT_NULL_VIOLATION = '23502';
 
 /** Stage 3's answer: a live turn (and what its first round sends), or a replay. */
-export type Started = Replay | { readonly kind: 'live'; readonly live: LiveTurn; readonly request: RoundRequest };
+type Started = Replay | { readonly kind: 'live'; readonly live: LiveTurn; readonly request: RoundRequest };
 
 /**
  * Reads, decision, reservation and storing in one statement (repo.startTurn: one round trip, one
@@ -58,7 +58,7 @@ export async function startTurn(deps: Deps, turn: TurnRequest): Promise<Started>
   for (let attempt = 1; ; attempt++) {
     const key = deps.streams.knownKeys.get(userId) ?? (await readKey(deps, userId, target));
     try {
-      ({ row, charge } = await deps.billing.reserveWithin({ turnId: start.replyId, userId, images: images.length }, (db, reservation) => {
+      ({ row, charge } = await deps.billing.reserveWithin({ turnId: start.replyId, userId, images: images.length, terms: repo.TERMS }, (db, reservation) => {
         const parts = { keys: turnKeysPart(userId), reservation };
         if (replacing === undefined) return repo.startTurn(db, { ...start, key }, parts);
         const titles = { replaced: defaultTitle(replacing.user.content), next: start.title };

@@ -30,7 +30,7 @@ const KNOWN_KEYS = 10_000;
 export type KnownKey = NonNullable<TurnStart['key']>;
 
 /** The provider keys this instance last read, by user, least recently used first out. */
-export class KnownKeys {
+class KnownKeys {
   readonly #keys = new Map<string, KnownKey>();
 
   get(userId: string): KnownKey | undefined {
