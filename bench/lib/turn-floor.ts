@@ -20,7 +20,7 @@ import { bearerToken } from '../../src/http/auth.ts';
 import { SseWriter } from '../../src/http/sse.ts';
 import type { RateLimitRule } from '../../src/platform/rate-limiter.ts';
 import { findModel } from '../../src/catalogue.ts';
-import { openTurnKeys, turnKeysPart } from '../../src/features/advisor-keys/service.ts';
+import { openTurnKeys, readTurnKeys, turnKeysPart, type TurnKeyRow } from '../../src/features/advisor-keys/service.ts';
 import { Toolbox } from '../../src/features/advisor-tools/toolbox.ts';
 import { buildMessages, defaultTitle, systemPrompt } from '../../src/features/conversations/context.ts';
 import { deltaData, doneData, startData } from '../../src/features/conversations/frames.ts';
@@ -28,7 +28,6 @@ import { closingStatement, MAX_OUTPUT_TOKENS } from '../../src/features/conversa
 import { LEASE_TTL_MS } from '../../src/features/conversations/stream-runtime.ts';
 import { storable } from '../../src/features/conversations/parts.ts';
 import * as repo from '../../src/features/conversations/repo.ts';
-import { keyRowsOf, readKey } from '../../src/features/conversations/turn.ts';
 import { receiptOf } from '../../src/features/usage/receipt.ts';
 import type { FinishReason, RoundUsage } from '../../src/providers/llm/index.ts';
 
@@ -38,6 +37,23 @@ const FLOOR_RULE: RateLimitRule = { name: 'bench-floor-advisor-messages', limit:
 const config = loadConfig(process.env);
 const deps = await createDeps(config, { skipMigrations: true });
 const catalogue = repo.catalogueRows(config.catalogue.models);
+/** The user's active provider key as the start statement compares it, read once and remembered (as the service does). */
+async function readKey(userId: string): Promise<repo.TurnStart['key']> {
+  const row = (await readTurnKeys(deps, userId, null)).find((r) => r.kind === 'provider');
+  if (row === undefined) return undefined;
+  const sealed = { key_id: row.key_id, nonce: new Uint8Array(row.nonce), ciphertext: new Uint8Array(row.ciphertext), tag: new Uint8Array(row.tag) };
+  const known = { sealed, opens: !(openTurnKeys(deps, null, [row]).key instanceof Error) };
+  deps.streams.knownKeys.set(userId, known);
+  return known;
+}
+
+/** The provider key row of a start statement's answer (the bench's turns use no market-data key). */
+function providerKeyRow(userId: string, row: repo.StartRow): TurnKeyRow[] {
+  const { provider, p_key_id: keyId, p_nonce: nonce, p_ciphertext: ciphertext, p_tag: tag } = row;
+  if (provider === null || keyId === null || nonce === null || ciphertext === null || tag === null) return [];
+  return [{ kind: 'provider', user_id: userId, provider, default_model: row.p_default_model, key_id: keyId, nonce, ciphertext, tag }];
+}
+
 async function turn(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
   const user = await deps.auth.verify(bearerToken(req.headers.authorization) ?? '');
   const admitted = deps.admission.admit(FLOOR_RULE, user.id, LEASE_TTL_MS);
@@ -61,14 +77,14 @@ async function turn(req: http.IncomingMessage, res: http.ServerResponse): Promis
     replyId,
     attachments: [],
     leaseHeld: true,
-    key: deps.streams.knownKeys.get(user.id) ?? (await readKey(deps, user.id, null)),
+    key: deps.streams.knownKeys.get(user.id) ?? (await readKey(user.id)),
     catalogue,
     historyBudget: deps.config.contextBudgetChars,
   };
-  const { row, charge } = await deps.billing.reserveWithin({ turnId: replyId, userId: user.id, images: 0 }, (db, reservation) =>
+  const { row, charge } = await deps.billing.reserveWithin({ turnId: replyId, userId: user.id, images: 0, terms: repo.TERMS }, (db, reservation) =>
     repo.startTurn(db, start, { keys: turnKeysPart(user.id), reservation }),
   );
-  const keys = openTurnKeys(deps, null, keyRowsOf(user.id, row));
+  const keys = openTurnKeys(deps, null, providerKeyRow(user.id, row));
   if (row.refusal !== null || charge === undefined || keys.key instanceof Error)
     throw new Error(`floor: a turn the bench sends was refused (${String(row.refusal)})`);
   const key = keys.key;

@@ -6,7 +6,7 @@ import { ManualClock } from '../helpers/manual-clock.ts';
 import type { Provider } from '../../src/catalogue.ts';
 import type { Deps } from '../../src/deps.ts';
 import { AppError } from '../../src/http/errors.ts';
-import { keysForTurn, type UsableProviderKey } from '../../src/features/advisor-keys/service.ts';
+import { openTurnKeys, readTurnKeys, type UsableProviderKey } from '../../src/features/advisor-keys/service.ts';
 import type { AnthropicFake, GeminiFake, MarketDataFake, OpenAiCompatibleFake, ProbeBehaviour } from '../fakes/index.ts';
 import { startAnthropicFake, startFmpFake, startGeminiFake, startOpenAiCompatibleFake, startPolygonFake } from '../fakes/index.ts';
 
@@ -144,7 +144,7 @@ export function useProviderKeysApp(): ProviderKeysApp {
 
 /** The provider key a turn would run on (the active one, or `provider`'s), or its refusal thrown. */
 export async function usableKey(deps: Deps, userId: string, provider: Provider | null = null): Promise<UsableProviderKey> {
-  const { key } = await keysForTurn(deps, userId, provider);
+  const { key } = openTurnKeys(deps, provider, await readTurnKeys(deps, userId, provider));
   if (key instanceof AppError) throw key;
   return key;
 }

@@ -39,16 +39,7 @@ export interface TurnKeys {
   readonly marketKey: UsableMarketDataKey | undefined;
 }
 
-/**
- * Both keys of a turn, decrypted, in one read: the user's active provider key (`provider` null: a
- * new conversation) or that provider's key (an existing conversation keeps its provider; `model` is
- * then the key's defaultModel), and the market-data key.
- */
 export type { TurnKeyRow } from './repo.ts';
-
-export async function keysForTurn(deps: Pick<Deps, 'db' | 'vault' | 'logger' | 'marketData'>, userId: string, provider: Provider | null): Promise<TurnKeys> {
-  return openTurnKeys(deps, provider, await readTurnKeys(deps, userId, provider));
-}
 
 /** The keys a turn's part of a statement read (`turnKeysPart`), decrypted, or why the provider key cannot be used. */
 export function openTurnKeys(deps: Pick<Deps, 'vault' | 'logger' | 'marketData'>, provider: Provider | null, rows: readonly repo.TurnKeyRow[]): TurnKeys {

@@ -1,10 +1,10 @@
 import { sql, type RawBuilder, type Selectable } from 'kysely';
 import type { Db, LedgerEntriesTable, PurchasesTable, TurnChargesTable, Trx } from '../../db/types.ts';
 
-export type LedgerRow = Selectable<LedgerEntriesTable>;
-export type TurnChargeRow = Selectable<TurnChargesTable>;
-export type PurchaseRow = Selectable<PurchasesTable>;
-export type NewLedgerEntry = Omit<LedgerRow, 'seq'>;
+type LedgerRow = Selectable<LedgerEntriesTable>;
+type TurnChargeRow = Selectable<TurnChargesTable>;
+type PurchaseRow = Selectable<PurchasesTable>;
+type NewLedgerEntry = Omit<LedgerRow, 'seq'>;
 
 /**
  * Creates the wallet if needed and locks its row for the rest of the transaction. Every money write
@@ -31,7 +31,7 @@ export interface ChargeRow {
 }
 
 /** What `reserve_turn` (reserve-turn-function.ts) is given; `tiers` is the catalogue's tiers as JSON. */
-export interface TurnReservation {
+interface TurnReservation {
   readonly turnId: string;
   readonly userId: string;
   /** The id of the `turn:` ledger entry, written only when the turn is paid with credits. */

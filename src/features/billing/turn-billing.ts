@@ -2,11 +2,13 @@ import type { Provider, TierConfig } from '../../catalogue.ts';
 import { findModel } from '../../catalogue.ts';
 import { sql, type RawBuilder } from 'kysely';
 import { isDatabaseUnavailable, pgErrorCode } from '../../db/create-db.ts';
+import type { Cte } from '../../db/cte.ts';
 import type { Db } from '../../db/types.ts';
 import type { Deps } from '../../deps.ts';
 import { AppError } from '../../http/errors.ts';
 import { rateLimitHeaders } from '../../http/rate-limit.ts';
 import { LIVENESS_BEATS } from '../../platform/frame-store.ts';
+import { streamInProgress } from '../conversations/in-progress.ts';
 import { appendEntry, monthKey, monthStart, nextMonthStart } from './ledger.ts';
 import * as repo from './repo.ts';
 
@@ -21,7 +23,12 @@ export interface TurnCharge {
 }
 
 /** A reservation's request when the caller's statement chooses the model. */
-export type ChargeRequest = Omit<TurnRequest, 'provider' | 'model'>;
+type ChargeRequest = Omit<TurnRequest, 'provider' | 'model'>;
+
+/** A reservation's request whose terms are the caller's statement's CTE `terms`: the chosen model's `(allowance boolean, cost bigint)`. */
+interface ChargeWithinRequest extends ChargeRequest {
+  readonly terms: Cte<'terms'>;
+}
 
 export interface TurnRequest {
   readonly turnId: string;
@@ -40,7 +47,7 @@ export type { ChargeRow } from './repo.ts';
 export type WithBillingPart<R = repo.ChargeRow | undefined> = (db: Db, part: RawBuilder<repo.ChargeRow>) => Promise<R>;
 
 /** A turn statement's row with billing's part in it: `source` and `credits` null when the part reserved nothing. */
-export interface WithCharge {
+interface WithCharge {
   readonly source: string | null;
   readonly credits: number | null;
 }
@@ -61,16 +68,16 @@ export interface TurnBilling {
   reserve(req: TurnRequest, store: WithBillingPart): Promise<TurnCharge>;
   /**
    * `reserve` for a turn whose model the caller's statement decides (one statement reads, decides and
-   * stores a turn): billing's part reads the caller's CTE `terms` — the chosen model's catalogue terms
+   * stores a turn): billing's part reads the caller's CTE `req.terms` — the chosen model's catalogue terms
    * `(allowance boolean, cost bigint)` — and reserves nothing when it has no row (the caller refused
    * the turn); the statement's row carries the part's `source` and `credits`. Refusals and failures
    * as `reserve`'s; an AppError the caller's part raises reaches the caller unchanged.
    */
-  reserveWithin<R extends WithCharge>(req: ChargeRequest, store: WithBillingPart<R>): Promise<{ row: R; charge: TurnCharge | undefined }>;
+  reserveWithin<R extends WithCharge>(req: ChargeWithinRequest, store: WithBillingPart<R>): Promise<{ row: R; charge: TurnCharge | undefined }>;
   settle(charge: TurnCharge, produced: boolean, store: WithBillingPart): Promise<void>;
 }
 
-export type BillingDeps = Pick<Deps, 'db' | 'clock' | 'config' | 'logger' | 'metrics' | 'ids'>;
+type BillingDeps = Pick<Deps, 'db' | 'clock' | 'config' | 'logger' | 'metrics' | 'ids'>;
 
 /** Turns paid with the monthly allowance, credits from the ledger, or nothing (zero-cost models). */
 export function createTurnBilling(deps: BillingDeps): TurnBilling {
@@ -78,7 +85,7 @@ export function createTurnBilling(deps: BillingDeps): TurnBilling {
   return {
     reserve: (req, store) => reserveTurn(deps, tiers, req, store),
     async reserveWithin(req, store) {
-      const row = await runReservation(deps, tiers, req, sql`terms`, store);
+      const row = await runReservation(deps, tiers, req, req.terms.ref, store);
       return { row, charge: row.source === null || row.credits === null ? undefined : chargeOf(req, row.source, row.credits) };
     },
     async settle(charge, produced, store) {
@@ -123,7 +130,7 @@ const REFUSALS = {
 function refusalOf(err: unknown, now: Date): AppError | undefined {
   const code = pgErrorCode(err);
   if (code === 'BL409' && err instanceof Error && err.message === 'STREAM_IN_PROGRESS') {
-    return new AppError('STREAM_IN_PROGRESS', 'another reply is streaming for this user');
+    return streamInProgress('user');
   }
   if ((code !== 'BL402' && code !== 'BL429') || !(err instanceof Error)) return undefined;
   if (code === 'BL429' && err.message === 'TIER_LIMIT_IMAGES') {

@@ -125,7 +125,7 @@ describe('crashed turns (DESIGN §10)', () => {
       catalogue: repo.catalogueRows(t.deps.config.catalogue.models),
       historyBudget: t.deps.config.contextBudgetChars,
     };
-    const { row, charge } = await t.deps.billing.reserveWithin({ turnId: replyId, userId: user, images: 0 }, (db, reservation) =>
+    const { row, charge } = await t.deps.billing.reserveWithin({ turnId: replyId, userId: user, images: 0, terms: repo.TERMS }, (db, reservation) =>
       repo.startTurn(db, start, { keys: turnKeysPart(user), reservation }),
     );
     assert.equal(charge?.source, 'credits', `the turn started (refusal: ${String(row.refusal)})`);

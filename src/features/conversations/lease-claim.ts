@@ -3,6 +3,7 @@
 // live turn it hands the lease to when it does.
 import type { Deps } from '../../deps.ts';
 import { AppError } from '../../http/errors.ts';
+import { streamInProgress } from './in-progress.ts';
 
 export class LeaseClaim {
   readonly #deps: Pick<Deps, 'leases' | 'logger'>;
@@ -31,7 +32,7 @@ export class LeaseClaim {
   async token(): Promise<string> {
     const asked = await this.#asked;
     if (asked instanceof AppError) throw asked;
-    if (asked === null) throw new AppError('STREAM_IN_PROGRESS', 'another reply is streaming for this user');
+    if (asked === null) throw streamInProgress('user');
     return asked;
   }
 

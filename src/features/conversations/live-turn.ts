@@ -55,7 +55,7 @@ export interface RoundRequest {
   readonly toolChoice?: 'auto' | 'none';
 }
 
-export interface LiveTurnInit extends TurnIds {
+interface LiveTurnInit extends TurnIds {
   readonly provider: Provider;
   readonly userId: string;
   readonly leaseToken: string;

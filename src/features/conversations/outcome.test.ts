@@ -2,7 +2,8 @@
 // decision as one table (outcomeOf is pure).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { outcomeOf, type RoundsEnd } from './turn.ts';
+import type { RoundsEnd } from './relay.ts';
+import { outcomeOf } from './turn.ts';
 import type { StopCause } from './live-turn.ts';
 
 const finished: RoundsEnd = { finish: 'stop', failure: undefined, toolCalls: 0 };

@@ -1,12 +1,14 @@
 import { sql, type RawBuilder, type Selectable } from 'kysely';
+import { cte, type Cte } from '../../db/cte.ts';
 import type { AttachmentsTable, ConversationsTable, Db, MessagesTable, Trx } from '../../db/types.ts';
 import { globToLike } from '../../model-glob.ts';
 import type { ChargeRow } from '../billing/turn-billing.ts';
 import type { Receipt } from '../usage/receipt.ts';
+import type { ClosingCtes, UsagePart } from '../usage/service.ts';
 
 export type ConversationRow = Selectable<ConversationsTable>;
 export type MessageRow = Selectable<MessagesTable>;
-export type AttachmentRow = Selectable<AttachmentsTable>;
+type AttachmentRow = Selectable<AttachmentsTable>;
 export type AttachmentMeta = Pick<AttachmentRow, 'id' | 'message_id' | 'format' | 'byte_size'>;
 
 /** updated_at with the database's full (microsecond) precision, so a cursor names a row exactly. */
@@ -17,7 +19,7 @@ const iso = (column: 'last_message_at' | 'created_at' | 'updated_at'): RawBuilde
   sql<string>`to_char(${sql.ref(column)} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
 
 /** One page of the list: its items as ConversationListItem JSON, and where the next page starts. */
-export interface ConversationPage {
+interface ConversationPage {
   /** A JSON array of ConversationListItem, written by the database. */
   readonly itemsJson: string;
   /** The (exact updatedAt, id) of the page's last item when another page follows. */
@@ -154,10 +156,10 @@ const MERGE_WORDS = sql`on conflict (conversation_id) do update set document = c
  * search document, as a part of the statement that ends the reply: it reads that statement's `ended`
  * CTE, so a retried statement adds nothing twice, and the words are there once the client has the end.
  */
-function turnWords(content: RawBuilder<unknown>, replyId: string): RawBuilder<never> {
+function turnWords(content: RawBuilder<unknown>, replyId: string, ended: Cte<'ended'>): RawBuilder<never> {
   return sql<never>`insert into conversation_search (conversation_id, document)
     select c.id, ${searchDocument(sql`c.user_id`, sql`c.title || ' ' || coalesce(u.content, '') || ' ' || ${content}`)}
-    from ended, messages r join conversations c on c.id = r.conversation_id
+    from ${ended.ref}, messages r join conversations c on c.id = r.conversation_id
     left join messages u on u.conversation_id = r.conversation_id and u.seq = r.seq - 1
     where r.id = ${replyId}
     ${MERGE_WORDS}`;
@@ -296,7 +298,7 @@ export async function lastTurn(db: Db, conversationId: string): Promise<{ user: 
  * back, in the caller's transaction, so the turn stored next takes its place; a title that was the
  * replaced first message's becomes the new one's.
  */
-export async function dropLastTurn(trx: Trx, conversationId: string, user: MessageRow, titles: { replaced: string; next: string }): Promise<void> {
+async function dropLastTurn(trx: Trx, conversationId: string, user: MessageRow, titles: { replaced: string; next: string }): Promise<void> {
   await sql`with gone as (delete from messages where conversation_id = ${conversationId} and seq >= ${user.seq} returning 1)
     update conversations set message_count = message_count - (select count(*)::int from gone),
       title = case when ${user.seq}::int = 1 and title = ${titles.replaced} then ${titles.next} else title end
@@ -341,14 +343,17 @@ export interface KnownKey {
   readonly tag: Uint8Array;
 }
 
+/** The start statement's CTE of the chosen model's terms `(allowance, cost)`, which billing's part reads (turn-billing `reserveWithin`). */
+export const TERMS = cte('terms');
+
 /** The parts other features add to a turn's start statement. */
-export interface StartingParts {
+interface StartingParts {
   /**
    * The keys feature's: the turn's key rows (`kind` 'provider' and 'market', TurnKeyRow's columns);
    * the provider key is the active one, or that of the provider the `target` CTE holds.
    */
   readonly keys: (provider: RawBuilder<string> | null) => RawBuilder<unknown>;
-  /** Billing's: reads the `terms` CTE (the chosen model's allowance and cost; no row: nothing is reserved). */
+  /** Billing's: reads the `TERMS` CTE (the chosen model's allowance and cost; no row: nothing is reserved). */
   readonly reservation: RawBuilder<ChargeRow>;
 }
 
@@ -469,7 +474,7 @@ export async function startTurn(db: Db | Trx, t: TurnStart, parts: StartingParts
         when not ${t.leaseHeld}::boolean then 'STREAM_IN_PROGRESS'
         when not exists (select 1 from entry) then 'MODEL_NOT_AVAILABLE'
         end as code),
-      terms as (select allowance, cost from entry where (select code from refusal) is null),
+      ${TERMS.ref} as (select allowance, cost from entry where (select code from refusal) is null),
       charge as materialized (${parts.reservation}),
       conversation as (${conversation})${images},
       turn as (insert into messages (id, conversation_id, user_id, seq, role, content, status, client_message_id, billing_source, billing_credits, created_at)
@@ -544,12 +549,15 @@ export interface TurnEnd {
   readonly lastFrameId: number;
 }
 
+/** The CTEs of a turn's closing statement that other features' parts read. */
+const CLOSING: ClosingCtes = { settlement: cte('settlement'), ended: cte('ended') };
+
 /** The statement parts other features add to a turn's closing statement. */
-export interface ClosingParts {
+interface ClosingParts {
   /** Billing's part: a row `(source, credits)` when it charged the turn. */
   readonly settlement: RawBuilder<ChargeRow>;
-  /** Usage's part: adds the turn to the daily usage; reads the `ended` and `settlement` CTEs. */
-  readonly usage: RawBuilder<never>;
+  /** Usage's part: adds the turn to the daily usage; reads the statement's `ended` and `settlement`. */
+  readonly usage: UsagePart;
 }
 
 /**
@@ -560,8 +568,9 @@ export interface ClosingParts {
  */
 export async function finishTurn(db: Db, e: TurnEnd, parts: ClosingParts): Promise<ChargeRow | undefined> {
   const r = e.receipt;
-  const { rows } = await sql<ChargeRow>`with settlement as (${parts.settlement}),
-    ended as (select 1 from messages where id = ${e.replyId} and status = 'streaming'),
+  const { settlement, ended } = CLOSING;
+  const { rows } = await sql<ChargeRow>`with ${settlement.ref} as (${parts.settlement}),
+    ${ended.ref} as (select 1 from messages where id = ${e.replyId} and status = 'streaming'),
     reply as (
       update messages set content = ${e.content}, parts = ${e.parts}::jsonb, status = ${e.status}, finish_reason = ${e.finishReason},
         input_tokens = ${r.input}::int, output_tokens = ${r.output}::int, cached_input_tokens = ${r.cachedInput}::int,
@@ -572,9 +581,9 @@ export async function finishTurn(db: Db, e: TurnEnd, parts: ClosingParts): Promi
       returning conversation_id),
     conversation as (
       update conversations set updated_at = ${e.now}, last_message_at = ${e.now} where id in (select conversation_id from reply)),
-    search as (${turnWords(sql`${e.content}`, e.replyId)}),
-    usage as (${parts.usage})
-    select source, credits from settlement`.execute(db);
+    search as (${turnWords(sql`${e.content}`, e.replyId, ended)}),
+    usage as (${parts.usage(CLOSING)})
+    select source, credits from ${settlement.ref}`.execute(db);
   return rows[0];
 }
 
@@ -594,7 +603,7 @@ export interface CrashedReply {
 export const CRASHED_TERMINAL_ID = 2_147_483_647;
 
 /** A crashed turn's reply as closeCrashedReply left it: whether it holds anything, and where its usage is counted. */
-export interface ClosedCrashedReply {
+interface ClosedCrashedReply {
   readonly produced: boolean;
   readonly userId: string;
   readonly provider: string;
@@ -627,10 +636,11 @@ export async function closeCrashedReply(db: Db, replyId: string, now: Date, from
  * one statement; `ended` is the settlement's row, so both happen only in the statement that charged it.
  */
 export async function chargeCrashedTurn(db: Db, replyId: string, parts: ClosingParts): Promise<ChargeRow | undefined> {
-  const { rows } = await sql<ChargeRow>`with settlement as (${parts.settlement}),
-    ended as (select 1 from settlement),
-    search as (${turnWords(sql`r.content`, replyId)}),
-    usage as (${parts.usage})
-    select source, credits from settlement`.execute(db);
+  const { settlement, ended } = CLOSING;
+  const { rows } = await sql<ChargeRow>`with ${settlement.ref} as (${parts.settlement}),
+    ${ended.ref} as (select 1 from ${settlement.ref}),
+    search as (${turnWords(sql`r.content`, replyId, ended)}),
+    usage as (${parts.usage(CLOSING)})
+    select source, credits from ${settlement.ref}`.execute(db);
   return rows[0];
 }

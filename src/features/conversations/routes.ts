@@ -18,14 +18,15 @@ import {
 } from './schemas.ts';
 import { attachToConversation, lastEventId, stopConversationTurn } from './attach.ts';
 import * as service from './service.ts';
-import { admitTurn, refuseAfterVerdict, streamTurn, TURN_CHECKS_DOC } from './turn.ts';
+import { admitTurn, decorateAdmission, refuseAfterVerdict } from './admission.ts';
+import { streamTurn, TURN_CHECKS_DOC } from './turn.ts';
 
 export async function conversationsRoutes(parent: FastifyInstance, { deps }: { deps: Deps }): Promise<void> {
   const app = parent.withTypeProvider<TypeBoxTypeProvider>();
   const tags = ['advisor conversations'];
 
+  decorateAdmission(parent);
   const admission = admitTurn(deps);
-  const refusal = refuseAfterVerdict(deps);
   // Keyed by media type so the errors stay documented as JSON.
   const streamResponses = responses({ 200: { description: EVENT_STREAM_DOC, content: { 'text/event-stream': { schema: EventStream } } } });
 
@@ -33,7 +34,7 @@ export async function conversationsRoutes(parent: FastifyInstance, { deps }: { d
     '/advisor/conversations/new/messages/stream',
     {
       onRequest: admission,
-      errorHandler: refusal,
+      errorHandler: refuseAfterVerdict,
       schema: {
         tags,
         operationId: 'streamNewConversationMessage',
@@ -49,7 +50,7 @@ export async function conversationsRoutes(parent: FastifyInstance, { deps }: { d
     '/advisor/conversations/:id/messages/stream',
     {
       onRequest: admission,
-      errorHandler: refusal,
+      errorHandler: refuseAfterVerdict,
       schema: {
         tags,
         operationId: 'streamConversationMessage',

@@ -10,7 +10,7 @@ import * as repo from './repo.ts';
 import { apiParts } from './parts.ts';
 import { searchTerms } from './search.ts';
 import type { ConversationListItemDto, ConversationWithMessagesDto, MessageDto } from './schemas.ts';
-import { asProvider } from './turn.ts';
+import { asProvider } from './input.ts';
 
 type ReadDeps = Pick<Deps, 'db' | 'vault'>;
 

@@ -1,9 +1,7 @@
 // What one app's advisor streams share: built once per app by deps.ts (never module state, so tests
 // and a second app in one process each have their own, with their own settings).
-import type { FastifyRequest } from 'fastify';
 import type { SseWriter } from '../../http/sse.ts';
 import { Ticker } from '../../platform/ticker.ts';
-import type { LeaseClaim } from './lease-claim.ts';
 import type { TurnStart } from './repo.ts';
 
 /** A crashed instance's lease frees itself within this; a live turn renews it every third of it. */
@@ -32,7 +30,7 @@ const KNOWN_KEYS = 10_000;
 export type KnownKey = NonNullable<TurnStart['key']>;
 
 /** The provider keys this instance last read, by user, least recently used first out. */
-export class KnownKeys {
+class KnownKeys {
   readonly #keys = new Map<string, KnownKey>();
 
   get(userId: string): KnownKey | undefined {
@@ -63,10 +61,8 @@ export class StreamRuntime {
   readonly heartbeat: Ticker<Ticking>;
   /** Every live turn's lease renewal. */
   readonly renewal: Ticker<Ticking>;
-  /** The users' provider keys as last read, so a turn's start needs no read of its own (turn.ts). */
+  /** The users' provider keys as last read, so a turn’s start needs no read of its own (start.ts). */
   readonly knownKeys = new KnownKeys();
-  /** Each stream request's rate-limit verdict and lease claim, asked for together at admission and taken up by the turn. */
-  readonly admissions = new WeakMap<FastifyRequest, { readonly verdict: Promise<void>; readonly claim: LeaseClaim }>();
 
   constructor(heartbeatMs: number, beats: Heartbeats) {
     this.pings = new Ticker(heartbeatMs, (sse) => void (sse.needsDrain || sse.comment('ping')));
@@ -77,17 +73,5 @@ export class StreamRuntime {
       (lives) => void beats.markAlive(lives.map((l) => l.turnId)).catch((err: unknown) => beats.onError(err)),
     );
     this.renewal = new Ticker(LEASE_TTL_MS / 3, (live) => void live.renewLease());
-  }
-
-  /** The verdict taken for this request at admission (none taken: admitted). */
-  verdictOf(req: FastifyRequest): Promise<void> {
-    return this.admissions.get(req)?.verdict ?? Promise.resolve();
-  }
-
-  /** The request's claim on its user's stream lease, asked for at admission. */
-  claimOf(req: FastifyRequest): LeaseClaim {
-    const admitted = this.admissions.get(req);
-    if (admitted === undefined) throw new Error('a stream request was not admitted');
-    return admitted.claim;
   }
 }

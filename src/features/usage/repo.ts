@@ -1,4 +1,5 @@
 import { sql, type RawBuilder } from 'kysely';
+import type { Cte } from '../../db/cte.ts';
 import type { Db } from '../../db/types.ts';
 import type { Receipt } from './receipt.ts';
 
@@ -12,21 +13,27 @@ export interface DailyTurn {
   readonly receipt: Receipt;
 }
 
+/** The CTEs of a turn's closing statement that usage's part reads. */
+export interface ClosingCtes {
+  /** One row when this statement is the one ending the reply, so a retried statement never counts twice. */
+  readonly ended: Cte<'ended'>;
+  /** Billing's row `(credits, source)` when the turn was charged: credits taken, an allowance turn used. */
+  readonly settlement: Cte<'settlement'>;
+}
+
 /**
- * Adds one ended turn to `usage_daily`, as a part of the statement that stores the turn's end. It
- * reads two CTEs of that statement: `ended` (one row when this statement is the one ending the reply,
- * so a retried statement never counts twice) and `settlement` (billing's row `(credits, source)` when
- * the turn was charged: credits taken, an allowance turn used). Figures a provider did not report add
+ * Adds one ended turn to `usage_daily`, as a part of the statement that stores the turn's end; it
+ * reads that statement's `ended` and `settlement` (ClosingCtes). Figures a provider did not report add
  * nothing; `priced_turns` counts the turns whose cost is known.
  */
-export function countTurn(t: DailyTurn): RawBuilder<never> {
+export function countTurn(t: DailyTurn, { ended, settlement }: ClosingCtes): RawBuilder<never> {
   const r = t.receipt;
   return sql<never>`insert into usage_daily as u (user_id, day, provider, model, turns, input_tokens, output_tokens,
       cached_input_tokens, reasoning_tokens, cost_micros, priced_turns, credits, allowance_turns)
     select ${t.userId}, ${t.day}::date, ${t.provider}, ${t.model}, 1, ${r.input ?? 0}::bigint, ${r.output ?? 0}::bigint,
       ${r.cachedInput ?? 0}::bigint, ${r.reasoning ?? 0}::bigint, ${r.costMicros ?? 0}::bigint, ${r.costMicros === null ? 0 : 1}::int,
-      coalesce((select sum(credits) from settlement), 0), (select count(*) from settlement where source = 'allowance')::int
-    from ended
+      coalesce((select sum(credits) from ${settlement.ref}), 0), (select count(*) from ${settlement.ref} where source = 'allowance')::int
+    from ${ended.ref}
     on conflict (user_id, day, provider, model) do update set
       turns = u.turns + 1,
       input_tokens = u.input_tokens + excluded.input_tokens,

@@ -6,14 +6,17 @@ import * as repo from './repo.ts';
 import type { UsageFiguresDto, UsageQueryInput, UsageSummaryDto } from './schemas.ts';
 
 /** A turn as it ended, for the daily usage: counted on the UTC day of `endedAt`. */
-export type EndedTurn = Omit<repo.DailyTurn, 'day'> & { readonly endedAt: Date };
+type EndedTurn = Omit<repo.DailyTurn, 'day'> & { readonly endedAt: Date };
 
-/**
- * DESIGN §13: the part of a turn's closing statement that adds the turn to the user's daily usage
- * (usage/repo.ts countTurn: it reads the statement's `ended` and `settlement` CTEs).
- */
-export function countTurnPart({ endedAt, ...turn }: EndedTurn): RawBuilder<never> {
-  return repo.countTurn({ ...turn, day: endedAt.toISOString().slice(0, 10) });
+export type { ClosingCtes } from './repo.ts';
+
+/** Usage's part of a turn's closing statement, given the statement's CTEs it reads. */
+export type UsagePart = (ctes: repo.ClosingCtes) => RawBuilder<never>;
+
+/** DESIGN §13: the part of a turn's closing statement that adds the turn to the user's daily usage (usage/repo.ts countTurn). */
+export function countTurnPart({ endedAt, ...turn }: EndedTurn): UsagePart {
+  const day = endedAt.toISOString().slice(0, 10);
+  return (ctes) => repo.countTurn({ ...turn, day }, ctes);
 }
 
 /** DESIGN §13: a range holds at most this many days. */
