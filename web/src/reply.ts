@@ -3,7 +3,7 @@
 import type { Schemas } from './api/client.ts';
 
 export type Part = Schemas['MessagePart'];
-export type Usage = Schemas['Usage'];
+type Usage = Schemas['Usage'];
 
 export interface Reply {
   readonly assistantMessageId: string | undefined;

@@ -16,7 +16,7 @@ export interface LedgerWrite {
 /**
  * Appends one ledger entry and moves the cached balance with it, in the caller's transaction, which
  * must hold the wallet lock (repo.lockWallet). A reference already present writes nothing: false.
- * The rule itself is the database function ledger_append (reserve-turn-function.ts), which
+ * The rule itself is the database function ledger_append (db/migrations/reserve-turn-v4.ts), which
  * reserve_turn follows for a turn's `turn:` entry too.
  */
 export async function appendEntry(trx: Trx, w: LedgerWrite): Promise<boolean> {

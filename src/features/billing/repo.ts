@@ -30,7 +30,7 @@ export interface ChargeRow {
   readonly credits: number;
 }
 
-/** What `reserve_turn` (reserve-turn-function.ts) is given; `tiers` is the catalogue's tiers as JSON. */
+/** What `reserve_turn` (db/migrations/reserve-turn-v4.ts) is given; `tiers` is the catalogue's tiers as JSON. */
 interface TurnReservation {
   readonly turnId: string;
   readonly userId: string;

@@ -336,7 +336,7 @@ export interface TurnStart {
 }
 
 /** A provider key as sealed: what a start statement compares byte for byte with the stored one. */
-export interface KnownKey {
+interface KnownKey {
   readonly key_id: string;
   readonly nonce: Uint8Array;
   readonly ciphertext: Uint8Array;
@@ -358,7 +358,7 @@ interface StartingParts {
 }
 
 /** Why a start statement stored nothing, in the order the checks apply (DESIGN §7); billing's refusals are raised. */
-export type StartRefusal =
+type StartRefusal =
   | 'CONVERSATION_NOT_FOUND'
   | 'CLIENT_MESSAGE_ID_SEEN'
   | 'PROVIDER_KEY_NOT_CONFIGURED'

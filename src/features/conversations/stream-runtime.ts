@@ -27,7 +27,7 @@ export interface Heartbeats {
 const KNOWN_KEYS = 10_000;
 
 /** What a turn's start statement is told of the user's provider key (repo.TurnStart `key`). */
-export type KnownKey = NonNullable<TurnStart['key']>;
+type KnownKey = NonNullable<TurnStart['key']>;
 
 /** The provider keys this instance last read, by user, least recently used first out. */
 class KnownKeys {

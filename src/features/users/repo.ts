@@ -24,7 +24,7 @@ export async function upsertUser(db: Db, id: string, tier: string | null): Promi
 }
 
 /**
- * The user's tier name by the database function user_tier (billing's reserve-turn-function.ts), the
+ * The user's tier name by the database function user_tier (db/migrations/reserve-turn-v4.ts), the
  * same rule reserve_turn applies; a user not stored yet has the default tier too.
  */
 export async function effectiveTier(db: Db, id: string, tiers: string, defaultTier: string): Promise<string> {

@@ -5,7 +5,6 @@ import type { components, paths } from './schema';
 import { session, signOut } from '../session.ts';
 
 export type Schemas = components['schemas'];
-export type ErrorCode = Schemas['ErrorEnvelope']['error']['code'];
 
 /**
  * Every call of the page to the service: with the session's token, and a 401 (an expired or revoked

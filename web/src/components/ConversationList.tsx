@@ -10,7 +10,7 @@ const time = new Intl.DateTimeFormat(undefined, { timeStyle: 'short' });
 const date = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium' });
 
 /** The list's groups, newest first, by the local calendar day a conversation was last active. */
-export function groupByDate(items: readonly Item[], now = new Date()): { label: string; items: Item[] }[] {
+function groupByDate(items: readonly Item[], now = new Date()): { label: string; items: Item[] }[] {
   const today = new Date(now.getFullYear(), now.getMonth(), now.getDate()).getTime();
   const bounds = [
     { label: 'Today', from: today },

@@ -7,14 +7,14 @@ import type { Reply } from '../reply.ts';
 import { ToolCard } from './ToolCard.tsx';
 
 /** A message's Markdown as the trader would paste it: a reply's text parts, without its tool cards. */
-export const replyMarkdown = (reply: Reply): string =>
+const replyMarkdown = (reply: Reply): string =>
   reply.parts
     .flatMap((p) => (p.type === 'text' ? [p.text] : []))
     .join('\n\n')
     .trim();
 
 /** Copies a message's Markdown; says so for a moment (also to a screen reader). */
-export function CopyButton({ text }: { text: string }) {
+function CopyButton({ text }: { text: string }) {
   const [copied, setCopied] = useState<'yes' | 'no' | undefined>();
   useEffect(() => {
     if (!copied) return;

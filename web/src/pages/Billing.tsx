@@ -20,7 +20,7 @@ function Quota({ label, q }: { label: string; q: Schemas['Quota'] }) {
   );
 }
 
-export function WalletSummary({ wallet }: { wallet: Wallet }) {
+function WalletSummary({ wallet }: { wallet: Wallet }) {
   return (
     <div class="stats">
       <div class="stat">

@@ -128,7 +128,7 @@ const WEEKDAYS: Record<string, string> = { mon: 'Monday', tue: 'Tuesday', wed: '
 const BY_WORDS: Record<string, string> = { symbol: 'symbol', tag: 'tag', side: 'side', weekday: 'weekday', hour: 'hour of the opening', holdTime: 'hold time' };
 
 /** A report group's key in words: "Friday", "15:00–16:00", "Long", "Untagged". */
-export function groupLabel(by: string, key: string | null): string {
+function groupLabel(by: string, key: string | null): string {
   if (key === null) return by === 'tag' ? 'Untagged' : '—';
   if (by === 'weekday') return WEEKDAYS[key] ?? key;
   if (by === 'side') return key === 'long' ? 'Long' : key === 'short' ? 'Short' : key;

@@ -20,7 +20,7 @@ function niceStep(span: number, count: number): number {
 }
 
 /** The y-axis: ticks from below the lowest bar (or 0) to above the highest (or 0). Geometry only. */
-export function axisTicks(values: number[]): number[] {
+function axisTicks(values: number[]): number[] {
   let lo = Math.min(0, ...values);
   let hi = Math.max(0, ...values);
   if (hi === lo) hi = lo + 1;
@@ -33,7 +33,7 @@ export function axisTicks(values: number[]): number[] {
 }
 
 /** Which bars to try to label first: as many as could fit ~100 px apart, spread evenly, the first and the last included. */
-export function dayLabels(n: number, plotWidth: number): number[] {
+function dayLabels(n: number, plotWidth: number): number[] {
   const m = Math.min(n, Math.max(1, Math.floor(plotWidth / 100)));
   if (m <= 0) return [];
   if (m === 1) return [n - 1];
@@ -64,7 +64,7 @@ export interface PlacedLabel {
  * the last day first, then the first, then evenly spread ones; a label that would touch one already
  * placed is left out.
  */
-export function placeLabels(
+function placeLabels(
   texts: string[],
   center: (i: number) => number,
   left: number,
@@ -91,10 +91,10 @@ export function placeLabels(
 }
 
 /** A day the chart draws: something was realized (a day of fees alone has no bar to show). */
-export const drawn = (d: Day): boolean => d.realizedPnl === undefined || signOf(d.realizedPnl) !== 0;
+const drawn = (d: Day): boolean => d.realizedPnl === undefined || signOf(d.realizedPnl) !== 0;
 
 /** The chart in words: the days it draws, up and down, the best and the worst, and the days it leaves out. */
-export function chartSummary(days: Day[], currency: string, from: string, to: string): string {
+function chartSummary(days: Day[], currency: string, from: string, to: string): string {
   const range = `Daily net P&L from ${day(from)} to ${day(to)}`;
   if (days.length === 0) return `${range}: no fills.`;
   const bars = days.filter(drawn);

@@ -11,7 +11,7 @@ const slug = (name: string) =>
     .replace(/^-|-$/g, '') || 'account';
 
 /** The export's address for the page's filters. */
-export function exportUrl(accountId: string, range: Range | undefined, symbol: string): string {
+function exportUrl(accountId: string, range: Range | undefined, symbol: string): string {
   const q = new URLSearchParams();
   if (range) {
     q.set('from', range.from);

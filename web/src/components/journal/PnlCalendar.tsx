@@ -10,7 +10,7 @@ const WEEKDAYS = ['Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat', 'Sun'];
 const monthName = new Intl.DateTimeFormat(undefined, { month: 'long', year: 'numeric', timeZone: 'UTC' });
 
 /** "2026-03" → its weeks (Monday first), each a list of 7 dates or null outside the month. */
-export function monthWeeks(month: string): (string | null)[][] {
+function monthWeeks(month: string): (string | null)[][] {
   const first = new Date(`${month}-01T00:00:00Z`);
   const days = new Date(Date.UTC(first.getUTCFullYear(), first.getUTCMonth() + 1, 0)).getUTCDate();
   const lead = (first.getUTCDay() + 6) % 7;

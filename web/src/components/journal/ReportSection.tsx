@@ -11,7 +11,7 @@ const BY_LABELS: Record<By, string> = { symbol: 'Symbol', tag: 'Tag', side: 'Sid
 const WEEKDAYS: Record<string, string> = { mon: 'Monday', tue: 'Tuesday', wed: 'Wednesday', thu: 'Thursday', fri: 'Friday', sat: 'Saturday', sun: 'Sunday' };
 
 /** A group's key in words: "Friday", "15:00–15:59", "Long", "Untagged". */
-export function groupLabel(by: string, key: string | null): string {
+function groupLabel(by: string, key: string | null): string {
   if (key === null) return 'Untagged';
   if (by === 'weekday') return WEEKDAYS[key] ?? key;
   if (by === 'hour') return `${key}:00–${key}:59`;
@@ -20,7 +20,7 @@ export function groupLabel(by: string, key: string | null): string {
 }
 
 /** An exclusion in words, after "without": "Fridays", "tag revenge", "shorts". */
-export function exclusionLabel(item: string): string {
+function exclusionLabel(item: string): string {
   const at = item.indexOf(':');
   const by = item.slice(0, at);
   const key = item.slice(at + 1);

@@ -8,7 +8,7 @@ import type { Range } from './filters.ts';
 import { dateTimeIn, decimal, holdTime, rMultiple } from './format.ts';
 import { LoadMore } from './LoadMore.tsx';
 
-export type RoundTrip = Schemas['RoundTrip'];
+type RoundTrip = Schemas['RoundTrip'];
 
 const PAGE = 50;
 

@@ -20,7 +20,7 @@ export interface JournalFilters {
 const DAY = /^\d{4}-\d{2}-\d{2}$/;
 const isBy = (v: string | null): v is By => GROUPINGS.some((g) => g === v);
 
-export function readFilters(query: URLSearchParams): JournalFilters {
+function readFilters(query: URLSearchParams): JournalFilters {
   const day = (name: string) => {
     const v = query.get(name);
     return v && DAY.test(v) ? v : undefined;
@@ -35,7 +35,7 @@ export function readFilters(query: URLSearchParams): JournalFilters {
   };
 }
 
-export function filtersQuery(f: JournalFilters): string {
+function filtersQuery(f: JournalFilters): string {
   const q = new URLSearchParams();
   if (f.from) q.set('from', f.from);
   if (f.to) q.set('to', f.to);

@@ -7,7 +7,7 @@ type Numeric = `${number}`;
 const digitsCache = new Map<string, number>();
 
 /** The currency's minor-unit digits (USD 2, JPY 0, …), 2 for a code Intl does not know. */
-export function currencyDigits(currency: string): number {
+function currencyDigits(currency: string): number {
   const code = currency.toUpperCase();
   let d = digitsCache.get(code);
   if (d === undefined) {
@@ -32,7 +32,7 @@ export function signOf(text: string): -1 | 0 | 1 {
 }
 
 /** Fractional digits that are not trailing zeros. */
-export function placesOf(text: string): number {
+function placesOf(text: string): number {
   const dot = text.indexOf('.');
   return dot < 0 ? 0 : text.slice(dot + 1).replace(/0+$/, '').length;
 }
