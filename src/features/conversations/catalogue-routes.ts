@@ -30,7 +30,7 @@ const AdvisorCatalogue = Type.Object({
   models: Type.Array(
     Type.Object({
       provider: ProviderSchema,
-      match: Type.String({ description: 'model name, or a prefix ending in *' }),
+      match: Type.String({ description: 'a model name, where * stands for any run of characters (claude-*-sonnet), matched whole' }),
       allowance: Type.Boolean({ description: 'paid with free monthly allowance turns (else credits)' }),
       creditsPerTurn: Type.Integer(),
       images: Type.Boolean(),
