@@ -34,6 +34,15 @@ export function decorateAdmission(app: FastifyInstance): void {
 }
 
 /**
+ * A start refused because this instance drains: `503` with `Retry-After` (another instance, or this one
+ * restarted, takes the same start at once; nginx sends it on itself, DESIGN §16). Raised by admission
+ * and, when draining began while the request was checked, by the start.
+ */
+export function shuttingDown(): AppError {
+  return new AppError('SERVICE_UNAVAILABLE', 'the service is shutting down; retry shortly', { headers: { 'Retry-After': '1' } });
+}
+
+/**
  * The route's onRequest hook. Every request counts (DESIGN §4); an admitted one asks for its user's
  * stream lease in the same step (one Redis round trip). The answer is left in flight while a small body
  * is read and checked, so it costs no wait of its own; a large body (images) is not read at all for a
@@ -41,7 +50,7 @@ export function decorateAdmission(app: FastifyInstance): void {
  */
 export function admitTurn(deps: Deps): (req: FastifyRequest, reply: FastifyReply) => Promise<void> {
   return async (req, reply) => {
-    if (deps.lifecycle.draining) throw new AppError('SERVICE_UNAVAILABLE', 'the service is shutting down; retry shortly');
+    if (deps.lifecycle.draining) throw shuttingDown();
     const admitted = deps.admission.admit(ADVISOR_MESSAGES, req.user.id, LEASE_TTL_MS);
     const verdict = admitted.then((a) => applyDecision(ADVISOR_MESSAGES, a.decision, reply));
     verdict.catch(() => undefined);

@@ -9,6 +9,7 @@ import type { UsableMarketDataKey } from '../advisor-keys/market-data-service.ts
 import { openTurnKeys, readTurnKeys, turnKeysPart, type TurnKeyRow, type TurnKeys, type UsableProviderKey } from '../advisor-keys/service.ts';
 import { Toolbox } from '../advisor-tools/toolbox.ts';
 import type { TurnCharge } from '../billing/turn-billing.ts';
+import { shuttingDown } from './admission.ts';
 import { abandonTurn } from './crashed-turns.ts';
 import { buildMessages, defaultTitle, systemPrompt } from './context.ts';
 import { asProvider, type TurnRequest } from './input.ts';
@@ -36,7 +37,7 @@ export async function startTurn(deps: Deps, turn: TurnRequest): Promise<Started>
   const replacing = body.replaces === undefined ? undefined : await turnToReplace(deps, turn, body.replaces);
   if (replacing?.kind === 'replay') return replacing;
   // Draining began while this request was being checked (admission saw it too late).
-  if (deps.lifecycle.draining) throw new AppError('SERVICE_UNAVAILABLE', 'the service is shutting down; retry shortly');
+  if (deps.lifecycle.draining) throw shuttingDown();
   const start: repo.TurnStart = {
     now: deps.clock.now(),
     userId,

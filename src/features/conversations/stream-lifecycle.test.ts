@@ -202,7 +202,7 @@ describe('advisor stream: lifecycle', () => {
 });
 
 describe('advisor stream: SIGTERM drain', () => {
-  test('DESIGN §10: drain ends a live stream with error SHUTTING_DOWN, stores and settles it; new streams → 503 SERVICE_UNAVAILABLE', async () => {
+  test('DESIGN §10: drain ends a live stream with error SHUTTING_DOWN, stores and settles it; new streams → 503 SERVICE_UNAVAILABLE with Retry-After (DESIGN §16)', async () => {
     const fake = await startOpenAiCompatibleFake({ flavor: 'openai' });
     const billing = billingSpy();
     const t = await buildTestApp({ env: { OPENAI_BASE_URL: fake.url }, deps: { billing: billing.wrap } });
@@ -228,7 +228,7 @@ describe('advisor stream: SIGTERM drain', () => {
         [[replyId, true]],
       );
       const refused = await send(t, user, null, message());
-      assert.deepEqual([refused.statusCode, refused.code], [503, 'SERVICE_UNAVAILABLE']);
+      assert.deepEqual([refused.statusCode, refused.code, refused.headers['retry-after']], [503, 'SERVICE_UNAVAILABLE', '1']);
     } finally {
       await t.close();
       await fake.close();
