@@ -4,6 +4,7 @@ import path from 'node:path';
 import { Value } from 'typebox/value';
 import { BUILT_IN_CATALOGUE, CatalogueSchema, CreditPacksSchema, PROVIDERS, catalogueProblems, type Catalogue, type Provider } from './catalogue.ts';
 import { parseKeyring } from './platform/aes-vault.ts';
+import { LIVENESS_BEATS, liveWindowMs } from './platform/liveness.ts';
 
 const PROVIDER_PUBLIC_BASE_URLS: Record<Provider, string> = {
   openai: 'https://api.openai.com/v1',
@@ -280,9 +281,10 @@ export function loadConfig(env: Env = process.env): Config {
     maxBodyBytes: maxBodyBytes(r),
   };
   // A running turn shows it is alive every STREAM_HEARTBEAT_MS; the sweeper must wait for several missed ones.
-  if (config.reservationSweepAfterMs < 3 * config.streamHeartbeatMs) {
+  if (config.reservationSweepAfterMs < liveWindowMs(config.streamHeartbeatMs)) {
     r.problems.push(
-      `RESERVATION_SWEEP_AFTER_MS (${config.reservationSweepAfterMs}) must be at least 3 × STREAM_HEARTBEAT_MS (${config.streamHeartbeatMs}): ` +
+      `RESERVATION_SWEEP_AFTER_MS (${config.reservationSweepAfterMs}) must be at least ` +
+        `${LIVENESS_BEATS} × STREAM_HEARTBEAT_MS (${config.streamHeartbeatMs}): ` +
         'a running turn shows it is alive at each heartbeat, and one without a sign of life that long is taken for crashed',
     );
   }

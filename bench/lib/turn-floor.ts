@@ -24,10 +24,10 @@ import { openTurnKeys, readTurnKeys, turnKeysPart, type TurnKeyRow } from '../..
 import { Toolbox } from '../../src/features/advisor-tools/toolbox.ts';
 import { buildMessages, defaultTitle, systemPrompt } from '../../src/features/conversations/context.ts';
 import { deltaData, doneData, startData } from '../../src/features/conversations/frames.ts';
-import { closingStatement, MAX_OUTPUT_TOKENS } from '../../src/features/conversations/live-turn.ts';
+import { MAX_OUTPUT_TOKENS } from '../../src/features/conversations/live-turn.ts';
 import { LEASE_TTL_MS } from '../../src/features/conversations/stream-runtime.ts';
 import { storable } from '../../src/features/conversations/parts.ts';
-import * as repo from '../../src/features/conversations/repo.ts';
+import * as statements from '../../src/features/conversations/turn-statements.ts';
 import { receiptOf } from '../../src/features/usage/receipt.ts';
 import type { FinishReason, RoundUsage } from '../../src/providers/llm/index.ts';
 
@@ -36,9 +36,9 @@ const FLOOR_RULE: RateLimitRule = { name: 'bench-floor-advisor-messages', limit:
 
 const config = loadConfig(process.env);
 const deps = await createDeps(config, { skipMigrations: true });
-const catalogue = repo.catalogueRows(config.catalogue.models);
+const catalogue = statements.catalogueRows(config.catalogue.models);
 /** The user's active provider key as the start statement compares it, read once and remembered (as the service does). */
-async function readKey(userId: string): Promise<repo.TurnStart['key']> {
+async function readKey(userId: string): Promise<statements.TurnStart['key']> {
   const row = (await readTurnKeys(deps, userId, null)).find((r) => r.kind === 'provider');
   if (row === undefined) return undefined;
   const sealed = { key_id: row.key_id, nonce: new Uint8Array(row.nonce), ciphertext: new Uint8Array(row.ciphertext), tag: new Uint8Array(row.tag) };
@@ -48,7 +48,7 @@ async function readKey(userId: string): Promise<repo.TurnStart['key']> {
 }
 
 /** The provider key row of a start statement's answer (the bench's turns use no market-data key). */
-function providerKeyRow(userId: string, row: repo.StartRow): TurnKeyRow[] {
+function providerKeyRow(userId: string, row: statements.StartRow): TurnKeyRow[] {
   const { provider, p_key_id: keyId, p_nonce: nonce, p_ciphertext: ciphertext, p_tag: tag } = row;
   if (provider === null || keyId === null || nonce === null || ciphertext === null || tag === null) return [];
   return [{ kind: 'provider', user_id: userId, provider, default_model: row.p_default_model, key_id: keyId, nonce, ciphertext, tag }];
@@ -66,7 +66,7 @@ async function turn(req: http.IncomingMessage, res: http.ServerResponse): Promis
   const conversationId = deps.ids.uuid();
   const userMessageId = deps.ids.uuid();
   const replyId = deps.ids.uuid();
-  const start: repo.TurnStart = {
+  const start: statements.TurnStart = {
     now,
     userId: user.id,
     target: undefined,
@@ -81,8 +81,8 @@ async function turn(req: http.IncomingMessage, res: http.ServerResponse): Promis
     catalogue,
     historyBudget: deps.config.contextBudgetChars,
   };
-  const { row, charge } = await deps.billing.reserveWithin({ turnId: replyId, userId: user.id, images: 0, terms: repo.TERMS }, (db, reservation) =>
-    repo.startTurn(db, start, { keys: turnKeysPart(user.id), reservation }),
+  const { row, charge } = await deps.billing.reserveWithin({ turnId: replyId, userId: user.id, images: 0, terms: statements.TERMS }, (db, reservation) =>
+    statements.startTurn(db, start, { keys: turnKeysPart(user.id), reservation }),
   );
   const keys = openTurnKeys(deps, null, providerKeyRow(user.id, row));
   if (row.refusal !== null || charge === undefined || keys.key instanceof Error)
@@ -129,7 +129,7 @@ async function turn(req: http.IncomingMessage, res: http.ServerResponse): Promis
   }
   if (finish === undefined) throw new Error('floor: the reply did not finish');
   const receipt = receiptOf(usage, findModel(deps.config.catalogue, key.provider, key.model)?.pricing);
-  const end: repo.TurnEnd = {
+  const end: statements.TurnEnd = {
     replyId,
     userId: user.id,
     provider: key.provider,
@@ -143,7 +143,7 @@ async function turn(req: http.IncomingMessage, res: http.ServerResponse): Promis
     error: undefined,
     lastFrameId: frames.nextId,
   };
-  await deps.billing.settle(charge, true, closingStatement(end));
+  await deps.billing.settle(charge, true, statements.closingStatement(end));
   await deps.leases.release(user.id, lease);
   frames.end('done', doneData(finish, receipt, 0));
   await followed;

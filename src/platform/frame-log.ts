@@ -1,5 +1,6 @@
 import { randomToken } from './ids.ts';
-import { LIVENESS_BEATS, type ControlMessage, type FrameStore, type StoredFrames } from './frame-store.ts';
+import { isLive } from './liveness.ts';
+import { type ControlMessage, type FrameStore, type StoredFrames } from './frame-store.ts';
 import type { Frame } from './frames.ts';
 import { TurnLog, type FollowEnd, type FrameLogOptions, type FrameSink, type TurnLogEvents } from './turn-log.ts';
 
@@ -107,7 +108,6 @@ export class FrameLog {
       return stored?.ended === true ? 'ended' : 'missing';
     }
     const { heartbeatMs } = this.#opts;
-    const silentMs = LIVENESS_BEATS * heartbeatMs;
     const followerId = randomToken(8);
     let woken: (() => void) | undefined;
     let heard = Date.now();
@@ -137,7 +137,7 @@ export class FrameLog {
           failingSince = undefined;
         } catch (err) {
           failingSince ??= Date.now();
-          if (Date.now() - failingSince > silentMs) throw err;
+          if (!isLive(failingSince, Date.now(), heartbeatMs)) throw err;
           readable = false;
         }
         pending = undefined;
@@ -156,7 +156,7 @@ export class FrameLog {
         const nextLookMs = readable ? heartbeatMs : Math.min(heartbeatMs, READ_RETRY_MS);
         await Promise.race([woke, aborted, new Promise<void>((resolve) => (tick = setTimeout(resolve, nextLookMs)))]);
         clearTimeout(tick);
-        if (readable && Date.now() - heard > silentMs) {
+        if (readable && !isLive(heard, Date.now(), heartbeatMs)) {
           // One last look before giving up on it.
           const again = await store.read(turnId, pos);
           if (again === undefined || again.frames.length === 0) return 'silent';

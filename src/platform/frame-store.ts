@@ -1,8 +1,5 @@
 import type { Frame } from './frames.ts';
 
-/** A turn silent (no frame, no sign of life) for this many heartbeats is taken for one whose instance is gone. */
-export const LIVENESS_BEATS = 3;
-
 /** What a store holds of a turn's log after a frame id. */
 export interface StoredFrames {
   /** In order, ids above the one asked after; a snapshot frame first when that id is older than it. */

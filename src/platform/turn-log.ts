@@ -1,4 +1,5 @@
-import { LIVENESS_BEATS, type FrameBatch, type FrameStore, type WriteOutcome } from './frame-store.ts';
+import { type FrameBatch, type FrameStore, type WriteOutcome } from './frame-store.ts';
+import { isLive } from './liveness.ts';
 import { framesAfter, wireOf, type Frame } from './frames.ts';
 
 /** Where a follower's frames go: an SSE connection. */
@@ -141,8 +142,8 @@ export class TurnLog {
 
   /** A sign of life for followers on other instances; clients announced elsewhere that stopped announcing are dropped. */
   alive(): void {
-    const stale = Date.now() - LIVENESS_BEATS * this.#opts.heartbeatMs;
-    for (const [id, at] of this.#remote) if (at < stale) this.#remote.delete(id);
+    const now = Date.now();
+    for (const [id, at] of this.#remote) if (!isLive(at, now, this.#opts.heartbeatMs)) this.#remote.delete(id);
     this.#recount();
     this.#store.alive(this.turnId).catch((err: unknown) => this.#opts.onError(err, 'telling followers the turn is alive'));
   }

@@ -12,6 +12,7 @@ import {
   markTurnsAlive,
   settleAbandonedTurn,
   billingAlone,
+  settledAlone,
   silentTurns,
   type ChargeRow,
   type TurnBilling,
@@ -178,9 +179,9 @@ describe('turn billing (DESIGN §8)', () => {
       const paid = await reserve(u, 'big-1', 1);
       const free = await reserve(u, 'cheap-1', 2);
       assert.equal((await walletOf(u)).credits, 15);
-      await Promise.all(Array.from({ length: 10 }, () => t.deps.billing.settle(paid, false, billingAlone)));
-      await t.deps.billing.settle(free, false, billingAlone);
-      await t.deps.billing.settle(free, true, billingAlone);
+      await Promise.all(Array.from({ length: 10 }, () => t.deps.billing.settle(paid, false, settledAlone)));
+      await t.deps.billing.settle(free, false, settledAlone);
+      await t.deps.billing.settle(free, true, settledAlone);
       const w = await walletOf(u);
       assert.deepEqual([w.credits, w.allowance.used, w.images.used], [20, 0, 0]);
       assert.deepEqual([await turnStatus(t, paid.turnId), await turnStatus(t, free.turnId)], ['returned', 'returned']);
@@ -198,8 +199,8 @@ describe('turn billing (DESIGN §8)', () => {
     test('produced → charged; a later settlement changes nothing', async () => {
       const u = await user(10);
       const c = await reserve(u, 'big-1');
-      await t.deps.billing.settle(c, true, billingAlone);
-      await t.deps.billing.settle(c, false, billingAlone);
+      await t.deps.billing.settle(c, true, settledAlone);
+      await t.deps.billing.settle(c, false, settledAlone);
       assert.equal(await turnStatus(t, c.turnId), 'charged');
       assert.equal(await assertLedgerInvariant(t, u), 5);
     });
@@ -210,7 +211,7 @@ describe('turn billing (DESIGN §8)', () => {
       const c = await reserve(u, 'cheap-1', 1);
       clock.set(new Date('2030-05-01T00:01:00Z'));
       await reserve(u, 'cheap-1');
-      await t.deps.billing.settle(c, false, billingAlone);
+      await t.deps.billing.settle(c, false, settledAlone);
       const w = await walletOf(u);
       assert.deepEqual([w.allowance.used, w.images.used], [1, 0]);
       const april = await t.deps.db.selectFrom('monthly_usage').selectAll().where('user_id', '=', u).where('month', '=', '2030-04').executeTakeFirstOrThrow();
@@ -242,8 +243,8 @@ describe('turn billing (DESIGN §8)', () => {
       assert.equal(await assertLedgerInvariant(t, u), 5);
       // The turn's own settlement, if its instance comes back, changes nothing.
       assert.equal(await settleAbandonedTurn(t.deps, empty.turnId, true), false);
-      await t.deps.billing.settle(empty, true, billingAlone);
-      await t.deps.billing.settle(partial, false, billingAlone);
+      await t.deps.billing.settle(empty, true, settledAlone);
+      await t.deps.billing.settle(partial, false, settledAlone);
       assert.deepEqual([await turnStatus(t, empty.turnId), await turnStatus(t, partial.turnId)], ['returned', 'charged']);
       assert.equal(await assertLedgerInvariant(t, u), 5);
     });
@@ -383,7 +384,7 @@ describe('turn billing (DESIGN §8)', () => {
           assert.equal(await assertLedgerInvariant(t, u), 0);
           const charged = await t.deps.db.selectFrom('turn_charges').select('turn_id').where('user_id', '=', u).where('source', '=', 'credits').execute();
           assert.equal(charged.length, k);
-          await Promise.all(ok.map((r, i) => (i % 2 === 0 ? t.deps.billing : second.billing).settle(r.value, false, billingAlone)));
+          await Promise.all(ok.map((r, i) => (i % 2 === 0 ? t.deps.billing : second.billing).settle(r.value, false, settledAlone)));
           assert.equal(await assertLedgerInvariant(t, u), 5 * k);
         } finally {
           await second.close();
@@ -409,7 +410,7 @@ describe('turn billing (DESIGN §8)', () => {
         assert.equal(ok.length, 7);
         assert.deepEqual([...codes], ['INSUFFICIENT_CREDITS']);
         assert.equal(await assertLedgerInvariant(t, u), 0);
-        await Promise.all(ok.map((r) => t.deps.billing.settle(r.value, false, billingAlone)));
+        await Promise.all(ok.map((r) => t.deps.billing.settle(r.value, false, settledAlone)));
         assert.equal(await assertLedgerInvariant(t, u), 35);
       } finally {
         await second.close();

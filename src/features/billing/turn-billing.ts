@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Provider, TierConfig } from '../../catalogue.ts';
 import { findModel } from '../../catalogue.ts';
 import { sql, type RawBuilder } from 'kysely';
@@ -7,10 +8,19 @@ import type { Db } from '../../db/types.ts';
 import type { Deps } from '../../deps.ts';
 import { AppError } from '../../http/errors.ts';
 import { rateLimitHeaders } from '../../http/rate-limit.ts';
-import { LIVENESS_BEATS } from '../../platform/frame-store.ts';
+import { isLive, liveSince, sweepableSince } from '../../platform/liveness.ts';
 import { streamInProgress } from '../conversations/in-progress.ts';
 import { appendEntry, monthKey, monthStart, nextMonthStart } from './ledger.ts';
 import * as repo from './repo.ts';
+
+/**
+ * How long a turn's end keeps trying to store itself while the database is unreachable (retries from
+ * SETTLE_RETRY_MS to SETTLE_RETRY_MAX_MS): long enough to ride out a failover or a short outage. The
+ * turn keeps showing it is alive meanwhile.
+ */
+const SETTLE_WINDOW_MS = 60_000;
+const SETTLE_RETRY_MS = 100;
+const SETTLE_RETRY_MAX_MS = 5_000;
 
 /** What a turn was charged at stream start; carried to settlement. */
 export interface TurnCharge {
@@ -46,6 +56,12 @@ export type { ChargeRow } from './repo.ts';
  */
 export type WithBillingPart<R = repo.ChargeRow | undefined> = (db: Db, part: RawBuilder<repo.ChargeRow>) => Promise<R>;
 
+/** Billing's part of a turn's closing statement: at most one row `(source, credits)`, there when it charged the turn. */
+export type SettlementPart = RawBuilder<repo.ChargeRow>;
+
+/** A turn's closing statement with billing's settlement in it (its CTE read once); answers the settlement's row. */
+export type ClosingStatement = (settlement: SettlementPart) => RawBuilder<repo.ChargeRow>;
+
 /** A turn statement's row with billing's part in it: `source` and `credits` null when the part reserved nothing. */
 interface WithCharge {
   readonly source: string | null;
@@ -59,10 +75,10 @@ interface WithCharge {
  * part decides and reserves when `store` reads it, and yields how the turn is paid. Refusals are
  * thrown as AppErrors (402 billing codes, 429 TIER_LIMIT_IMAGES), an unreachable store as 402
  * BILLING_NOT_AVAILABLE; an error of the caller's own part reaches the caller unchanged and reserves
- * nothing. `settle` runs once when the turn ends, with the caller's own write of the turn's end
- * (`store`): a produced turn is charged by billing's part of that statement (one round trip, one
- * commit; the part yields a row when it charged); `produced` false (no delta reached the client)
- * stores the end, then returns the credits, allowance turn and images. Both are idempotent.
+ * nothing. `settle` runs once when the turn ends, with the caller's closing statement: a produced
+ * turn is charged by billing's part of it (one round trip, one commit); `produced` false (no delta
+ * reached the client) stores the end, then returns the credits, allowance turn and images. Both are
+ * idempotent, and a settlement that lost its connection is tried again (SETTLE_WINDOW_MS).
  */
 export interface TurnBilling {
   reserve(req: TurnRequest, store: WithBillingPart): Promise<TurnCharge>;
@@ -74,7 +90,7 @@ export interface TurnBilling {
    * as `reserve`'s; an AppError the caller's part raises reaches the caller unchanged.
    */
   reserveWithin<R extends WithCharge>(req: ChargeWithinRequest, store: WithBillingPart<R>): Promise<{ row: R; charge: TurnCharge | undefined }>;
-  settle(charge: TurnCharge, produced: boolean, store: WithBillingPart): Promise<void>;
+  settle(charge: TurnCharge, produced: boolean, closing: ClosingStatement): Promise<void>;
 }
 
 type BillingDeps = Pick<Deps, 'db' | 'clock' | 'config' | 'logger' | 'metrics' | 'ids'>;
@@ -88,12 +104,23 @@ export function createTurnBilling(deps: BillingDeps): TurnBilling {
       const row = await runReservation(deps, tiers, req, req.terms.ref, store);
       return { row, charge: row.source === null || row.credits === null ? undefined : chargeOf(req, row.source, row.credits) };
     },
-    async settle(charge, produced, store) {
-      if (produced) {
-        await chargeTurn(deps, charge.turnId, store);
-      } else {
-        await store(deps.db, repo.noSettlement());
-        await returnTurn(deps, charge.turnId);
+    async settle(charge, produced, closing) {
+      const statement = closing(produced ? repo.chargeQuery(charge.turnId, deps.clock.now()) : repo.noSettlement());
+      // The client is told the turn ended only after this, so what it saw must be what is stored and
+      // charged: a statement that lost its connection (a terminated backend, a failover) is tried again on
+      // a fresh one. Each step is idempotent (the reply's update by id; a charge or return of a still-reserved turn).
+      const giveUpAt = Date.now() + SETTLE_WINDOW_MS;
+      for (let wait = SETTLE_RETRY_MS; ; wait = Math.min(wait * 2, SETTLE_RETRY_MAX_MS)) {
+        try {
+          const { rows } = await statement.execute(deps.db);
+          if (!produced) await returnTurn(deps, charge.turnId);
+          else if (rows[0] === undefined) await chargeMissed(deps, charge.turnId);
+          else if (rows[0].credits > 0) deps.metrics.creditsSpent.inc(rows[0].credits);
+          return;
+        } catch (err) {
+          if (!isDatabaseUnavailable(err) || Date.now() + wait > giveUpAt) throw err;
+          await sleep(wait);
+        }
       }
     },
   };
@@ -184,7 +211,7 @@ async function runReservation<R>(deps: BillingDeps, tiers: string, req: ChargeRe
         images: req.images,
         tiers,
         defaultTier: deps.config.catalogue.defaultTier,
-        liveSince: new Date(now.getTime() - liveWithinMs(deps)),
+        liveSince: liveSince(now.getTime(), deps.config.streamHeartbeatMs),
       }),
     );
   } catch (err) {
@@ -213,19 +240,23 @@ function failedInReservation(err: unknown): boolean {
   return where.includes('reserve_turn(');
 }
 
-/** A turn statement with nothing of its own but billing's part (a turn reserved or settled without its caller's rows). */
-export const billingAlone: WithBillingPart = async (db, part) => {
-  const { rows } = await sql<repo.ChargeRow>`with charge as materialized (${part}) select source, credits from charge`.execute(db);
-  return rows[0];
-};
+/** A closing statement with nothing of its own but billing's settlement (a turn settled without its caller's rows). */
+export const settledAlone: ClosingStatement = (part) => sql<repo.ChargeRow>`with charge as materialized (${part}) select source, credits from charge`;
 
-/** Charges a reserved turn in `store`'s statement; false when it was not reserved any more. */
-async function chargeTurn(deps: BillingDeps, turnId: string, store: WithBillingPart): Promise<boolean> {
-  const row = await store(deps.db, repo.chargeQuery(turnId, deps.clock.now()));
-  if (row) {
-    if (row.credits > 0) deps.metrics.creditsSpent.inc(row.credits);
-    return true;
-  }
+/** A turn statement with nothing of its own but billing's part (a turn reserved without its caller's rows). */
+export const billingAlone: WithBillingPart = async (db, part) => (await settledAlone(part).execute(db)).rows[0];
+
+/** Charges a reserved turn in its closing statement; false when it was not reserved any more. */
+async function chargeTurn(deps: BillingDeps, turnId: string, closing: ClosingStatement): Promise<boolean> {
+  const { rows } = await closing(repo.chargeQuery(turnId, deps.clock.now())).execute(deps.db);
+  const row = rows[0];
+  if (row === undefined) return chargeMissed(deps, turnId);
+  if (row.credits > 0) deps.metrics.creditsSpent.inc(row.credits);
+  return true;
+}
+
+/** A charge that found its turn no longer reserved (settled already): false, and a warning when the sweeper had returned it. */
+async function chargeMissed(deps: BillingDeps, turnId: string): Promise<false> {
   const existing = await repo.findTurnCharge(deps.db, turnId);
   if (existing?.status === 'returned') {
     // The sweeper took this reservation for a crashed turn; the turn is left free rather than charged twice.
@@ -261,13 +292,6 @@ async function returnTurn(deps: BillingDeps, turnId: string): Promise<boolean> {
   });
 }
 
-/**
- * DESIGN §12 "Under faults": a reserved turn that has shown a sign of life within this is live — the
- * fence refuses another turn of its user — and one silent for longer has lost its instance (three
- * heartbeats, as a follower on another instance judges it).
- */
-const liveWithinMs = (deps: Pick<Deps, 'config'>): number => LIVENESS_BEATS * deps.config.streamHeartbeatMs;
-
 /** How a turn was paid, as a stored reply shows it: its source, the credits kept (0 once returned) and the reservation's status. */
 export interface TurnPayment {
   readonly source: TurnCharge['source'];
@@ -281,17 +305,21 @@ export async function turnPayments(deps: Pick<Deps, 'db'>, turnIds: readonly str
   return new Map(rows.map((c) => [c.turn_id, { source: chargeSource(c.source), credits: c.status === 'returned' ? 0 : c.credits, status: c.status }]));
 }
 
-/** Whether a turn's reservation is settled already, live (a sign of life within liveWithinMs), or silent. */
+/** Whether a turn's reservation is settled already, live (platform/liveness.ts), or silent. */
 export async function reservationState(deps: BillingDeps, turnId: string): Promise<'settled' | 'live' | 'silent'> {
   const row = await repo.findTurnCharge(deps.db, turnId);
   if (row === undefined || row.status !== 'reserved') return 'settled';
   const lastSign = row.alive_at ?? row.created_at;
-  return deps.clock.now().getTime() - lastSign.getTime() < liveWithinMs(deps) ? 'live' : 'silent';
+  return isLive(lastSign.getTime(), deps.clock.now().getTime(), deps.config.streamHeartbeatMs) ? 'live' : 'silent';
 }
 
-/** Reserved turns with no sign of life for `silentForMs` (their instance crashed or froze): the sweeper's candidates. */
-export function silentTurns(deps: BillingDeps, silentForMs: number, batch = 500): Promise<string[]> {
-  return repo.staleReservations(deps.db, new Date(deps.clock.now().getTime() - silentForMs), batch);
+/**
+ * Reserved turns not live for `sweepAfterMs` (RESERVATION_SWEEP_AFTER_MS; their instance crashed or
+ * froze): the sweeper's candidates, by the one liveness rule (platform/liveness.ts).
+ */
+export function silentTurns(deps: BillingDeps, sweepAfterMs: number, batch = 500): Promise<string[]> {
+  const since = sweepableSince(deps.clock.now().getTime(), sweepAfterMs);
+  return repo.staleReservations(deps.db, since, batch);
 }
 
 /** Running turns' heartbeat on their reservations, in one statement (DESIGN §10: the sweeper never takes a live turn). */
@@ -303,6 +331,6 @@ export function markTurnsAlive(deps: BillingDeps, turnIds: readonly string[]): P
  * Settles a turn whose instance is gone, by what it stored: charged when its reply has content (in
  * `store`'s statement, like settle), else returned. Idempotent like settle; false when it was settled already.
  */
-export function settleAbandonedTurn(deps: BillingDeps, turnId: string, produced: boolean, store: WithBillingPart = billingAlone): Promise<boolean> {
-  return produced ? chargeTurn(deps, turnId, store) : returnTurn(deps, turnId);
+export function settleAbandonedTurn(deps: BillingDeps, turnId: string, produced: boolean, closing: ClosingStatement = settledAlone): Promise<boolean> {
+  return produced ? chargeTurn(deps, turnId, closing) : returnTurn(deps, turnId);
 }

@@ -10,6 +10,7 @@ import type { FirstLook, FollowEnd, FrameSink } from '../../platform/frame-log.t
 import { errorData, snapshotData, storedReceipt, storedTerminal } from './frames.ts';
 import { apiParts } from './parts.ts';
 import * as repo from './repo.ts';
+import type * as statements from './turn-statements.ts';
 
 /**
  * Serves the frames of a turn after `after` on `reply` (hijacked), then follows the turn live until
@@ -119,7 +120,7 @@ export async function attachToConversation(deps: Deps, userId: string, conversat
   await serveStream(deps, reply, latest.id, after, ended, first);
 }
 
-type ReplyStatus = 'streaming' | repo.TurnEnd['status'];
+type ReplyStatus = 'streaming' | statements.TurnEnd['status'];
 
 /** POST …/{id}/stop: 202 when a live turn was told to stop; else 200 with the latest turn's status. */
 export async function stopConversationTurn(deps: Deps, userId: string, conversationId: string): Promise<{ code: 200 | 202; status: ReplyStatus | null }> {

@@ -5,7 +5,7 @@ import { after, before, test } from 'node:test';
 import { sql } from 'kysely';
 import { findModel, type Catalogue, type ModelEntryConfig } from '../../catalogue.ts';
 import { createDb, type DbHandle } from '../../db/create-db.ts';
-import { catalogueRows } from './repo.ts';
+import { catalogueRows } from './turn-statements.ts';
 
 let h: DbHandle;
 before(async () => {

@@ -1,7 +1,7 @@
 import type { Catalogue } from '../../catalogue.ts';
 import type { ChatImage, ChatMessage, ToolSpec } from '../../providers/llm/index.ts';
 import { replyMessages } from './parts.ts';
-import type { HistoryRow } from './repo.ts';
+import type { HistoryRow } from './turn-statements.ts';
 
 /**
  * What the advisor is told before the conversation (DESIGN §11): who it is, the date and time, the

@@ -10,6 +10,7 @@ import { buildTestApp, type TestApp } from '../../../test/helpers/app.ts';
 import { assertLedgerInvariant, giveCredits, turnStatus } from '../../../test/kits/billing.ts';
 import { sweepCrashedTurns } from './crashed-turns.ts';
 import * as repo from './repo.ts';
+import * as statements from './turn-statements.ts';
 import { readTurnKeys, turnKeysPart } from '../advisor-keys/service.ts';
 import { message, newUser, replyRow, saveKey, send, startOf, waitFor } from '../../../test/kits/conversations.ts';
 
@@ -110,7 +111,7 @@ describe('crashed turns (DESIGN §10)', () => {
     const conversationId = randomUUID();
     const [sealed] = await readTurnKeys(t.deps, user, null);
     assert.ok(sealed, 'the user has a key');
-    const start: repo.TurnStart = {
+    const start: statements.TurnStart = {
       now: t.deps.clock.now(),
       userId: user,
       target: undefined,
@@ -122,11 +123,11 @@ describe('crashed turns (DESIGN §10)', () => {
       attachments: [],
       leaseHeld: true,
       key: { sealed, opens: true },
-      catalogue: repo.catalogueRows(t.deps.config.catalogue.models),
+      catalogue: statements.catalogueRows(t.deps.config.catalogue.models),
       historyBudget: t.deps.config.contextBudgetChars,
     };
-    const { row, charge } = await t.deps.billing.reserveWithin({ turnId: replyId, userId: user, images: 0, terms: repo.TERMS }, (db, reservation) =>
-      repo.startTurn(db, start, { keys: turnKeysPart(user), reservation }),
+    const { row, charge } = await t.deps.billing.reserveWithin({ turnId: replyId, userId: user, images: 0, terms: statements.TERMS }, (db, reservation) =>
+      statements.startTurn(db, start, { keys: turnKeysPart(user), reservation }),
     );
     assert.equal(charge?.source, 'credits', `the turn started (refusal: ${String(row.refusal)})`);
     return replyId;

@@ -2,10 +2,11 @@
 // by what they stored; a running turn, however long, shows it is alive and is never taken.
 import type { Deps } from '../../deps.ts';
 import type { Frame } from '../../platform/frames.ts';
-import { settleAbandonedTurn, silentTurns, type WithBillingPart } from '../billing/turn-billing.ts';
+import { settleAbandonedTurn, silentTurns } from '../billing/turn-billing.ts';
 import type { ToolOutcome } from '../advisor-tools/toolbox.ts';
 import { PartsLog, storable, type ApiPart } from './parts.ts';
 import * as repo from './repo.ts';
+import { crashedClosingStatement } from './turn-statements.ts';
 import { NO_RECEIPT } from '../usage/receipt.ts';
 import { countTurnPart } from '../usage/service.ts';
 
@@ -43,8 +44,7 @@ export async function settleCrashed(deps: SweepDeps, turnId: string): Promise<bo
   const produced = closed?.produced === true;
   // The provider's usage comes with the end the turn never reached: its credits count, no token figures.
   const usage = closed && countTurnPart({ userId: closed.userId, provider: closed.provider, model: closed.model, receipt: NO_RECEIPT, endedAt: now });
-  const charged: WithBillingPart | undefined = usage && ((db, settlement) => repo.chargeCrashedTurn(db, turnId, { settlement, usage }));
-  if (!(await settleAbandonedTurn(deps, turnId, produced, charged))) return false;
+  if (!(await settleAbandonedTurn(deps, turnId, produced, usage && crashedClosingStatement(turnId, usage)))) return false;
   deps.logger.warn({ turnId, charged: produced }, 'settled a turn whose instance is gone');
   return true;
 }

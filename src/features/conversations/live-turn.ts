@@ -1,19 +1,17 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyBaseLogger } from 'fastify';
 import type { PricingConfig, Provider } from '../../catalogue.ts';
-import { isDatabaseUnavailable } from '../../db/create-db.ts';
 import type { Deps } from '../../deps.ts';
 import type { TurnLog } from '../../platform/turn-log.ts';
 import type { ChatEvent, ChatMessage, RoundUsage, ToolSpec } from '../../providers/llm/index.ts';
 import { receiptOf, type Receipt } from '../usage/receipt.ts';
-import { countTurnPart } from '../usage/service.ts';
 import { errorData, snapshotData, startData } from './frames.ts';
 import { apiParts, PartsLog } from './parts.ts';
 import type { Toolbox } from '../advisor-tools/toolbox.ts';
 import { markProviderKeyRejected, type UsableProviderKey } from '../advisor-keys/service.ts';
-import type { TurnCharge, WithBillingPart } from '../billing/turn-billing.ts';
+import type { TurnCharge } from '../billing/turn-billing.ts';
 import type { TurnIds } from './frames.ts';
 import * as repo from './repo.ts';
+import * as statements from './turn-statements.ts';
 import { LEASE_TTL_MS, type Ticking } from './stream-runtime.ts';
 
 /**
@@ -21,15 +19,6 @@ import { LEASE_TTL_MS, type Ticking } from './stream-runtime.ts';
  * Exported for bench/lib/turn-floor.ts, whose floor sends the service's own request.
  */
 export const MAX_OUTPUT_TOKENS = 8192;
-/**
- * How long a turn's end keeps being retried while the database is unreachable (backing off from
- * SETTLE_RETRY_MS to SETTLE_RETRY_MAX_MS): long enough to ride out a failover or a short outage, so
- * what the client saw is what is stored and charged. The turn keeps showing it is alive meanwhile.
- */
-const SETTLE_WINDOW_MS = 60_000;
-const SETTLE_RETRY_MS = 100;
-const SETTLE_RETRY_MAX_MS = 5_000;
-
 /**
  * Why a turn ended before its answer did: no client came back within the detach grace (DESIGN §12),
  * a stop was asked for, the service is draining, it ran past STREAM_MAX_DURATION_MS, or another
@@ -101,8 +90,8 @@ export class LiveTurn implements TurnIds, Ticking {
   #deadline: NodeJS.Timeout | undefined;
   #graceArmed = false;
   #grace: NodeJS.Timeout | undefined;
-  /** Resolves to whether the turn's end was stored. */
-  #settlement: Promise<boolean> | undefined;
+  /** Set when the turn's end begins: nothing stops it from then on. */
+  #settling = false;
   /** A lease renewal in flight: the release waits for it. */
   #renewing: Promise<void> | undefined;
 
@@ -163,10 +152,32 @@ export class LiveTurn implements TurnIds, Ticking {
    * it (interrupted, with the text its log holds, charged if it holds any), never a `done` whose
    * reply is not there. Answers whether the reply was stored.
    */
-  async finish(end: repo.TurnEnd, produced: boolean, terminal: { readonly event: 'done' | 'error'; readonly data: string }): Promise<boolean> {
-    if (this.#settlement !== undefined) return this.#settlement;
-    this.#settlement = this.#settle(end, produced);
-    const stored = await this.#settlement;
+  async finish(end: statements.TurnEnd, produced: boolean, terminal: { readonly event: 'done' | 'error'; readonly data: string }): Promise<boolean> {
+    if (this.#settling) throw new Error('a turn is finished once');
+    this.#settling = true;
+    const deps = this.#deps;
+    const { heartbeat, renewal } = deps.streams;
+    clearTimeout(this.#deadline);
+    clearTimeout(this.#grace);
+    // The tickers keep the lease and the signs of life up while billing rides out a database outage.
+    let stored = true;
+    try {
+      await deps.billing.settle(this.charge, produced, statements.closingStatement(end));
+    } catch (err) {
+      stored = false;
+      this.log.error({ err, assistantMessageId: this.assistantMessageId, turnId: this.charge.turnId }, 'storing and settling the turn failed');
+    }
+    heartbeat.delete(this);
+    renewal.delete(this);
+    // The lease goes back after the statement, so the user's next turn reads this reply in its history. A
+    // renewal still out would set it again after the release (a renewal takes back a lease it finds gone):
+    // the user's next turn would be refused STREAM_IN_PROGRESS until it expired.
+    await this.#renewing;
+    try {
+      await deps.leases.release(this.userId, this.#leaseToken);
+    } catch (err) {
+      this.log.error({ err }, 'releasing the stream lease failed');
+    }
     // Not stored: as the crash sweeper will store it (closeCrashedReply).
     const left = repo.STREAMING_LEFT_BEHIND;
     if (stored) this.frames.end(terminal.event, terminal.data);
@@ -223,7 +234,7 @@ export class LiveTurn implements TurnIds, Ticking {
 
   /** Stops the turn for `cause` unless it has stopped or begun to settle. */
   stop(cause: StopCause): void {
-    if (this.#settlement !== undefined || this.#cause !== undefined) return;
+    if (this.#settling || this.#cause !== undefined) return;
     this.#cause = cause;
     this.#abort.abort(new Error(STOP_REASONS[cause]));
   }
@@ -259,7 +270,7 @@ export class LiveTurn implements TurnIds, Ticking {
   }
 
   /** After the last frame: the drain and the metrics no longer count the turn. */
-  #close(outcome: repo.TurnEnd['status']): void {
+  #close(outcome: statements.TurnEnd['status']): void {
     this.#untrack?.();
     this.#untrack = undefined;
     this.#deps.metrics.streamsOpen.dec();
@@ -294,59 +305,5 @@ export class LiveTurn implements TurnIds, Ticking {
   /** The turn whose reservation the heartbeat marks alive, so no sweeper takes this turn for a crashed one. */
   get turnId(): string {
     return this.charge.turnId;
-  }
-
-  /**
-   * Stores the reply and settles the charge (one statement), then releases the lease, whatever the
-   * settlement did. The tickers keep the lease and the signs of life up while a database outage is
-   * ridden out, and are left after it.
-   */
-  async #settle(end: repo.TurnEnd, produced: boolean): Promise<boolean> {
-    const deps = this.#deps;
-    const { heartbeat, renewal } = deps.streams;
-    clearTimeout(this.#deadline);
-    clearTimeout(this.#grace);
-    // The lease goes back after the statement, so the user's next turn reads this reply in its history.
-    let stored = true;
-    try {
-      await persist(() => deps.billing.settle(this.charge, produced, closingStatement(end)));
-    } catch (err) {
-      stored = false;
-      this.log.error({ err, assistantMessageId: this.assistantMessageId, turnId: this.charge.turnId }, 'storing and settling the turn failed');
-    }
-    heartbeat.delete(this);
-    renewal.delete(this);
-    // A renewal still out would set the lease again after the release (a renewal takes back a lease it
-    // finds gone): the user's next turn would be refused STREAM_IN_PROGRESS until it expired.
-    await this.#renewing;
-    try {
-      await deps.leases.release(this.userId, this.#leaseToken);
-    } catch (err) {
-      this.log.error({ err }, 'releasing the stream lease failed');
-    }
-    return stored;
-  }
-}
-
-/** A turn's closing statement: its end stored, with billing's settlement and the turn counted in the daily usage. */
-export function closingStatement(end: repo.TurnEnd): WithBillingPart {
-  const usage = countTurnPart({ userId: end.userId, provider: end.provider, model: end.model, receipt: end.receipt, endedAt: end.now });
-  return (db, settlement) => repo.finishTurn(db, end, { settlement, usage });
-}
-
-/**
- * A write that lost its connection (a terminated backend, a failover) is tried again on a fresh one:
- * the client is told the turn ended only after this, so what it saw must be what is stored and
- * charged. The settlement is idempotent (an update by id; a charge or return of a still-reserved turn).
- */
-async function persist(op: () => Promise<void>): Promise<void> {
-  const giveUpAt = Date.now() + SETTLE_WINDOW_MS;
-  for (let wait = SETTLE_RETRY_MS; ; wait = Math.min(wait * 2, SETTLE_RETRY_MAX_MS)) {
-    try {
-      return await op();
-    } catch (err) {
-      if (!isDatabaseUnavailable(err) || Date.now() + wait > giveUpAt) throw err;
-      await sleep(wait);
-    }
   }
 }

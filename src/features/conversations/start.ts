@@ -17,6 +17,7 @@ import { streamInProgress } from './in-progress.ts';
 import { LiveTurn, type RoundRequest } from './live-turn.ts';
 import { priorReplay, turnToReplace, type Replay } from './replay.ts';
 import * as repo from './repo.ts';
+import * as statements from './turn-statements.ts';
 
 /** How many times a turn's start reads the user's provider key again when it changed meanwhile. */
 const KEY_READS = 3;
@@ -26,7 +27,7 @@ const NOT_NULL_VIOLATION = '23502';
 type Started = Replay | { readonly kind: 'live'; readonly live: LiveTurn; readonly request: RoundRequest };
 
 /**
- * Reads, decision, reservation and storing in one statement (repo.startTurn: one round trip, one
+ * Reads, decision, reservation and storing in one statement (statements.startTurn: one round trip, one
  * commit), the checks in TURN_CHECKS' order: a refusal stores and reserves nothing. A message already
  * stored under this clientMessageId is replayed (or refused) by `priorReplay`; a turn that `replaces`
  * the last one reads it first and starts in a transaction that drops it (`replacing`).
@@ -38,7 +39,7 @@ export async function startTurn(deps: Deps, turn: TurnRequest): Promise<Started>
   if (replacing?.kind === 'replay') return replacing;
   // Draining began while this request was being checked (admission saw it too late).
   if (deps.lifecycle.draining) throw shuttingDown();
-  const start: repo.TurnStart = {
+  const start: statements.TurnStart = {
     now: deps.clock.now(),
     userId,
     target: target ?? undefined,
@@ -53,18 +54,21 @@ export async function startTurn(deps: Deps, turn: TurnRequest): Promise<Started>
     catalogue: catalogueOf(deps),
     historyBudget: deps.config.contextBudgetChars,
   };
-  let row: repo.StartRow;
+  let row: statements.StartRow;
   let charge: TurnCharge | undefined;
   // The user's provider key as this instance last read it; one stored since is read and the start tried again.
   for (let attempt = 1; ; attempt++) {
     const key = deps.streams.knownKeys.get(userId) ?? (await readKey(deps, userId, target));
     try {
-      ({ row, charge } = await deps.billing.reserveWithin({ turnId: start.replyId, userId, images: images.length, terms: repo.TERMS }, (db, reservation) => {
-        const parts = { keys: turnKeysPart(userId), reservation };
-        if (replacing === undefined) return repo.startTurn(db, { ...start, key }, parts);
-        const titles = { replaced: defaultTitle(replacing.user.content), next: start.title };
-        return repo.replaceAndStartTurn(db, replacing.user, titles, { ...start, key }, parts);
-      }));
+      ({ row, charge } = await deps.billing.reserveWithin(
+        { turnId: start.replyId, userId, images: images.length, terms: statements.TERMS },
+        (db, reservation) => {
+          const parts = { keys: turnKeysPart(userId), reservation };
+          if (replacing === undefined) return statements.startTurn(db, { ...start, key }, parts);
+          const titles = { replaced: defaultTitle(replacing.user.content), next: start.title };
+          return statements.replaceAndStartTurn(db, replacing.user, titles, { ...start, key }, parts);
+        },
+      ));
     } catch (err) {
       return await afterFailedStart(deps, err, turn, start.replyId);
     }
@@ -83,7 +87,7 @@ export async function startTurn(deps: Deps, turn: TurnRequest): Promise<Started>
 }
 
 /** The client's error for a start statement's refusal (StartRefusal). */
-function refusal(row: repo.StartRow, keys: TurnKeys): AppError {
+function refusal(row: statements.StartRow, keys: TurnKeys): AppError {
   const { provider, model } = row;
   switch (row.refusal) {
     case 'CONVERSATION_NOT_FOUND':
@@ -110,12 +114,12 @@ const catalogues = new WeakMap<object, RawBuilder<unknown>>();
 function catalogueOf(deps: Deps): RawBuilder<unknown> {
   const { catalogue } = deps.config;
   let rows = catalogues.get(catalogue);
-  if (rows === undefined) catalogues.set(catalogue, (rows = repo.catalogueRows(catalogue.models)));
+  if (rows === undefined) catalogues.set(catalogue, (rows = statements.catalogueRows(catalogue.models)));
   return rows;
 }
 
 /** The key rows of a start statement's answer, as the keys feature reads them. */
-function keyRowsOf(userId: string, row: repo.StartRow): TurnKeyRow[] {
+function keyRowsOf(userId: string, row: statements.StartRow): TurnKeyRow[] {
   const rows: TurnKeyRow[] = [];
   const sealed = (keyId: string | null, nonce: Uint8Array | null, ciphertext: Uint8Array | null, tag: Uint8Array | null) =>
     keyId === null || nonce === null || ciphertext === null || tag === null ? undefined : { key_id: keyId, nonce, ciphertext, tag };
@@ -127,7 +131,7 @@ function keyRowsOf(userId: string, row: repo.StartRow): TurnKeyRow[] {
 }
 
 /** Reads and opens the user's provider key (the conversation's provider's, or the active one), and remembers it as read. */
-async function readKey(deps: Deps, userId: string, target: string | null): Promise<repo.TurnStart['key']> {
+async function readKey(deps: Deps, userId: string, target: string | null): Promise<statements.TurnStart['key']> {
   const rows = await readTurnKeys(deps, userId, target === null ? null : repo.conversationProvider(userId, target));
   const row = rows.find((r) => r.kind === 'provider');
   if (row === undefined) return undefined;
@@ -140,7 +144,7 @@ async function readKey(deps: Deps, userId: string, target: string | null): Promi
 
 /** What the start statement answered for a turn that starts. */
 interface StartedRow {
-  readonly row: repo.StartRow;
+  readonly row: statements.StartRow;
   readonly provider: Provider;
   readonly key: UsableProviderKey;
   readonly marketKey: UsableMarketDataKey | undefined;
@@ -148,7 +152,7 @@ interface StartedRow {
 }
 
 /** Stage 3's end: the live turn (holding the lease from now on) and its first round's request. */
-async function liveTurn(deps: Deps, turn: TurnRequest, start: repo.TurnStart, s: StartedRow): Promise<{ live: LiveTurn; request: RoundRequest }> {
+async function liveTurn(deps: Deps, turn: TurnRequest, start: statements.TurnStart, s: StartedRow): Promise<{ live: LiveTurn; request: RoundRequest }> {
   const { userId, input, claim } = turn;
   const { row, provider, key, charge } = s;
   const model = row.model ?? key.model;

@@ -2,7 +2,7 @@
 // and a second app in one process each have their own, with their own settings).
 import type { SseWriter } from '../../http/sse.ts';
 import { Ticker } from '../../platform/ticker.ts';
-import type { TurnStart } from './repo.ts';
+import type { TurnStart } from './turn-statements.ts';
 
 /** A crashed instance's lease frees itself within this; a live turn renews it every third of it. */
 export const LEASE_TTL_MS = 30_000;
@@ -26,7 +26,7 @@ export interface Heartbeats {
 /** How many users' provider keys an instance remembers as it last read them (their sealed bytes only: never a key in the clear). */
 const KNOWN_KEYS = 10_000;
 
-/** What a turn's start statement is told of the user's provider key (repo.TurnStart `key`). */
+/** What a turn's start statement is told of the user's provider key (statements.TurnStart `key`). */
 type KnownKey = NonNullable<TurnStart['key']>;
 
 /** The provider keys this instance last read, by user, least recently used first out. */

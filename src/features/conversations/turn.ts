@@ -13,6 +13,7 @@ import type { LiveTurn, StopCause } from './live-turn.ts';
 import { storable } from './parts.ts';
 import { relay, startRound, type Failure, type RoundsEnd } from './relay.ts';
 import * as repo from './repo.ts';
+import type * as statements from './turn-statements.ts';
 import type { StreamMessageInput } from './schemas.ts';
 import { startTurn } from './start.ts';
 
@@ -68,7 +69,7 @@ export async function streamTurn(deps: Deps, req: FastifyRequest, reply: Fastify
 
 /** How a turn ends: what is stored, and its terminal frame. */
 export interface Outcome {
-  readonly status: repo.TurnEnd['status'];
+  readonly status: statements.TurnEnd['status'];
   /** The terminal `error` frame's code; undefined: the turn ends with `done`. */
   readonly error: { readonly code: StreamErrorCode; readonly retryable: boolean } | undefined;
   readonly finishReason: FinishReason | 'stopped' | 'aborted';
@@ -112,7 +113,7 @@ async function settle(deps: Deps, live: LiveTurn, outcome: Outcome, toolCalls: n
   const { parts, frames } = live;
   const { status, error } = outcome;
   const receipt = live.receipt();
-  const end: repo.TurnEnd = {
+  const end: statements.TurnEnd = {
     replyId: live.assistantMessageId,
     userId: live.userId,
     provider: live.provider,

@@ -10,7 +10,7 @@ import type { StreamScript } from '../../../test/fakes/index.ts';
 import { buildTestApp, type TestApp } from '../../../test/helpers/app.ts';
 import { startKeyFakes, type KeyFakes } from '../../../test/kits/advisor-keys.ts';
 import { giveCredits } from '../../../test/kits/billing.ts';
-import { closingStatement } from '../conversations/live-turn.ts';
+import { closingStatement } from '../conversations/turn-statements.ts';
 import type { ChargeRow } from '../billing/turn-billing.ts';
 import { message, newUser, saveKey, send, startOf, type StreamResult } from '../../../test/kits/conversations.ts';
 import { NO_RECEIPT, receiptOf } from './receipt.ts';
@@ -286,7 +286,7 @@ describe('usage receipts end to end (DESIGN §13)', () => {
       error: undefined,
       lastFrameId: row.last_frame_id ?? 0,
     } as const;
-    await closingStatement(again)(t.deps.db, sql<ChargeRow>`select ''::text as source, 0::bigint as credits where false`);
+    await closingStatement(again)(sql<ChargeRow>`select ''::text as source, 0::bigint as credits where false`).execute(t.deps.db);
     const body = (await t.call('GET', '/api/advisor/usage?groupBy=provider', { user })).json<{ total: Json }>();
     assert.equal(body.total['turns'], 1);
   });
