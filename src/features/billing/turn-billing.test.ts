@@ -19,6 +19,7 @@ import {
   type TurnCharge,
 } from './turn-billing.ts';
 import { assertLedgerInvariant, ensureTestUser, giveCredits, ledgerCount, turnStatus, writeTestCatalogue } from '../../../test/kits/billing.ts';
+import { waitFor } from '../../../test/kits/conversations.ts';
 
 type Wallet = { credits: number; tier: string; allowance: { used: number; remaining: number }; images: { used: number; remaining: number; resetsAt: string } };
 
@@ -195,6 +196,38 @@ describe('turn billing (DESIGN §8)', () => {
       );
       assert.equal(await assertLedgerInvariant(t, u), 20);
     });
+
+    test(
+      'DESIGN §16: a turn end that finds no free pooled connection is tried again until it is stored, never given up',
+      { skip: STORES.databaseUrl ? false : 'needs PostgreSQL (a pool to starve)' },
+      async () => {
+        const u = await user(10);
+        const c = await reserve(u, 'big-1');
+        // A second instance whose pool holds one connection and waits 100 ms for it; that one held busy.
+        const starved = await buildTestApp({ shareWith: t, clock, env: { ...env, DATABASE_POOL_SIZE: '1', DATABASE_CONNECT_TIMEOUT_MS: '100' } });
+        try {
+          let release!: () => void;
+          const held = new Promise<void>((resolve) => (release = resolve));
+          let holding!: () => void;
+          const taken = new Promise<void>((resolve) => (holding = resolve));
+          const holder = starved.deps.db.connection().execute(async () => {
+            holding();
+            await held;
+          });
+          await taken;
+          const settled = starved.deps.billing.settle(c, true, settledAlone);
+          await waitFor('three failed tries', async () => (starved.logs.filter((l) => l.includes('trying again')).length >= 3 ? true : undefined));
+          assert.equal(await turnStatus(t, c.turnId), 'reserved', 'not stored while no connection is free');
+          release();
+          await holder;
+          await settled;
+          assert.equal(await turnStatus(t, c.turnId), 'charged');
+          assert.equal(await assertLedgerInvariant(t, u), 5);
+        } finally {
+          await starved.close();
+        }
+      },
+    );
 
     test('produced → charged; a later settlement changes nothing', async () => {
       const u = await user(10);

@@ -14,11 +14,11 @@ import { appendEntry, monthKey, monthStart, nextMonthStart } from './ledger.ts';
 import * as repo from './repo.ts';
 
 /**
- * How long a turn's end keeps trying to store itself while the database is unreachable (retries from
- * SETTLE_RETRY_MS to SETTLE_RETRY_MAX_MS): long enough to ride out a failover or a short outage. The
- * turn keeps showing it is alive meanwhile.
+ * DESIGN §16: a turn's end is never given up. A closing statement that finds the database unreachable,
+ * no free connection in the pool or its time out is tried again, backing off from SETTLE_RETRY_MS to
+ * SETTLE_RETRY_MAX_MS, until it is stored; the turn keeps its lease and shows it is alive meanwhile,
+ * and its frame log keeps the text. (An instance that dies meanwhile leaves it to the crash sweeper.)
  */
-const SETTLE_WINDOW_MS = 60_000;
 const SETTLE_RETRY_MS = 100;
 const SETTLE_RETRY_MAX_MS = 5_000;
 
@@ -78,7 +78,7 @@ interface WithCharge {
  * nothing. `settle` runs once when the turn ends, with the caller's closing statement: a produced
  * turn is charged by billing's part of it (one round trip, one commit); `produced` false (no delta
  * reached the client) stores the end, then returns the credits, allowance turn and images. Both are
- * idempotent, and a settlement that lost its connection is tried again (SETTLE_WINDOW_MS).
+ * idempotent, and a settlement the database could not take is tried again until it is stored.
  */
 export interface TurnBilling {
   reserve(req: TurnRequest, store: WithBillingPart): Promise<TurnCharge>;
@@ -109,7 +109,6 @@ export function createTurnBilling(deps: BillingDeps): TurnBilling {
       // The client is told the turn ended only after this, so what it saw must be what is stored and
       // charged: a statement that lost its connection (a terminated backend, a failover) is tried again on
       // a fresh one. Each step is idempotent (the reply's update by id; a charge or return of a still-reserved turn).
-      const giveUpAt = Date.now() + SETTLE_WINDOW_MS;
       for (let wait = SETTLE_RETRY_MS; ; wait = Math.min(wait * 2, SETTLE_RETRY_MAX_MS)) {
         try {
           const { rows } = await statement.execute(deps.db);
@@ -118,7 +117,8 @@ export function createTurnBilling(deps: BillingDeps): TurnBilling {
           else if (rows[0].credits > 0) deps.metrics.creditsSpent.inc(rows[0].credits);
           return;
         } catch (err) {
-          if (!isDatabaseUnavailable(err) || Date.now() + wait > giveUpAt) throw err;
+          if (!isDatabaseUnavailable(err)) throw err;
+          deps.logger.warn({ err, turnId: charge.turnId, retryInMs: wait }, 'storing the end of a turn failed; trying again');
           await sleep(wait);
         }
       }

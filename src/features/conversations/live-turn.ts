@@ -147,8 +147,8 @@ export class LiveTurn implements TurnIds, Ticking {
    * The turn's end, in this order: the reply stored and the charge settled (one statement), the lease
    * given back, the terminal frame logged (so a client that has seen it finds the reply stored and
    * may send its next message at once), and the turn no longer counted. Exactly once.
-   * A reply that could not be stored (the database unreachable past SETTLE_WINDOW_MS, or the
-   * statement refused) ends with `error` SHUTTING_DOWN instead: what the crash sweeper will store for
+   * A reply whose end the database refused (an unreachable database is waited for: billing retries
+   * until it is stored) ends with `error` SHUTTING_DOWN instead: what the crash sweeper will store for
    * it (interrupted, with the text its log holds, charged if it holds any), never a `done` whose
    * reply is not there. Answers whether the reply was stored.
    */
