@@ -44,11 +44,6 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     /** Route needs no bearer token (payment webhook, operations). */
     public?: boolean;
-    /**
-     * Route also takes the token as `?access_token=` when no Authorization header is sent (DESIGN §12:
-     * a browser's EventSource cannot set headers). Request URLs are never logged.
-     */
-    queryToken?: boolean;
     /** Code for schema failures on this route (spec: key saves carry their own code). */
     validationCode?: ErrorCode;
   }

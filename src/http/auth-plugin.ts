@@ -15,23 +15,18 @@ declare module 'fastify' {
   }
 }
 
-function queryToken(query: unknown): string | undefined {
-  const value = (query as Record<string, unknown> | undefined)?.['access_token'];
-  return typeof value === 'string' && value.length > 0 ? value : undefined;
-}
-
 /**
  * Authenticates every route of the scope it is registered in, before the body is read, so an
- * unauthenticated caller learns nothing about validation. Routes with `config.public` are exempt.
+ * unauthenticated caller learns nothing about validation. Routes with `config.public` are exempt. The
+ * token comes only in the Authorization header: never from the URL (issue 41 item 8: proxies and access
+ * logs record URLs), so `?access_token=` is no token at all.
  */
 export const authPlugin = fp(async (app: FastifyInstance, { deps }: { deps: Deps }) => {
   // Fastify wants the property declared up front (stable object shape); every authenticated route sets it.
   app.decorateRequest('user', null as unknown as RequestUser);
   app.addHook('onRequest', async (req) => {
     if (req.routeOptions.config.public) return;
-    const token =
-      bearerToken(req.headers.authorization) ??
-      (req.routeOptions.config.queryToken && req.headers.authorization === undefined ? queryToken(req.query) : undefined);
+    const token = bearerToken(req.headers.authorization);
     if (!token) throw new AppError('UNAUTHENTICATED', 'a bearer token is required');
     const user = await deps.auth.verify(token);
     await ensureUser(deps, user.id, user.tierClaim);

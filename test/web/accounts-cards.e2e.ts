@@ -7,7 +7,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import type { Locator, Page } from 'playwright-core';
-import { ARTEFACTS, axeViolations, replyDone, screenshot, sidewaysOverflow, startBed, withOpenAiKey, type Bed } from './harness.ts';
+import { ARTEFACTS, axeViolations, replyDone, screenshot, settlesTo, sidewaysOverflow, startBed, withOpenAiKey, type Bed } from './harness.ts';
 
 let bed: Bed;
 before(async () => {
@@ -101,26 +101,26 @@ describe('accounts page', () => {
     // Escape: the form closes, the focus is back on its Edit.
     await page.getByRole('button', { name: 'Edit Swing' }).click();
     const edit = page.getByRole('form', { name: 'Edit Swing' });
-    assert.equal(await focused(page), '|input', 'the edit opens on its name');
+    await settlesTo(page, () => focused(page), '|input', 'the edit opens on its name');
     assert.equal(await page.evaluate<boolean>(`document.activeElement === document.querySelector('form[aria-label="Edit Swing"] input')`), true);
     await edit.getByLabel('Currency').focus();
     await page.keyboard.press('Escape');
     await edit.waitFor({ state: 'detached' });
-    assert.equal(await focused(page), 'Edit Swing|button');
+    // The page gives the focus back in an effect after the render that detached the form: waited for.
+    await settlesTo(page, () => focused(page), 'Edit Swing|button', 'Escape gives the focus back to the Edit');
 
     // Cancel: the same.
     await page.keyboard.press('Enter');
     await edit.getByRole('button', { name: 'Cancel' }).click();
     await edit.waitFor({ state: 'detached' });
-    assert.equal(await focused(page), 'Edit Swing|button');
+    await settlesTo(page, () => focused(page), 'Edit Swing|button', 'Cancel gives the focus back to the Edit');
 
     // Saved: the row shows the change, the focus is on the renamed account's Edit.
     await page.getByRole('button', { name: 'Edit Swing' }).click();
     await edit.getByLabel('Name', { exact: true }).fill('Swing trades');
     await edit.getByRole('button', { name: 'Save changes' }).click();
     await page.getByRole('button', { name: 'Edit Swing trades' }).waitFor();
-    await page.waitForTimeout(100);
-    assert.equal(await focused(page), 'Edit Swing trades|button');
+    await settlesTo(page, () => focused(page), 'Edit Swing trades|button', 'a save gives the focus to the renamed account’s Edit');
 
     // Delete asks with the number of trades that go with the account; dismissed, nothing is deleted.
     const asked: string[] = [];

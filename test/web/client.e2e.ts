@@ -7,7 +7,8 @@ import path from 'node:path';
 import { deflateSync } from 'node:zlib';
 import { mintToken } from '../../src/http/auth.ts';
 import { makeStripeEvent, signStripePayload } from '../fakes/index.ts';
-import { ARTEFACTS, WEBHOOK_SECRET, ask, assistant, axeViolations, replyDone, screenshot, startBed, withOpenAiKey, type Bed } from './harness.ts';
+import type { Page } from 'playwright-core';
+import { ARTEFACTS, WEBHOOK_SECRET, ask, assistant, axeViolations, replyDone, screenshot, settlesTo, startBed, withOpenAiKey, type Bed } from './harness.ts';
 
 let bed: Bed;
 before(async () => {
@@ -48,6 +49,43 @@ function png(w = 4, h = 4): Buffer {
     chunk('IDAT', deflateSync(rows)),
     chunk('IEND', Buffer.alloc(0)),
   ]);
+}
+
+/** The attach (resume) requests of a page, as sent: URL and the headers that carry the token and the last id. */
+interface Attach {
+  readonly url: string;
+  readonly authorization: string | undefined;
+  readonly lastEventId: string | undefined;
+}
+
+/** Every URL the page requests, and its attach requests with their headers (issue 41 item 8: no token in a URL). */
+function watchRequests(page: Page): { urls: string[]; attaches: () => Promise<Attach[]> } {
+  const urls: string[] = [];
+  const attaches: Promise<Attach>[] = [];
+  page.on('request', (r) => {
+    urls.push(r.url());
+    if (r.method() === 'GET' && /^\/api\/advisor\/conversations\/[^/]+\/stream$/.test(new URL(r.url()).pathname))
+      attaches.push(r.allHeaders().then((h) => ({ url: r.url(), authorization: h['authorization'], lastEventId: h['last-event-id'] })));
+  });
+  return { urls, attaches: () => Promise.all(attaches) };
+}
+
+/** No URL the page requested carries the token, nor any `access_token` parameter. */
+function noTokenInUrls(urls: readonly string[], token: string): void {
+  assert.ok(urls.length > 0);
+  assert.deepEqual(
+    urls.filter((u) => u.includes(token) || /[?&#]access_token=/.test(u)),
+    [],
+    'a URL carried the token',
+  );
+}
+
+/** An SSE body up to and including the frame with this id: what a client gets when its connection breaks there. */
+function cutAfter(body: string, id: number): string {
+  const blocks = body.split('\n\n');
+  const at = blocks.findIndex((b) => b.split('\n').includes(`id: ${id}`));
+  assert.ok(at >= 0, `frame ${id} in the stream: ${body.slice(0, 300)}`);
+  return `${blocks.slice(0, at + 1).join('\n\n')}\n\n`;
 }
 
 describe('serving and sign-in', () => {
@@ -192,9 +230,10 @@ describe('chat', () => {
     await context.close();
   });
 
-  test('issue 18: a reload mid-reply resumes where it was (EventSource), without sending the message again', async () => {
+  test('issue 18: a reload mid-reply resumes where it was, without sending the message again; issue 41 item 8: the attach sends the token as Authorization, no URL carries it', async () => {
     const { page, token, context } = await bed.signedIn('resume');
     await withOpenAiKey(bed, token);
+    const seen = watchRequests(page);
     const chunks = Array.from({ length: 30 }, (_, i) => `word${i} `);
     bed.openai.enqueueStream({ chunks, delayMs: 120 });
     const before = bed.openai.streams.length;
@@ -206,6 +245,48 @@ describe('chat', () => {
     await replyDone(page);
     assert.equal((await assistant(page).locator('.md').innerText()).trim(), chunks.join('').trim());
     assert.equal(bed.openai.streams.length - before, 1, 'one provider call: the reload attached, it did not resend');
+    const attaches = await seen.attaches();
+    assert.ok(attaches.length >= 1, 'the reload attached');
+    for (const a of attaches) {
+      assert.equal(new URL(a.url).search, '', `the attach URL has no query: ${a.url}`);
+      assert.equal(a.authorization, `Bearer ${token}`);
+    }
+    noTokenInUrls(seen.urls, token);
+    await context.close();
+  });
+
+  test('issue 41 item 8, DESIGN §12: a reply cut mid-stream resumes with Authorization and Last-Event-ID headers (no token in any URL); a cut of the resume reconnects from its last frame; the text is whole, sent once', async () => {
+    const { page, token, context } = await bed.signedIn('resume-cut');
+    await withOpenAiKey(bed, token);
+    const seen = watchRequests(page);
+    const chunks = Array.from({ length: 12 }, (_, i) => `part${i} `);
+    bed.openai.enqueueStream({ chunks, delayMs: 10 });
+    const before = bed.openai.streams.length;
+    // The message's stream breaks after its frame 3 (start and two deltas): the page resumes from 3.
+    await page.route('**/api/advisor/conversations/new/messages/stream', async (route) => {
+      const res = await route.fetch();
+      await route.fulfill({ status: 200, headers: { 'content-type': 'text/event-stream' }, body: cutAfter(await res.text(), 3) });
+    });
+    // The first resume breaks after frame 6: the page reconnects from 6; the next attach goes through.
+    let attachCount = 0;
+    await page.route(/\/api\/advisor\/conversations\/[^/]+\/stream$/, async (route) => {
+      if (route.request().method() !== 'GET' || ++attachCount > 1) return route.fallback();
+      const res = await route.fetch();
+      return route.fulfill({ status: 200, headers: { 'content-type': 'text/event-stream' }, body: cutAfter(await res.text(), 6) });
+    });
+    await ask(page, 'Break my stream');
+    await replyDone(page);
+    assert.equal((await assistant(page).locator('.md').innerText()).trim(), chunks.join('').trim());
+    assert.equal(bed.openai.streams.length - before, 1, 'one provider call: the resumes attached, they did not resend');
+    const attaches = await seen.attaches();
+    assert.deepEqual(
+      attaches.map((a) => [new URL(a.url).search, a.authorization, a.lastEventId]),
+      [
+        ['', `Bearer ${token}`, '3'],
+        ['', `Bearer ${token}`, '6'],
+      ],
+    );
+    noTokenInUrls(seen.urls, token);
     await context.close();
   });
 
@@ -348,7 +429,7 @@ describe('chat', () => {
     await assistant(page).getByText('Typed reply.').waitFor();
     await replyDone(page);
     assert.equal(await page.locator('.message.user .text').last().innerText(), 'Only keys\nsecond line');
-    assert.equal(await page.evaluate<string | undefined>('document.activeElement?.id'), 'message', 'focus stays in the message box');
+    await settlesTo(page, () => page.evaluate<string | undefined>('document.activeElement?.id'), 'message', 'focus stays in the message box');
     bed.openai.enqueueStream({ chunks: Array.from({ length: 100 }, (_, i) => `k${i} `), delayMs: 100 });
     await page.keyboard.type('Go on');
     await page.keyboard.press('Enter');

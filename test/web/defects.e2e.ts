@@ -4,7 +4,20 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Page } from 'playwright-core';
 import { makeStripeEvent, signStripePayload } from '../fakes/index.ts';
-import { WEBHOOK_SECRET, ask, assistant, composer, replyDone, screenshot, sidewaysOverflow, startBed, waitUntil, withOpenAiKey, type Bed } from './harness.ts';
+import {
+  WEBHOOK_SECRET,
+  ask,
+  assistant,
+  composer,
+  replyDone,
+  screenshot,
+  settlesTo,
+  sidewaysOverflow,
+  startBed,
+  waitUntil,
+  withOpenAiKey,
+  type Bed,
+} from './harness.ts';
 
 let bed: Bed;
 before(async () => {
@@ -141,9 +154,14 @@ describe('defects 2, 3, 6 and 10: while a reply streams', () => {
     }
     // The first stop of the page (the box already has the focus, so it is reached here directly).
     await page.locator('a[href]').first().focus();
-    assert.match(await page.evaluate<string>('document.activeElement?.textContent ?? ""'), /^Skip to/);
+    await settlesTo(
+      page,
+      () => page.evaluate<boolean>('document.activeElement?.textContent?.startsWith("Skip to") ?? false'),
+      true,
+      'the first stop is Skip to…',
+    );
     await page.keyboard.press('Enter');
-    assert.equal(await page.evaluate<string | undefined>('document.activeElement?.id'), 'message');
+    await settlesTo(page, () => page.evaluate<string | undefined>('document.activeElement?.id'), 'message', 'Skip lands in the message box');
 
     bed.openai.enqueueStream({ chunks: Array.from({ length: 100 }, (_, i) => `e${i} `), delayMs: 80 });
     await page.keyboard.type('Go on');
@@ -235,7 +253,7 @@ describe('defect 5: forms', () => {
     await rename.click();
     await page.getByLabel('Title').fill('Changed my mind');
     await page.getByLabel('Title').press('Escape');
-    assert.equal(await page.evaluate<string>('document.activeElement?.textContent?.trim() ?? ""'), 'Rename');
+    await settlesTo(page, () => page.evaluate<string>('document.activeElement?.textContent?.trim() ?? ""'), 'Rename', 'Escape gives the focus back to Rename');
     assert.equal(await page.getByRole('heading', { level: 1 }).innerText(), 'A conversation to rename with a rather long first message');
     await context.close();
   });
@@ -273,7 +291,7 @@ describe('defect 7: first steps', () => {
     const page = await context.newPage();
     await page.goto('/');
     await page.getByLabel('User id').waitFor();
-    assert.equal(await page.evaluate<string | null>('document.activeElement?.getAttribute("name") ?? null'), 'userId');
+    await settlesTo(page, () => page.evaluate<string | null>('document.activeElement?.getAttribute("name") ?? null'), 'userId', 'sign-in opens on its field');
     await page.keyboard.type(`d7-${Date.now()}`);
     await page.keyboard.press('Enter');
     const welcome = page.getByRole('region', { name: 'Ask your advisor' });
@@ -285,7 +303,12 @@ describe('defect 7: first steps', () => {
     await form.getByRole('button', { name: 'Verify and save' }).click();
     await form.getByRole('alert').filter({ hasText: 'The provider refused this key' }).waitFor();
     assert.equal(await form.getByLabel('API key').inputValue(), 'sk-wrong-key-000');
-    assert.equal(await page.evaluate<string | null>('document.activeElement?.getAttribute("name") ?? null'), 'apiKey');
+    await settlesTo(
+      page,
+      () => page.evaluate<string | null>('document.activeElement?.getAttribute("name") ?? null'),
+      'apiKey',
+      'a refused key keeps its field focused',
+    );
     await page.getByRole('heading', { name: 'Market-data key (Polygon)' }).waitFor();
     await page.getByLabel('Polygon API key').waitFor();
     await context.close();

@@ -5,7 +5,20 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import type { Page } from 'playwright-core';
-import { ask, assistant, axeViolations, composer, replyDone, screenshot, sidewaysOverflow, startBed, waitUntil, withOpenAiKey, type Bed } from './harness.ts';
+import {
+  ask,
+  assistant,
+  axeViolations,
+  composer,
+  replyDone,
+  screenshot,
+  settlesTo,
+  sidewaysOverflow,
+  startBed,
+  waitUntil,
+  withOpenAiKey,
+  type Bed,
+} from './harness.ts';
 
 let bed: Bed;
 before(async () => {
@@ -65,7 +78,7 @@ describe('messages', () => {
     const last = page.locator('.message.user').last();
     await last.getByRole('button', { name: 'Edit' }).click();
     const editor = page.getByLabel('Edit your message');
-    assert.equal(await page.evaluate<string | null>('document.activeElement?.getAttribute("aria-label") ?? null'), 'Edit your message');
+    await settlesTo(page, () => page.evaluate<string | null>('document.activeElement?.getAttribute("aria-label") ?? null'), 'Edit your message');
     await editor.fill('What about NVDA?');
     bed.openai.enqueueStream({ chunks: ['About NVDA.'] });
     await page.getByRole('button', { name: 'Send edited message' }).click();

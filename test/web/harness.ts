@@ -2,8 +2,10 @@
 // `npm start` runs it) on a loopback port, the project's fakes for the outside systems, and Debian's
 // Chromium driven by Playwright. Screenshots and figures go to test-results/web/.
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import assert from 'node:assert/strict';
 import os from 'node:os';
 import path from 'node:path';
+import { isDeepStrictEqual } from 'node:util';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { AxeBuilder } from '@axe-core/playwright';
 import { buildTestApp, type TestApp } from '../helpers/app.ts';
@@ -189,6 +191,22 @@ export async function waitUntil(page: Page, expression: string, timeoutMs = 10_0
     if (Date.now() > until) throw new Error(`still false after ${timeoutMs} ms: ${expression}`);
     await page.waitForTimeout(50);
   }
+}
+
+/**
+ * Reads `read` until it gives `expected` (deep-equal) or `timeoutMs` passes, then asserts on the last
+ * reading, so a failure says what was there instead. For what the page settles to after an action — the
+ * focus given back in an effect after the re-render that detached a form — which one read right after the
+ * action can see before it happens.
+ */
+export async function settlesTo<T>(page: Page, read: () => Promise<T>, expected: T, message?: string, timeoutMs = 10_000): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  let last = await read();
+  while (!isDeepStrictEqual(last, expected) && Date.now() < until) {
+    await page.waitForTimeout(50);
+    last = await read();
+  }
+  assert.deepEqual(last, expected, message);
 }
 
 /** How far the page scrolls sideways (0: it fits its window). */

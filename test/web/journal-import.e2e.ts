@@ -10,7 +10,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Page } from 'playwright-core';
-import { ARTEFACTS, axeViolations, screenshot, sidewaysOverflow, startBed, type Bed } from './harness.ts';
+import { ARTEFACTS, axeViolations, screenshot, settlesTo, sidewaysOverflow, startBed, type Bed } from './harness.ts';
 
 let bed: Bed;
 before(async () => {
@@ -127,6 +127,8 @@ const rowsOf = (page: Page, region: string) => page.getByRole('region', { name: 
 const cellTexts = async (page: Page, region: string, n = 0) => (await rowsOf(page, region).nth(n).locator('th, td').allInnerTexts()).map((t) => t.trim());
 const focused = (page: Page) =>
   page.evaluate<string>("(e => e ? `${e.tagName.toLowerCase()}|${e.getAttribute('type') ?? ''}|${e.textContent?.trim() ?? ''}` : '')(document.activeElement)");
+/** The focus lands on `expected` (tag|type|text): waited for, as the page moves it in an effect after the re-render. */
+const focusSettles = (page: Page, expected: string, message?: string) => settlesTo(page, () => focused(page), expected, message);
 
 /** Date labels of the chart: none touches the next (4 px at least between their boxes). */
 async function labelsApart(page: Page): Promise<{ n: number; tightest: number }> {
@@ -192,7 +194,7 @@ describe('journal page: real trades in (DESIGN §17)', () => {
     // Cancel: nothing written, the preview gone, the focus back on the file field.
     await preview.getByRole('button', { name: 'Cancel' }).click();
     await preview.waitFor({ state: 'detached' });
-    assert.equal(await focused(page), 'input|file|');
+    await focusSettles(page, 'input|file|', 'Cancel gives the focus back to the file field');
     assert.equal(await tradeCount(token, id), 0);
 
     // Again, in the account's zone, and import.
@@ -205,7 +207,7 @@ describe('journal page: real trades in (DESIGN §17)', () => {
       '1',
       '1',
     ]);
-    assert.equal(await focused(page), 'input|file|', 'the focus is back where the import started');
+    await focusSettles(page, 'input|file|', 'the focus is back where the import started');
     assert.equal(await tradeCount(token, id), 4);
 
     // Totals and round trips: ES +412.50 (×50), MES −100 (×5).
@@ -415,7 +417,7 @@ describe('journal page: real trades in (DESIGN §17)', () => {
     // "Load more": the focus stays with the list (on the count when the last page came and the button went).
     await page.getByRole('button', { name: 'Load more trades' }).click();
     await page.getByText('57 trades shown (all of the range)').waitFor();
-    assert.equal(await focused(page), 'span||57 trades shown (all of the range)');
+    await focusSettles(page, 'span||57 trades shown (all of the range)');
     await context.close();
   });
 });

@@ -1,11 +1,9 @@
 // A reply as frames (DESIGN §7, §11, §12): sent with the message (fetch POST, read as SSE) or attached to
-// (`EventSource` on GET …/{id}/stream, which resumes after the last frame id by itself on reconnect).
-import { EventSourceParserStream } from 'eventsource-parser/stream';
+// (fetch GET …/{id}/stream, resumed after the last frame id on reconnect). The token goes in the
+// Authorization header of both, never in a URL (issue 41 item 8).
 import { authorizedFetch, errorOf } from './api/client.ts';
+import { followStream, readFrames } from './event-stream.ts';
 import type { Frame } from './reply.ts';
-import { session } from './session.ts';
-
-const FRAME_EVENTS = ['start', 'snapshot', 'delta', 'tool_call', 'tool_result', 'done', 'error'];
 
 /**
  * Sends a message and reads its reply's frames as they come. Resolves when the stream ends (whether or
@@ -20,47 +18,31 @@ export async function sendMessage(url: string, body: unknown, onFrame: (f: Frame
     signal,
   });
   if (!response.ok || !response.body) throw await errorOf(response);
-  const events = response.body.pipeThrough(new TextDecoderStream()).pipeThrough(new EventSourceParserStream());
-  const reader = events.getReader();
+  // A cut mid-reply resolves: the turn runs on for the detach grace, and the caller resumes it.
   try {
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) return;
-      if (value.event && FRAME_EVENTS.includes(value.event)) onFrame({ id: Number(value.id ?? 0), event: value.event, data: JSON.parse(value.data) });
-    }
+    await readFrames(response.body, onFrame);
   } catch (err) {
-    if (signal.aborted) return;
-    // The connection broke mid-reply: the turn runs on for the detach grace; the caller resumes it.
-    if (err instanceof TypeError) return;
-    throw err;
-  } finally {
-    reader.releaseLock();
+    if (!signal.aborted) throw err;
   }
 }
 
 /**
- * Attaches to a conversation's latest reply from `lastEventId` (0: from its start, or a snapshot). The
- * browser's EventSource reconnects by itself with Last-Event-ID; a 204 (nothing to resume) closes it.
- * Returns the function that detaches.
+ * Attaches to a conversation's latest reply from `lastEventId` (0: from its start, or a snapshot), with
+ * `Authorization` and `Last-Event-ID` headers, reconnecting after a cut from the last frame taken in,
+ * until the reply ends, the service answers 204 (nothing to resume) or refuses. Then `onClosed`.
+ * Returns the function that detaches (without `onClosed`).
  */
 export function attach(conversationId: string, lastEventId: number, onFrame: (f: Frame) => void, onClosed: () => void): () => void {
-  const q = new URLSearchParams({ access_token: session()?.token ?? '' });
-  if (lastEventId > 0) q.set('lastEventId', String(lastEventId));
-  const source = new EventSource(`/api/advisor/conversations/${encodeURIComponent(conversationId)}/stream?${q}`);
-  const close = () => {
-    source.close();
-    onClosed();
+  const controller = new AbortController();
+  const url = `/api/advisor/conversations/${encodeURIComponent(conversationId)}/stream`;
+  const closed = () => {
+    if (!controller.signal.aborted) onClosed();
   };
-  for (const event of FRAME_EVENTS) {
-    source.addEventListener(event, (e) => {
-      const m = e as MessageEvent<string>;
-      onFrame({ id: Number(m.lastEventId || 0), event, data: JSON.parse(m.data) });
-      if (event === 'done' || event === 'error') close();
-    });
-  }
-  // CLOSED after an error: the server answered 204 or refused; CONNECTING: it retries by itself.
-  source.onerror = () => {
-    if (source.readyState === EventSource.CLOSED) close();
-  };
-  return () => source.close();
+  followStream({
+    open: (headers, signal) => authorizedFetch(url, { headers: { accept: 'text/event-stream', ...headers }, cache: 'no-store', signal }),
+    lastEventId,
+    onFrame,
+    signal: controller.signal,
+  }).then(closed, closed);
+  return () => controller.abort();
 }

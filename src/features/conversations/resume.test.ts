@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as delay } from 'node:timers/promises';
 import { randomUUID } from 'node:crypto';
-import { EventSource } from 'undici';
+import { Agent, EventSource, type Dispatcher } from 'undici';
 import { startOpenAiCompatibleFake, type OpenAiCompatibleFake } from '../../../test/fakes/index.ts';
 import { buildTestApp, codeOf, type TestApp } from '../../../test/helpers/app.ts';
 import { turnStatus } from '../../../test/kits/billing.ts';
@@ -29,6 +29,15 @@ import {
 const GRACE_MS = 800;
 const RETENTION_MS = 1000;
 const LOG_MAX_BYTES = 1024;
+
+/** A request's headers (an object, or a flat array of names and values) with one more. */
+function withHeader(headers: Dispatcher.DispatchOptions['headers'], name: string, value: string): Record<string, string | string[] | undefined> {
+  const out: Record<string, string | string[] | undefined> = {};
+  if (Array.isArray(headers)) for (let i = 0; i + 1 < headers.length; i += 2) out[String(headers[i])] = headers[i + 1] as string | string[];
+  else if (headers) Object.assign(out, headers);
+  out[name] = value;
+  return out;
+}
 
 const idsOf = (frames: Frame[]): number[] => frames.map((f) => f.id ?? -1);
 const textsOf = (frames: Frame[]): string =>
@@ -213,22 +222,30 @@ describe('advisor stream: resume, stop, detach grace (DESIGN §12)', () => {
     assert.equal(await turnStatus(t, replyId), 'returned');
   });
 
-  test('DESIGN §12 decision: the token as ?access_token= is taken on the attach route only — elsewhere → 401 UNAUTHENTICATED; a bad one → 401 UNAUTHENTICATED', async () => {
-    const token = await t.token('query-token-user');
-    const unknown = randomUUID();
-    const attached = await t.call('GET', `/api/advisor/conversations/${unknown}/stream?access_token=${token}`);
-    // Authenticated by the query token: the route ran and found no such conversation.
-    assert.deepEqual([attached.statusCode, codeOf(attached)], [404, 'CONVERSATION_NOT_FOUND']);
-    for (const [method, url] of [
-      ['GET', `/api/accounts?access_token=${token}`],
-      ['GET', `/api/advisor/conversations/${unknown}?access_token=${token}`],
-      ['POST', `/api/advisor/conversations/${unknown}/stop?access_token=${token}`],
+  test('issue 41 item 8, DESIGN §2: a token in the URL (?access_token=) is no token — 401 UNAUTHENTICATED on the attach route and everywhere, as without one', async () => {
+    const u = await user('query-token');
+    fake.enqueueStream({ chunks: ['stored'] });
+    const conversationId = String(startOf(await send(t, u, null, message()))['conversationId']);
+    const token = await t.token(u);
+    const stream = `/api/advisor/conversations/${conversationId}/stream`;
+    // The owner with the header: the route answers (the ended turn's frames).
+    assert.equal((await t.call('GET', stream, { user: u })).statusCode, 200);
+    for (const [method, url, headers] of [
+      ['GET', `${stream}?access_token=${token}`, {}],
+      ['GET', `${stream}?lastEventId=1&access_token=${token}`, {}],
+      ['GET', `${stream}?access_token=${token}`, { 'last-event-id': '1' }],
+      // A header that is no bearer token does not let the URL's token through either.
+      ['GET', `${stream}?access_token=${token}`, { authorization: 'Bearer garbage' }],
+      ['GET', `${stream}?access_token=${token}`, { authorization: `Basic ${token}` }],
+      ['GET', `/api/accounts?access_token=${token}`, {}],
+      ['GET', `/api/advisor/conversations/${conversationId}?access_token=${token}`, {}],
+      ['POST', `/api/advisor/conversations/${conversationId}/stop?access_token=${token}`, {}],
     ] as const) {
-      const res = await t.call(method, url);
-      assert.deepEqual([res.statusCode, codeOf(res)], [401, 'UNAUTHENTICATED'], url);
+      const res = await t.call(method, url, { headers });
+      assert.deepEqual([res.statusCode, codeOf(res)], [401, 'UNAUTHENTICATED'], `${url} ${JSON.stringify(headers)}`);
     }
-    const bad = await t.call('GET', `/api/advisor/conversations/${unknown}/stream?access_token=not.a.token`);
-    assert.deepEqual([bad.statusCode, codeOf(bad)], [401, 'UNAUTHENTICATED']);
+    const none = await t.call('GET', stream);
+    assert.deepEqual([none.statusCode, codeOf(none)], [401, 'UNAUTHENTICATED'], 'the same answer as no token at all');
   });
 
   test('DESIGN §12: owner only — another user’s or an unknown conversation → 404 CONVERSATION_NOT_FOUND on attach and stop; no token → 401; a malformed Last-Event-ID → 400 VALIDATION_ERROR', async () => {
@@ -361,7 +378,7 @@ describe('advisor stream: resume, stop, detach grace (DESIGN §12)', () => {
     assert.match(String(second.headers['ratelimit']), /;r=28;/, 'two messages counted, no attach');
   });
 
-  test('DESIGN §12: a browser EventSource (token as ?access_token=) gets every frame once, reconnects with its own Last-Event-ID after the end, and stops on the 204', async () => {
+  test('DESIGN §12: an EventSource client (the token in its Authorization header) gets every frame once, reconnects with its own Last-Event-ID after the end, and stops on the 204', async () => {
     const u = await user('eventsource');
     fake.enqueueStream({ chunks: chunks(6), delayMs: 20 });
     const post = openStream(base, await t.token(u), message());
@@ -372,7 +389,12 @@ describe('advisor stream: resume, stop, detach grace (DESIGN §12)', () => {
       if (req.url?.includes(`/conversations/${conversationId}/stream`)) seenHeaders.push(req.headers['last-event-id'] as string | undefined);
     };
     t.app.server.on('request', onRequest);
-    const es = new EventSource(`${base}/api/advisor/conversations/${conversationId}/stream?access_token=${await t.token(u)}`);
+    // The token as a header on every request of the EventSource (issue 41 item 8: never in the URL).
+    const authorization = `Bearer ${await t.token(u)}`;
+    const dispatcher = new Agent().compose(
+      (dispatch) => (opts, handler) => dispatch({ ...opts, headers: withHeader(opts.headers, 'authorization', authorization) }, handler),
+    );
+    const es = new EventSource(`${base}/api/advisor/conversations/${conversationId}/stream`, { dispatcher });
     const got: { id: string; event: string }[] = [];
     // The connection's own `error` events (closed, reconnecting) are plain events; frames are MessageEvents.
     for (const event of ['start', 'delta', 'done', 'error', 'snapshot']) {
@@ -386,6 +408,7 @@ describe('advisor stream: resume, stop, detach grace (DESIGN §12)', () => {
       original.map((f) => ({ id: String(f.id), event: f.event })),
     );
     assert.deepEqual(seenHeaders, [undefined, String(original.at(-1)?.id)], 'the reconnect carried the last id and got 204');
+    await dispatcher.close();
   });
 });
 

@@ -67,7 +67,6 @@ export async function conversationsRoutes(parent: FastifyInstance, { deps }: { d
   app.get(
     '/advisor/conversations/:id/stream',
     {
-      config: { queryToken: true },
       schema: {
         tags,
         operationId: 'attachConversationStream',

@@ -324,11 +324,6 @@ export const AttachQuery = Type.Object(
     lastEventId: Type.Optional(
       Type.String({ pattern: '^[0-9]{1,15}$', description: 'The id of the last frame the client has; the `Last-Event-ID` header wins' }),
     ),
-    access_token: Type.Optional(
-      Type.String({
-        description: 'The bearer token, for clients that cannot set the Authorization header (a browser’s EventSource); ignored when the header is sent',
-      }),
-    ),
   },
   { additionalProperties: false },
 );
