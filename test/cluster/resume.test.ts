@@ -107,28 +107,65 @@ if (CLUSTER_AVAILABLE) {
       assert.equal(setup.fake.streams[upstream]?.closedByClient, false);
     });
 
-    test('DESIGN §12: an instance killed mid-turn — a client following the turn from another instance gets error SHUTTING_DOWN within a few heartbeats, never a hang', async () => {
+    test('DESIGN §12 under faults: an instance killed mid-turn — its own client resuming with its last id, a follower elsewhere and a fresh resume each end with a snapshot of the reply and error SHUTTING_DOWN at ids above any the dead instance sent (one id never names two frames), within a few heartbeats', async () => {
       const victim = await c().startInstance();
       const [, survivor] = c().instances;
       assert.ok(survivor);
       const user = newUser('killed');
       await saveKey(c(), user, setup.fake.validKey);
-      const { post, conversationId } = await turnOn(victim, user, 100, 100);
+      // Deltas 5 ms apart: the dead instance has sent its own client frames of the last write interval that the log never got.
+      const { post, conversationId } = await turnOn(victim, user, 4000, 5);
       const follower = attachStream(survivor.url, await c().token(user), conversationId, 0);
       await follower.deltas(3);
+      await post.deltas(60);
       const killedAt = Date.now();
       await victim.kill('SIGKILL');
-      const frames = await ended(follower, 10_000);
-      const last = frames.at(-1);
-      assert.equal(last?.event, 'error');
-      assert.equal(last?.data['code'], 'SHUTTING_DOWN');
-      assert.equal(last?.id, (frames.at(-2)?.id ?? 0) + 1, 'its id follows the last frame the client had');
-      assert.ok(Date.now() - killedAt < 10 * HEARTBEAT_MS + 2000, `ended ${Date.now() - killedAt} ms after the kill`);
-      post.destroy();
-      // A client attaching later gets the same end, not a hang.
-      const late = attachStream(survivor.url, await c().token(user), conversationId, last?.id);
-      const lateFrames = await ended(late, 10_000);
-      assert.ok(lateFrames.length === 0 || lateFrames.at(-1)?.event === 'error', JSON.stringify(lateFrames));
+      await post.ended;
+      const own = [...post.frames];
+      const ownLast = own.at(-1)?.id ?? 0;
+      const resumed = attachStream(survivor.url, await c().token(user), conversationId, ownLast);
+      const [followed, resumedEnd] = await Promise.all([ended(follower, 10_000), ended(resumed, 10_000)]);
+      assert.ok(Date.now() - killedAt < 10 * HEARTBEAT_MS + 3000, `ended ${Date.now() - killedAt} ms after the kill`);
+      const CRASHED_TERMINAL_ID = 2_147_483_647;
+      for (const [who, frames] of [
+        ['follower', followed],
+        ['own client resuming', resumedEnd],
+      ] as const) {
+        assert.deepEqual(
+          frames.slice(-2).map((f) => [f.id, f.event, f.data['code']]),
+          [
+            [CRASHED_TERMINAL_ID - 1, 'snapshot', undefined],
+            [CRASHED_TERMINAL_ID, 'error', 'SHUTTING_DOWN'],
+          ],
+          who,
+        );
+      }
+      // The two ends agree on the text, and it is what the sweeper will store (the log's reply).
+      const snapshotText = (frames: Frame[]): unknown => frames.at(-2)?.data['text'];
+      assert.equal(snapshotText(resumedEnd), snapshotText(followed));
+      // Every id the own client and the follower saw names one frame.
+      const byId = new Map<number, string>();
+      for (const f of [...own, ...followed, ...resumedEnd]) {
+        const seen = byId.get(f.id ?? -1);
+        const wire = JSON.stringify([f.event, f.data]);
+        assert.ok(seen === undefined || seen === wire, `id ${f.id} named two frames: ${seen} and ${wire}`);
+        byId.set(f.id ?? -1, wire);
+      }
+      // A fresh resume from 0 gets the same end, not a hang.
+      const fresh = await ended(attachStream(survivor.url, await c().token(user), conversationId, 0), 10_000);
+      assert.deepEqual(
+        fresh.slice(-2).map((f) => [f.id, f.event]),
+        [
+          [CRASHED_TERMINAL_ID - 1, 'snapshot'],
+          [CRASHED_TERMINAL_ID, 'error'],
+        ],
+      );
+      // A client that has had the end is answered 204.
+      const done = await fetch(`${survivor.url}/api/advisor/conversations/${conversationId}/stream`, {
+        headers: { authorization: `Bearer ${await c().token(user)}`, 'last-event-id': String(CRASHED_TERMINAL_ID) },
+      });
+      assert.equal(done.status, 204);
+      await done.body?.cancel();
       await waitFor(
         'nothing else died',
         async () => (c().instances.filter((i) => i !== victim && i.child.exitCode !== null).length === 0 ? true : undefined),

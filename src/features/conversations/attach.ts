@@ -6,7 +6,8 @@ import type { Deps } from '../../deps.ts';
 import { AppError } from '../../http/errors.ts';
 import { SseWriter } from '../../http/sse.ts';
 import { wireOf, type Frame } from '../../platform/frames.ts';
-import type { FirstLook, FollowEnd, FrameSink } from '../../platform/frame-log.ts';
+import type { FirstLook, FrameSink } from '../../platform/frame-log.ts';
+import { replyInLog } from './crashed-turns.ts';
 import { errorData, snapshotData, storedReceipt, storedTerminal } from './frames.ts';
 import { apiParts } from './parts.ts';
 import * as repo from './repo.ts';
@@ -43,7 +44,11 @@ export async function serveStream(deps: Deps, reply: FastifyReply, turnId: strin
     if (end === 'missing' || end === 'silent') {
       // An ended reply no longer changes; one that was running is looked at again.
       const row = ended ?? (await repo.findMessage(deps.db, turnId));
-      if (row !== undefined) endFromStored(sink, row, pos, end);
+      if (row?.status === 'streaming') {
+        if (end === 'silent') await endOfDeadInstance(deps, sink, row);
+      } else if (row !== undefined) {
+        endFromStored(sink, row, pos);
+      }
     }
   } catch (err) {
     reply.log.error({ err, turnId }, 'following a turn failed');
@@ -55,15 +60,27 @@ export async function serveStream(deps: Deps, reply: FastifyReply, turnId: strin
 }
 
 /**
- * The log holds nothing more for this client: the reply as stored, as a snapshot and its terminal
- * frame (ids that follow the client's). A reply still `streaming` after a silent log belongs to an
- * instance that is gone (the sweeper will close it): the client gets SHUTTING_DOWN, never a hang.
+ * DESIGN §12 "Under faults": a reply still `streaming` after a silent log belongs to an instance that is
+ * gone, which may have sent its clients frames it never logged (the last write interval): an id of
+ * theirs must never name another frame. This client ends as the sweeper will close the turn, at the
+ * ids it will store: the reply its log holds as a snapshot (CRASHED_TERMINAL_ID − 1) and error
+ * SHUTTING_DOWN (CRASHED_TERMINAL_ID) — above any id a client holds, so the snapshot's text replaces
+ * whatever it had. A log that cannot be read gives the reply as stored.
  */
-function endFromStored(sink: FrameSink, row: repo.MessageRow, pos: number, end: FollowEnd): void {
-  if (row.status === 'streaming') {
-    if (end === 'silent') sink.write([{ id: pos + 1, wire: wireOf(pos + 1, 'error', errorData('SHUTTING_DOWN', true)) }]);
-    return;
-  }
+async function endOfDeadInstance(deps: Deps, sink: FrameSink, row: repo.MessageRow): Promise<void> {
+  const held = await deps.frames.held(row.id).catch(() => undefined);
+  const reply = held === undefined ? { content: row.content, parts: row.parts } : replyInLog(held);
+  const parts = apiParts(typeof reply.parts === 'string' ? JSON.parse(reply.parts) : reply.parts, reply.content);
+  const left = repo.STREAMING_LEFT_BEHIND;
+  const end = repo.CRASHED_TERMINAL_ID;
+  sink.write([
+    { id: end - 1, wire: wireOf(end - 1, 'snapshot', snapshotData(row.id, left.status, reply.content, parts, undefined)) },
+    { id: end, wire: wireOf(end, 'error', errorData(left.error_code, left.error_retryable)) },
+  ]);
+}
+
+/** The log holds nothing more for this client: the ended reply as stored, as a snapshot and its terminal frame (ids that follow the client's). */
+function endFromStored(sink: FrameSink, row: repo.MessageRow, pos: number): void {
   // The stream's own terminal id (for a crashed turn's reply, CRASHED_TERMINAL_ID: above any id a client
   // holds); a reply closed before ids were stored has none, and gets ids after the client's.
   const terminalId = row.last_frame_id ?? pos + 2;
@@ -100,7 +117,9 @@ export async function attachToConversation(deps: Deps, userId: string, conversat
   const { found, reply: latest } = await repo.latestReply(deps.db, userId, conversationId);
   if (!found) throw new AppError('CONVERSATION_NOT_FOUND', 'conversation not found');
   const live = latest?.status === 'streaming';
-  if (latest === undefined || (!live && latest.last_frame_id !== null && after >= latest.last_frame_id)) {
+  // A client holding a dead instance's end (endOfDeadInstance) has had its terminal frame, before the sweep too.
+  const end = live ? repo.CRASHED_TERMINAL_ID : latest?.last_frame_id;
+  if (latest === undefined || (end != null && after >= end)) {
     await reply.code(204).send();
     return;
   }

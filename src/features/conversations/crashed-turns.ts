@@ -50,7 +50,7 @@ export async function settleCrashed(deps: SweepDeps, turnId: string): Promise<bo
 }
 
 /** The reply a turn's frames add up to, as a client following them assembles it. */
-function replyInLog(frames: readonly Frame[]): repo.CrashedReply {
+export function replyInLog(frames: readonly Frame[]): repo.CrashedReply {
   let parts = new PartsLog();
   for (const f of frames) {
     const { event, data } = frameOf(f);
