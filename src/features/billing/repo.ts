@@ -2,7 +2,7 @@ import { sql, type RawBuilder, type Selectable } from 'kysely';
 import type { Db, LedgerEntriesTable, PurchasesTable, TurnChargesTable, Trx } from '../../db/types.ts';
 
 type LedgerRow = Selectable<LedgerEntriesTable>;
-type TurnChargeRow = Selectable<TurnChargesTable>;
+export type TurnChargeRow = Selectable<TurnChargesTable>;
 type PurchaseRow = Selectable<PurchasesTable>;
 type NewLedgerEntry = Omit<LedgerRow, 'seq'>;
 
@@ -155,13 +155,19 @@ export function noSettlement(): RawBuilder<ChargeRow> {
   return sql<ChargeRow>`select 0::bigint as credits, ''::text as source where false`;
 }
 
-/** Moves a reserved turn to its final status; undefined when it was not reserved any more. */
-export function finishTurnCharge(db: Db | Trx, turnId: string, status: 'charged' | 'returned', now: Date): Promise<TurnChargeRow | undefined> {
+/** Moves a turn from `from` (reserved, or charged for a refund) to `status`; undefined when it was not in `from` any more. */
+export function finishTurnCharge(
+  db: Db | Trx,
+  turnId: string,
+  status: 'charged' | 'returned',
+  now: Date,
+  from: 'reserved' | 'charged' = 'reserved',
+): Promise<TurnChargeRow | undefined> {
   return db
     .updateTable('turn_charges')
     .set({ status, settled_at: now })
     .where('turn_id', '=', turnId)
-    .where('status', '=', 'reserved')
+    .where('status', '=', from)
     .returningAll()
     .executeTakeFirst();
 }

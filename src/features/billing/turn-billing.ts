@@ -4,7 +4,7 @@ import { findModel } from '../../catalogue.ts';
 import { sql, type RawBuilder } from 'kysely';
 import { isDatabaseUnavailable, pgErrorCode } from '../../db/create-db.ts';
 import type { Cte } from '../../db/cte.ts';
-import type { Db } from '../../db/types.ts';
+import type { Db, Trx } from '../../db/types.ts';
 import type { Deps } from '../../deps.ts';
 import { AppError } from '../../http/errors.ts';
 import { rateLimitHeaders } from '../../http/rate-limit.ts';
@@ -269,27 +269,44 @@ async function chargeMissed(deps: BillingDeps, turnId: string): Promise<false> {
 async function returnTurn(deps: BillingDeps, turnId: string): Promise<boolean> {
   const row = await repo.findTurnCharge(deps.db, turnId);
   if (!row || row.status !== 'reserved') return false;
+  return deps.db.transaction().execute((trx) => giveBack(deps, trx, row, 'reserved'));
+}
+
+/**
+ * DESIGN §7: a trader never pays twice because the service cut a turn. The charge of a turn the service
+ * cut (ended SHUTTING_DOWN by a drain, or closed by the crash sweeper) is given back in `trx` — the
+ * transaction that stores and reserves the message sent again in its place — credits, allowance turn and
+ * images; false (nothing done) when it was not charged (returned already, or free). Once: the charge
+ * moves from `charged` to `returned` and its ledger entry has the turn's unique reference.
+ */
+export async function refundCutTurn(deps: BillingDeps, trx: Trx, turnId: string): Promise<boolean> {
+  const row = await repo.findTurnCharge(trx, turnId);
+  if (row?.status !== 'charged') return false;
+  return giveBack(deps, trx, row, 'charged');
+}
+
+/** What a turn reserved or was charged, given back in `trx` (wallet, then usage, locked in reserve_turn's order). */
+async function giveBack(deps: BillingDeps, trx: Trx, row: repo.TurnChargeRow, from: 'reserved' | 'charged'): Promise<boolean> {
+  const turnId = row.turn_id;
   const now = deps.clock.now();
-  return deps.db.transaction().execute(async (trx) => {
-    await repo.lockWallet(trx, row.user_id);
-    await repo.lockUsage(trx, row.user_id, row.month);
-    const done = await repo.finishTurnCharge(trx, turnId, 'returned', now);
-    if (!done) return false;
-    if (done.credits > 0) {
-      await appendEntry(trx, {
-        id: deps.ids.uuid(),
-        userId: done.user_id,
-        amount: done.credits,
-        kind: 'turn-return',
-        reference: `turn-return:${turnId}`,
-        now,
-      });
-    }
-    const turns = done.source === 'allowance' ? 1 : 0;
-    // Back to the month the turn was counted in, even if a new month has begun since.
-    if (turns > 0 || done.images > 0) await repo.addUsage(trx, done.user_id, done.month, -turns, -done.images);
-    return true;
-  });
+  await repo.lockWallet(trx, row.user_id);
+  await repo.lockUsage(trx, row.user_id, row.month);
+  const done = await repo.finishTurnCharge(trx, turnId, 'returned', now, from);
+  if (!done) return false;
+  if (done.credits > 0) {
+    await appendEntry(trx, {
+      id: deps.ids.uuid(),
+      userId: done.user_id,
+      amount: done.credits,
+      kind: 'turn-return',
+      reference: `turn-return:${turnId}`,
+      now,
+    });
+  }
+  const turns = done.source === 'allowance' ? 1 : 0;
+  // Back to the month the turn was counted in, even if a new month has begun since.
+  if (turns > 0 || done.images > 0) await repo.addUsage(trx, done.user_id, done.month, -turns, -done.images);
+  return true;
 }
 
 /** How a turn was paid, as a stored reply shows it: its source, the credits kept (0 once returned) and the reservation's status. */

@@ -159,6 +159,39 @@ describe('crashed turns (DESIGN §10)', () => {
     assert.equal(await assertLedgerInvariant(t, user), PAID_CREDITS);
   });
 
+  test('DESIGN §7: a trader never pays twice because the service cut a turn — the charge of a turn the sweeper closed (SHUTTING_DOWN) is given back when its message is sent again as its replacement; once', async () => {
+    const user = await payingUser();
+    const turnId = await crashedTurn(user);
+    await t.deps.db.updateTable('messages').set({ content: 'Half an answer' }).where('id', '=', turnId).execute();
+    await sleep(60);
+    assert.equal(await sweepCrashedTurns(t.deps, 50), 1);
+    assert.equal(await turnStatus(t, turnId), 'charged');
+    assert.equal(await assertLedgerInvariant(t, user), PAID_CREDITS);
+    const reply = await replyRow(t, turnId);
+    assert.ok(reply);
+    const userMessage = await t.deps.db
+      .selectFrom('messages')
+      .select(['id', 'content'])
+      .where('conversation_id', '=', reply.conversation_id)
+      .where('role', '=', 'user')
+      .executeTakeFirstOrThrow();
+    const again = { text: userMessage.content, clientMessageId: randomUUID(), replaces: userMessage.id };
+    const res = await send(t, user, reply.conversation_id, again);
+    assert.equal(res.frames.at(-1)?.event, 'done', res.body);
+    // The cut turn's charge came back in the transaction that reserved the new one: one turn paid in all.
+    assert.equal(await turnStatus(t, turnId), 'returned');
+    assert.equal(await assertLedgerInvariant(t, user), PAID_CREDITS);
+    // The same request again is a replay: nothing is given back twice, nothing charged again.
+    const replayed = await send(t, user, reply.conversation_id, again);
+    assert.equal(replayed.statusCode, 200);
+    assert.equal(await assertLedgerInvariant(t, user), PAID_CREDITS);
+    // Replacing a turn the service did not cut gives nothing back: the new one is paid.
+    const newUserMessage = String(startOf(res)['userMessageId']);
+    const third = await send(t, user, reply.conversation_id, { text: 'Once more', clientMessageId: randomUUID(), replaces: newUserMessage });
+    assert.equal(third.frames.at(-1)?.event, 'done', third.body);
+    assert.equal(await assertLedgerInvariant(t, user), 0);
+  });
+
   test('issue 29: a crashed turn charged for its content is found by its words (indexed by the statement that charges it); one closed empty is not', async () => {
     const [paid, returned] = [await payingUser(), await payingUser()];
     const [withText, empty] = [await crashedTurn(paid), await crashedTurn(returned)];

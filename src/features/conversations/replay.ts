@@ -23,7 +23,7 @@ export interface Replay extends TurnIds {
  * clientMessageId and the last turn, read at once and checked in TURN_CHECKS' order; the user message
  * to replace, or a replay.
  */
-export async function turnToReplace(deps: Deps, turn: TurnRequest, replaces: string): Promise<Replay | { kind: 'replace'; user: repo.MessageRow }> {
+export async function turnToReplace(deps: Deps, turn: TurnRequest, replaces: string): Promise<Replay | Replacing> {
   const { userId, target, input } = turn;
   if (target === null) throw invalid('/replaces', 'must be the id of the conversation’s last user message');
   const [conversation, prior, last] = await Promise.all([
@@ -36,7 +36,16 @@ export async function turnToReplace(deps: Deps, turn: TurnRequest, replaces: str
   if (replay) return replay;
   if (last?.user.id !== replaces) throw invalid('/replaces', 'must be the id of the conversation’s last user message');
   if (last.reply?.status === 'streaming') throw streamInProgress('replaced');
-  return { kind: 'replace', user: last.user };
+  const cut = last.reply?.status === repo.STREAMING_LEFT_BEHIND.status && last.reply.error_code === repo.STREAMING_LEFT_BEHIND.error_code;
+  return { kind: 'replace', user: last.user, cutReplyId: cut ? last.reply?.id : undefined };
+}
+
+/** The turn a new one takes the place of: its user message, and its reply when the service cut it (DESIGN §7: its charge is given back). */
+export interface Replacing {
+  readonly kind: 'replace';
+  readonly user: repo.MessageRow;
+  /** The reply, when it ended SHUTTING_DOWN (a drain, or closed by the crash sweeper). */
+  readonly cutReplyId: string | undefined;
 }
 
 /** A message already stored under this clientMessageId: its replay, or the refusal; undefined when it vanished meanwhile (its conversation deleted). */

@@ -8,7 +8,8 @@ import { AppError } from '../../http/errors.ts';
 import type { UsableMarketDataKey } from '../advisor-keys/market-data-service.ts';
 import { openTurnKeys, readTurnKeys, turnKeysPart, type TurnKeyRow, type TurnKeys, type UsableProviderKey } from '../advisor-keys/service.ts';
 import { Toolbox } from '../advisor-tools/toolbox.ts';
-import type { TurnCharge } from '../billing/turn-billing.ts';
+import { refundCutTurn, type TurnCharge } from '../billing/turn-billing.ts';
+import type { Trx } from '../../db/types.ts';
 import { shuttingDown } from './admission.ts';
 import { abandonTurn } from './crashed-turns.ts';
 import { buildMessages, defaultTitle, systemPrompt } from './context.ts';
@@ -66,7 +67,9 @@ export async function startTurn(deps: Deps, turn: TurnRequest): Promise<Started>
           const parts = { keys: turnKeysPart(userId), reservation };
           if (replacing === undefined) return statements.startTurn(db, { ...start, key }, parts);
           const titles = { replaced: defaultTitle(replacing.user.content), next: start.title };
-          return statements.replaceAndStartTurn(db, replacing.user, titles, { ...start, key }, parts);
+          const { cutReplyId } = replacing;
+          const giveBack = cutReplyId === undefined ? undefined : (trx: Trx) => refundCutTurn(deps, trx, cutReplyId);
+          return statements.replaceAndStartTurn(db, replacing.user, titles, { ...start, key }, { ...parts, giveBack });
         },
       ));
     } catch (err) {

@@ -249,18 +249,20 @@ class Refused extends Error {
 }
 
 /**
- * A turn that takes the place of the conversation's last (`replaced`, regenerate or edit): the last
- * turn dropped, then the start statement, in one transaction; a refusal rolls the drop back.
+ * A turn that takes the place of the conversation's last (`replaced`, regenerate or edit): billing's
+ * `giveBack` of a cut turn's charge (DESIGN §7), the last turn dropped, then the start statement, in one
+ * transaction; a refusal rolls the give-back and the drop back.
  */
 export async function replaceAndStartTurn(
   db: Db,
   replaced: MessageRow,
   titles: { replaced: string; next: string },
   t: TurnStart,
-  parts: StartingParts,
+  parts: StartingParts & { readonly giveBack?: ((trx: Trx) => Promise<unknown>) | undefined },
 ): Promise<StartRow> {
   try {
     return await db.transaction().execute(async (trx) => {
+      await parts.giveBack?.(trx);
       await dropLastTurn(trx, t.conversationId, replaced, titles);
       const row = await startTurn(trx, t, parts);
       if (row.refusal !== null) throw new Refused(row);
