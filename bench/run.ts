@@ -1,5 +1,5 @@
 // The benchmark suite: `npm run bench` (all rows, writes docs/PERFORMANCE.md).
-//   npm run bench -- --only relay,ttfd   some rows (ids: relay, ttfd, turns, memory, list, search, json, keysave, tools, usage, resume, stop, detached, journal, journal-speed, scale, rolling)
+//   npm run bench -- --only relay,ttfd   some rows (ids: relay, ttfd, turns, memory, list, search, json, keysave, tools, usage, resume, stop, detached, journal, journal-speed, scale, close, rolling)
 //   npm run bench -- --quick             smaller sizes, for development
 //   --no-write / --write                 skip / force the docs update (partial and quick runs skip it)
 //   --profile                            service and floor processes run with --cpu-prof (.bench/<run>/profiles/<n>-<process>.cpuprofile)
@@ -9,8 +9,9 @@
 // postgres://postgres@127.0.0.1:5432/test); redis-server must be on PATH. Service processes run with
 // the node flags of `npm start`; for a diagnosis, BENCH_SERVICE_NODE_FLAGS adds some (e.g. --trace-gc,
 // whose lines land in the service's log under .bench/<run>/ with --keep) and BENCH_SERVICE_LOG_LEVEL
-// sets its log level (default info). BENCH_SCALE_STREAMS sets the scale row's number of open streams
-// (10,000; 1,000 with --quick), e.g. where the open-file limit (2 per stream in the service) is lower.
+// sets its log level (default info). BENCH_SCALE_STREAMS sets the number of open streams of the scale
+// and close rows (10,000; 1,000 with --quick), e.g. where the open-file limit (2 per stream in the
+// service) is lower.
 // A run with a failed row keeps its logs.
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, rmSync } from 'node:fs';
@@ -37,6 +38,7 @@ import { detached, resume, stop } from './scenarios/resume.ts';
 import { journal } from './scenarios/journal.ts';
 import { journalSpeed } from './scenarios/journal-speed.ts';
 import { scale } from './scenarios/scale.ts';
+import { close } from './scenarios/close.ts';
 import { rolling } from './scenarios/rolling.ts';
 
 const SCENARIOS: Record<string, { title: string; run: (h: Harness) => Promise<Row> }> = {
@@ -56,6 +58,7 @@ const SCENARIOS: Record<string, { title: string; run: (h: Harness) => Promise<Ro
   journal: { title: 'Trading journal', run: journal },
   'journal-speed': { title: 'Journal pages, reports and back-dated imports', run: journalSpeed },
   scale: { title: 'Open streams on one instance', run: scale },
+  close: { title: 'Streams closed at once', run: close },
   rolling: { title: 'Rolling restart under load', run: rolling },
 };
 /** The whole run stops (and cleans up) after this, whatever is still going. */

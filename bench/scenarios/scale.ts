@@ -197,7 +197,7 @@ export async function scale(h: Harness): Promise<Row> {
  * The service holds two descriptors per open stream (the client's connection and its provider call's),
  * the fake and the client one each; every process of the run has this process's limit.
  */
-function checkOpenFiles(streams: number): void {
+export function checkOpenFiles(streams: number, row = 'scale'): void {
   const m = /^Max open files\s+(\d+|unlimited)\s+(\d+|unlimited)/m.exec(readFileSync('/proc/self/limits', 'utf8'));
   const soft = m?.[1] === 'unlimited' ? Infinity : Number(m?.[1] ?? NaN);
   const hard = m?.[2] ?? 'unknown';
@@ -205,7 +205,7 @@ function checkOpenFiles(streams: number): void {
   if (!(soft >= need)) {
     const fits = Math.floor(((soft - FD_MARGIN) / 2 - 1) / 100) * 100;
     throw new Error(
-      `scale: ${int(streams)} open streams (the probe's included) need ${int(need)} open files in the service process (2 per stream: ` +
+      `${row}: ${int(streams)} open streams (the probe's included) need ${int(need)} open files in the service process (2 per stream: ` +
         `the client's connection and the provider call's), but this process may open ${int(soft)} (ulimit -n; hard limit ${hard}) and ` +
         `its children inherit that. Raise it before the run (ulimit -n ${need}, which may need root or limits.conf) or run fewer: ` +
         `BENCH_SCALE_STREAMS=${fits}.`,
@@ -319,13 +319,19 @@ async function scrape(serviceUrl: string): Promise<Map<string, number>> {
 /** Polls until no reply of `users` is streaming and no charge reserved: the time from `since`, or undefined past the bound. */
 async function settled(pool: pg.Pool, users: readonly string[], since: number): Promise<number | undefined> {
   while (performance.now() - since < SETTLED_WITHIN_MS) {
-    const r = await pool.query<{ n: number }>(
-      `select (select count(*)::int from messages where user_id = any($1::text[]) and status = 'streaming')
-            + (select count(*)::int from turn_charges where user_id = any($1::text[]) and status = 'reserved') as n`,
-      [users],
-    );
-    if (r.rows[0]?.n === 0) return performance.now() - since;
+    const left = await unsettled(pool, users);
+    if (left.streaming + left.reserved === 0) return performance.now() - since;
     await delay(250);
   }
   return undefined;
+}
+
+/** The replies of `users` still `streaming` and their charges still `reserved`: their turns' ends not yet stored. */
+export async function unsettled(pool: pg.Pool, users: readonly string[]): Promise<{ streaming: number; reserved: number }> {
+  const r = await pool.query<{ streaming: number; reserved: number }>(
+    `select (select count(*)::int from messages where user_id = any($1::text[]) and status = 'streaming') as streaming,
+            (select count(*)::int from turn_charges where user_id = any($1::text[]) and status = 'reserved') as reserved`,
+    [users],
+  );
+  return { streaming: r.rows[0]?.streaming ?? NaN, reserved: r.rows[0]?.reserved ?? NaN };
 }
