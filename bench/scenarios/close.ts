@@ -69,7 +69,7 @@ export async function close(h: Harness): Promise<Row> {
   const asked = Number(process.env.BENCH_SCALE_STREAMS ?? 0);
   const n = asked > 0 ? Math.floor(asked) : h.quick ? 1000 : 10_000;
   // One pass at a time: n streams open at once, two descriptors each in the service.
-  checkOpenFiles(n, 'close');
+  checkOpenFiles(n, 'close', 'open streams at once');
   // One chunk, then silence with the connection open: the stream stays live until the client leaves.
   await h.script({ chunks: ['Hello', ' world'], stallAfterChunks: 1 });
   const direct = await pass(h, 'direct', n, {}, new Map([[portOf(h.stores.databaseUrl), 'PostgreSQL']]));

@@ -197,7 +197,7 @@ export async function scale(h: Harness): Promise<Row> {
  * The service holds two descriptors per open stream (the client's connection and its provider call's),
  * the fake and the client one each; every process of the run has this process's limit.
  */
-export function checkOpenFiles(streams: number, row = 'scale'): void {
+export function checkOpenFiles(streams: number, row = 'scale', what = "open streams (the probe's included)"): void {
   const m = /^Max open files\s+(\d+|unlimited)\s+(\d+|unlimited)/m.exec(readFileSync('/proc/self/limits', 'utf8'));
   const soft = m?.[1] === 'unlimited' ? Infinity : Number(m?.[1] ?? NaN);
   const hard = m?.[2] ?? 'unknown';
@@ -205,7 +205,7 @@ export function checkOpenFiles(streams: number, row = 'scale'): void {
   if (!(soft >= need)) {
     const fits = Math.floor(((soft - FD_MARGIN) / 2 - 1) / 100) * 100;
     throw new Error(
-      `${row}: ${int(streams)} open streams (the probe's included) need ${int(need)} open files in the service process (2 per stream: ` +
+      `${row}: ${int(streams)} ${what} need ${int(need)} open files in the service process (2 per stream: ` +
         `the client's connection and the provider call's), but this process may open ${int(soft)} (ulimit -n; hard limit ${hard}) and ` +
         `its children inherit that. Raise it before the run (ulimit -n ${need}, which may need root or limits.conf) or run fewer: ` +
         `BENCH_SCALE_STREAMS=${fits}.`,
