@@ -114,14 +114,16 @@ export async function close(h: Harness): Promise<Row> {
     service: `${int(n)} open streams closed at once; ${passes
       .map(
         (p) =>
-          `${name(p)}: ${stored(p)}, ${int(left(at60(p)))} left at ${CLOSED_WITHIN_MS / 1000} s, ` +
+          `${name(p)}: ${stored(p)}, ${int(left(at60(p)))} streaming/reserved at ${CLOSED_WITHIN_MS / 1000} s, ` +
           `${int(p.log.retries)} settle retries (${int(p.log.retriedTurns)} turns), ${int(p.log.failed)} given up`,
       )
       .join(' · ')}`,
     baseline:
       'before the settlement was retried (issue 42, 9,979 streams): through PgBouncer 5,374 turns failed `storing and settling the turn failed` ' +
       '(`timeout exceeded when trying to connect`) and stayed `streaming` / `reserved` until the sweeper, 10 min later; direct 0',
-    result: passes.map((p) => `${name(p)} ${int(left(at60(p)))} left at ${CLOSED_WITHIN_MS / 1000} s, ${int(p.log.failed)} ends given up`).join('; '),
+    result: passes
+      .map((p) => `${name(p)} ${int(left(at60(p)))} streaming/reserved at ${CLOSED_WITHIN_MS / 1000} s, ${int(p.log.failed)} ends given up`)
+      .join('; '),
     goal: `no reply \`streaming\` and no charge \`reserved\` ${CLOSED_WITHIN_MS / 1000} s after the close, direct and through PgBouncer; no turn's end given up`,
     met: passes.every((p) => left(at60(p)) === 0 && p.log.failed === 0),
     how:
@@ -141,7 +143,7 @@ export async function close(h: Harness): Promise<Row> {
       'sent to PgBouncer and to PostgreSQL from the close to the last poll (TCP data segments, `ss`: bench/lib/sockets.ts) show where the ends went.',
     notes: passes.flatMap((p) => [
       `${name(p)}: ${int(n)} streams opened in ${s(p.openMs)} s, all ended at the client ${s(p.clientClosedMs)} s after the close; ` +
-        `${stored(p)}; left after ${[...p.leftAt].map(([t, l]) => `${t / 1000} s ${int(left(l))}`).join(', ')}` +
+        `${stored(p)}; replies streaming / charges reserved after ${[...p.leftAt].map(([t, l]) => `${t / 1000} s ${int(l.streaming)} / ${int(l.reserved)}`).join(', ')}` +
         `${p.settledMs === undefined ? `; at ${WATCH_MS / 1000} s ${leftLine(p.leftAtEnd)}` : ''}`,
       `${name(p)}: ${int(p.log.retries)} settle retries for ${int(p.log.retriedTurns)} turns (longest wait ${int(p.log.maxRetryInMs)} ms), ` +
         `errors: ${counts(p.log.retryErrors)}; ${int(p.log.failed)} '${FAILED_MSG}'; error lines: ${counts(p.log.errors)}; other warnings: ${counts(p.log.warnings)}; ` +
