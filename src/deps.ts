@@ -16,7 +16,7 @@ import type { FrameLog } from './platform/frame-log.ts';
 import type { Vault } from './platform/vault.ts';
 import { createVault, loadOrCreateKeyring, loadOrCreateSecret, type Keyring } from './platform/aes-vault.ts';
 import { createCoordination, type Coordination } from './platform/coordination.ts';
-import { admitInTurn, type Admission } from './platform/admission.ts';
+import { admitInTurn, openStreams, type Admission, type OpenStreams } from './platform/admission.ts';
 import path from 'node:path';
 import { createTurnBilling, markTurnsAlive, type TurnBilling } from './features/billing/turn-billing.ts';
 import { sealedKeyIds } from './features/advisor-keys/repo.ts';
@@ -55,6 +55,8 @@ export interface Deps {
   readonly payments: PaymentsClient | undefined;
   /** What this app's advisor streams share: their timers, the verdicts in flight. */
   readonly streams: StreamRuntime;
+  /** DESIGN §16: this instance's stream connections, at most MAX_OPEN_STREAMS. */
+  readonly openStreams: OpenStreams;
   close(): Promise<void>;
 }
 
@@ -172,6 +174,7 @@ export async function createDeps(config: Config, opts: DepsOptions = {}): Promis
       markAlive: (turnIds) => markTurnsAlive(billingDeps, turnIds),
       onError: (err) => logger.warn({ err }, 'marking running turns alive failed'),
     }),
+    openStreams: openStreams(config, metrics, logger),
     async close() {
       // Streams have ended or been stopped by now; whatever upstream call is left is cut.
       await upstream.destroy();

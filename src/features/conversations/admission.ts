@@ -43,6 +43,21 @@ export function shuttingDown(): AppError {
 }
 
 /**
+ * DESIGN §16: a stream connection (a start, an attach) takes one of the instance's MAX_OPEN_STREAMS
+ * slots until it closes; beyond them it is refused here, while descriptors remain to answer it.
+ */
+export function holdStreamSlot(deps: Deps, reply: FastifyReply): void {
+  const release = deps.openStreams.take();
+  if (release === null) {
+    deps.metrics.streamsRefused.inc();
+    throw new AppError('SERVICE_UNAVAILABLE', 'this instance has as many streams open as it may (MAX_OPEN_STREAMS); retry shortly', {
+      headers: { 'Retry-After': '1' },
+    });
+  }
+  reply.raw.once('close', release);
+}
+
+/**
  * The route's onRequest hook. Every request counts (DESIGN §4); an admitted one asks for its user's
  * stream lease in the same step (one Redis round trip). The answer is left in flight while a small body
  * is read and checked, so it costs no wait of its own; a large body (images) is not read at all for a
@@ -51,6 +66,7 @@ export function shuttingDown(): AppError {
 export function admitTurn(deps: Deps): (req: FastifyRequest, reply: FastifyReply) => Promise<void> {
   return async (req, reply) => {
     if (deps.lifecycle.draining) throw shuttingDown();
+    holdStreamSlot(deps, reply);
     const admitted = deps.admission.admit(ADVISOR_MESSAGES, req.user.id, LEASE_TTL_MS);
     const verdict = admitted.then((a) => applyDecision(ADVISOR_MESSAGES, a.decision, reply));
     verdict.catch(() => undefined);

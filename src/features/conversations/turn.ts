@@ -21,7 +21,10 @@ import { startTurn } from './start.ts';
  * A refusal stores, reserves and calls nothing. The route's description is written from this list.
  */
 const TURN_CHECKS = {
-  admission: ['503 SERVICE_UNAVAILABLE while draining', '429 RATE_LIMITED (30 per rolling 60 s per user, counted before the body is read)'],
+  admission: [
+    '503 SERVICE_UNAVAILABLE while draining, or with MAX_OPEN_STREAMS streams open on the instance (DESIGN §16)',
+    '429 RATE_LIMITED (30 per rolling 60 s per user, counted before the body is read)',
+  ],
   body: [
     '413 PAYLOAD_TOO_LARGE',
     '400 VALIDATION_ERROR (schema, whitespace-only text, unknown personaId)',
