@@ -121,6 +121,8 @@ export interface Config {
    * `503` with `Retry-After`. Default from RLIMIT_NOFILE (platform/descriptors.ts).
    */
   readonly maxOpenStreams: number;
+  /** DESIGN §16: OTLP over HTTP collector (spans to `<it>/v1/traces`); unset = no tracing. */
+  readonly otelEndpoint: string | undefined;
   readonly maxImageBytes: number;
   readonly maxBodyBytes: number;
   /** Headers and body of a request must arrive within this, else 408 and the connection is closed. */
@@ -261,6 +263,7 @@ export function loadConfig(env: Env = process.env): Config {
   ]);
   const config: Config = {
     ...numbers,
+    otelEndpoint: r.url('OTEL_EXPORTER_OTLP_ENDPOINT', undefined),
     maxOpenStreams: r.int('MAX_OPEN_STREAMS', defaultMaxOpenStreams(descriptorLimit(), numbers.databasePoolSize), 1, 10_000_000),
     port,
     host,

@@ -10,6 +10,8 @@ import { systemClock, type Clock } from './platform/clock.ts';
 import { timeOrderedIds, type Ids } from './platform/ids.ts';
 import { Lifecycle } from './platform/lifecycle.ts';
 import { createMetrics, type Metrics } from './platform/metrics.ts';
+import { createTracing, type Tracing } from './platform/tracing.ts';
+import type { SpanExporter } from '@opentelemetry/sdk-trace';
 import type { RateLimiter } from './platform/rate-limiter.ts';
 import type { StreamLeases } from './platform/stream-lease.ts';
 import type { FrameLog } from './platform/frame-log.ts';
@@ -57,6 +59,8 @@ export interface Deps {
   readonly streams: StreamRuntime;
   /** DESIGN §16: this instance's stream connections, at most MAX_OPEN_STREAMS. */
   readonly openStreams: OpenStreams;
+  /** DESIGN §16: this app's tracer (off unless OTEL_EXPORTER_OTLP_ENDPOINT is set). */
+  readonly tracing: Tracing;
   close(): Promise<void>;
 }
 
@@ -86,6 +90,8 @@ export interface DepsOptions {
    */
   readonly shareEmbeddedWith?: Deps;
   readonly overrides?: DepsOverrides;
+  /** Spans go here (tests: an in-memory exporter), whatever OTEL_EXPORTER_OTLP_ENDPOINT says. */
+  readonly spanExporter?: SpanExporter;
 }
 
 export async function createDeps(config: Config, opts: DepsOptions = {}): Promise<Deps> {
@@ -130,6 +136,7 @@ export async function createDeps(config: Config, opts: DepsOptions = {}): Promis
   await coordination.frames.ready(2000);
   const ids = opts.ids ?? timeOrderedIds;
   const metrics = createMetrics();
+  const tracing = createTracing(metrics, config.otelEndpoint, opts.spanExporter);
   // Keep-alive connections to the providers, shared by chat rounds and key probes.
   const upstream = createUpstreamAgent();
   const llm = createLlm({
@@ -175,7 +182,9 @@ export async function createDeps(config: Config, opts: DepsOptions = {}): Promis
       onError: (err) => logger.warn({ err }, 'marking running turns alive failed'),
     }),
     openStreams: openStreams(config, metrics, logger),
+    tracing,
     async close() {
+      await tracing.shutdown().catch((err: unknown) => logger.warn({ err }, 'sending the last spans failed'));
       // Streams have ended or been stopped by now; whatever upstream call is left is cut.
       await upstream.destroy();
       await coordination.close();

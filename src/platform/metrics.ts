@@ -64,7 +64,7 @@ export function createMetrics() {
     }),
     settlementFailures: new Counter({
       name: 'advisor_settlement_failures_total',
-      help: "A turn's end statement that failed (each failed attempt; retried until stored)",
+      help: "A turn's end that could not be stored (retries given up; the crash sweeper stores it)",
       registers: [registry],
     }),
     frameLogWrite: new Histogram({

@@ -7,6 +7,7 @@ import type { Deps } from '../../deps.ts';
 import { AppError } from '../../http/errors.ts';
 import { applyDecision } from '../../http/rate-limit.ts';
 import type { RateLimitRule } from '../../platform/rate-limiter.ts';
+import { bindTrace, traced } from '../../platform/tracing.ts';
 import { LeaseClaim } from './lease-claim.ts';
 import { LEASE_TTL_MS } from './stream-runtime.ts';
 
@@ -67,7 +68,7 @@ export function admitTurn(deps: Deps): (req: FastifyRequest, reply: FastifyReply
   return async (req, reply) => {
     if (deps.lifecycle.draining) throw shuttingDown();
     holdStreamSlot(deps, reply);
-    const admitted = deps.admission.admit(ADVISOR_MESSAGES, req.user.id, LEASE_TTL_MS);
+    const admitted = traced(req.raw, 'advisor.admission', deps.admission.admit(ADVISOR_MESSAGES, req.user.id, LEASE_TTL_MS));
     const verdict = admitted.then((a) => applyDecision(ADVISOR_MESSAGES, a.decision, reply));
     verdict.catch(() => undefined);
     const claim = new LeaseClaim(
@@ -75,6 +76,7 @@ export function admitTurn(deps: Deps): (req: FastifyRequest, reply: FastifyReply
       req.user.id,
       admitted.then((a) => a.lease),
     );
+    bindTrace(claim, req.raw);
     req.turnAdmission = { verdict, claim };
     reply.raw.once('close', () => void claim.release());
     if (!(Number(req.headers['content-length']) <= READ_BEFORE_VERDICT_BYTES)) await verdict;

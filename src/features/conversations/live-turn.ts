@@ -309,9 +309,13 @@ export class LiveTurn implements TurnIds, Ticking {
     // The lease goes back after the statement, so the user's next turn reads this reply in its history.
     let stored = true;
     try {
-      await persist(() => deps.billing.settle(this.charge, produced, closingStatement(end)));
+      await persist(
+        () => deps.billing.settle(this.charge, produced, closingStatement(end)),
+        () => deps.metrics.settlementRetries.inc(),
+      );
     } catch (err) {
       stored = false;
+      deps.metrics.settlementFailures.inc();
       this.log.error({ err, assistantMessageId: this.assistantMessageId, turnId: this.charge.turnId }, 'storing and settling the turn failed');
     }
     heartbeat.delete(this);
@@ -339,13 +343,14 @@ export function closingStatement(end: repo.TurnEnd): WithBillingPart {
  * the client is told the turn ended only after this, so what it saw must be what is stored and
  * charged. The settlement is idempotent (an update by id; a charge or return of a still-reserved turn).
  */
-async function persist(op: () => Promise<void>): Promise<void> {
+async function persist(op: () => Promise<void>, onRetry: () => void): Promise<void> {
   const giveUpAt = Date.now() + SETTLE_WINDOW_MS;
   for (let wait = SETTLE_RETRY_MS; ; wait = Math.min(wait * 2, SETTLE_RETRY_MAX_MS)) {
     try {
       return await op();
     } catch (err) {
       if (!isDatabaseUnavailable(err) || Date.now() + wait > giveUpAt) throw err;
+      onRetry();
       await sleep(wait);
     }
   }

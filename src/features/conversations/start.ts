@@ -17,6 +17,7 @@ import { streamInProgress } from './in-progress.ts';
 import { LiveTurn, type RoundRequest } from './live-turn.ts';
 import { priorReplay, turnToReplace, type Replay } from './replay.ts';
 import * as repo from './repo.ts';
+import { traced } from '../../platform/tracing.ts';
 
 /** How many times a turn's start reads the user's provider key again when it changed meanwhile. */
 const KEY_READS = 3;
@@ -59,12 +60,16 @@ export async function startTurn(deps: Deps, turn: TurnRequest): Promise<Started>
   for (let attempt = 1; ; attempt++) {
     const key = deps.streams.knownKeys.get(userId) ?? (await readKey(deps, userId, target));
     try {
-      ({ row, charge } = await deps.billing.reserveWithin({ turnId: start.replyId, userId, images: images.length, terms: repo.TERMS }, (db, reservation) => {
-        const parts = { keys: turnKeysPart(userId), reservation };
-        if (replacing === undefined) return repo.startTurn(db, { ...start, key }, parts);
-        const titles = { replaced: defaultTitle(replacing.user.content), next: start.title };
-        return repo.replaceAndStartTurn(db, replacing.user, titles, { ...start, key }, parts);
-      }));
+      ({ row, charge } = await traced(
+        claim,
+        'advisor.start_statement',
+        deps.billing.reserveWithin({ turnId: start.replyId, userId, images: images.length, terms: repo.TERMS }, (db, reservation) => {
+          const parts = { keys: turnKeysPart(userId), reservation };
+          if (replacing === undefined) return repo.startTurn(db, { ...start, key }, parts);
+          const titles = { replaced: defaultTitle(replacing.user.content), next: start.title };
+          return repo.replaceAndStartTurn(db, replacing.user, titles, { ...start, key }, parts);
+        }),
+      ));
     } catch (err) {
       return await afterFailedStart(deps, err, turn, start.replyId);
     }
