@@ -99,6 +99,7 @@ export async function createDeps(config: Config, opts: DepsOptions = {}): Promis
   const clock = opts.clock ?? systemClock;
   const warn = (msg: string) => logger.warn(msg);
   const owner = opts.shareEmbeddedWith;
+  const metrics = createMetrics();
   const handle: DbHandle = owner
     ? { db: owner.db, kind: owner.dbKind, close: async () => undefined }
     : await createDb({
@@ -112,6 +113,7 @@ export async function createDeps(config: Config, opts: DepsOptions = {}): Promis
         pgliteDir: opts.pgliteDir ?? path.join(config.dataDir, 'pgdata'),
         ...(opts.dbSchema ? { schema: opts.dbSchema } : {}),
         onPoolError: (err) => logger.warn({ err: err.message }, 'database connection lost; it will be replaced'),
+        onPoolWait: (seconds) => metrics.dbPoolWait.observe(seconds),
       });
   if (!opts.skipMigrations && !owner) {
     await migrateToLatest(handle.db);
@@ -131,11 +133,17 @@ export async function createDeps(config: Config, opts: DepsOptions = {}): Promis
   const jwtSecret = tokenSecret(config, warn) ?? '';
   const coordination: Coordination = owner
     ? { limiter: owner.limiter, leases: owner.leases, admission: owner.admission, frames: owner.frames, store: 'memory', close: async () => undefined }
-    : createCoordination(config, handle.db, clock, opts.redisPrefix ?? 'advisor:', (err, what) => logger.warn({ err }, `${what} failed`));
+    : createCoordination(
+        config,
+        handle.db,
+        clock,
+        opts.redisPrefix ?? 'advisor:',
+        (err, what) => logger.warn({ err }, `${what} failed`),
+        (seconds) => metrics.frameLogWrite.observe(seconds),
+      );
   // Stops and attaches from other instances are heard from the first request on.
   await coordination.frames.ready(2000);
   const ids = opts.ids ?? timeOrderedIds;
-  const metrics = createMetrics();
   const tracing = createTracing(metrics, config.otelEndpoint, opts.spanExporter);
   // Keep-alive connections to the providers, shared by chat rounds and key probes.
   const upstream = createUpstreamAgent();

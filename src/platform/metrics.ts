@@ -67,6 +67,18 @@ export function createMetrics() {
       help: "A turn's end that could not be stored (retries given up; the crash sweeper stores it)",
       registers: [registry],
     }),
+    frameLogWrite: new Histogram({
+      name: 'advisor_frame_log_write_seconds',
+      help: "Writing a batch of frames to a turn's frame log (Redis, PostgreSQL or memory)",
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+      registers: [registry],
+    }),
+    dbPoolWait: new Histogram({
+      name: 'db_pool_wait_seconds',
+      help: 'Waiting for a PostgreSQL connection from the pool (a new connection opened included)',
+      buckets: [0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5],
+      registers: [registry],
+    }),
     creditsGranted: new Counter({ name: 'billing_credits_granted_total', help: 'Credits granted by webhooks', registers: [registry] }),
     creditsSpent: new Counter({ name: 'billing_credits_spent_total', help: 'Credits spent on turns', registers: [registry] }),
   };

@@ -21,7 +21,7 @@ after(async () => {
 
 const STREAM_ROUTE = 'POST /api/advisor/conversations/new/messages/stream';
 
-test('DESIGN §16: a turn with a tool round → a request span whose children are admission, start statement, provider call ×2, first delta, tool call, settlement', async () => {
+test('DESIGN §16: a turn with a tool round → a request span whose children are admission, start statement, provider call ×2, first delta, tool call, settlement; its metrics observed', async () => {
   const user = await userWithOpenAiKey(t, fake.validKey, 'traced');
   spans.reset();
   fake.enqueueStream({ toolCalls: [{ name: 'list_my_accounts' }] });
@@ -54,6 +54,11 @@ test('DESIGN §16: a turn with a tool round → a request span whose children ar
   // The time to first delta, as a metric too.
   const ttfd = await t.deps.metrics.timeToFirstDelta.get();
   assert.equal(ttfd.values.find((v) => v.metricName === 'advisor_time_to_first_delta_seconds_count' && v.labels['provider'] === 'openai')?.value, 1);
+  // The stores' latencies beside it: the turn's frame-log writes, and (on PostgreSQL) its pool checkouts.
+  const count = async (h: typeof t.deps.metrics.frameLogWrite): Promise<number> =>
+    (await h.get()).values.find((v) => v.metricName?.endsWith('_count'))?.value ?? 0;
+  assert.ok((await count(t.deps.metrics.frameLogWrite)) > 0);
+  if (t.deps.dbKind === 'postgres') assert.ok((await count(t.deps.metrics.dbPoolWait)) > 0);
 });
 
 test('DESIGN §16: a provider failure → advisor_provider_errors_total by code, and the request span says it', async () => {
