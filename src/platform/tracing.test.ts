@@ -1,5 +1,8 @@
 // DESIGN §16: a turn's trace — the request's span and, as its children, the stages §16 names.
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
 import { InMemorySpanExporter, type ReadableSpan } from '@opentelemetry/sdk-trace';
 import { buildTestApp, type TestApp } from '../../test/helpers/app.ts';
@@ -73,4 +76,30 @@ test('DESIGN §16: a provider failure → advisor_provider_errors_total by code,
   assert.equal(request.attributes['advisor.error_code'], code);
   const errors = await t.deps.metrics.providerErrors.get();
   assert.equal(errors.values.find((v) => v.labels['code'] === code)?.value, 1);
+});
+
+test('DESIGN §16: with OTEL_EXPORTER_OTLP_ENDPOINT the spans go to <endpoint>/v1/traces over OTLP/HTTP (sent at the latest as the app closes)', async () => {
+  const received: { url: string | undefined; body: string }[] = [];
+  const receiver = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (c: Buffer) => (body += c.toString()));
+    req.on('end', () => {
+      received.push({ url: req.url, body });
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+    });
+  });
+  receiver.listen(0, '127.0.0.1');
+  await once(receiver, 'listening');
+  const { port } = receiver.address() as AddressInfo;
+  try {
+    const app = await buildTestApp({ env: { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}/` } });
+    assert.equal((await app.call('GET', '/healthz')).statusCode, 200);
+    await app.close();
+    assert.equal(received.length, 1);
+    assert.equal(received[0]?.url, '/v1/traces');
+    assert.match(received[0]?.body ?? '', /"name":"GET \/healthz"/);
+    assert.match(received[0]?.body ?? '', /advisor-service/);
+  } finally {
+    receiver.close();
+  }
 });
