@@ -103,3 +103,30 @@ test('DESIGN §16: with OTEL_EXPORTER_OTLP_ENDPOINT the spans go to <endpoint>/v
     receiver.close();
   }
 });
+
+test('DESIGN §16: a turn end that finds the database unavailable is retried until stored → advisor_settlement_retries_total counts the retries, no failure', async () => {
+  let failures = 2;
+  const flaky = await buildTestApp({
+    env: { OPENAI_BASE_URL: fake.url },
+    deps: {
+      billing: (real) => ({
+        ...real,
+        settle: async (...args: Parameters<typeof real.settle>) => {
+          if (failures-- > 0) throw new Error('timeout exceeded when trying to connect');
+          return real.settle(...args);
+        },
+      }),
+    },
+  });
+  try {
+    const user = await userWithOpenAiKey(flaky, fake.validKey, 'settle-retried');
+    fake.enqueueStream({ chunks: ['Stored', ' at last'] });
+    const res = await send(flaky, user, null, message());
+    assert.equal(res.frames.at(-1)?.event, 'done', res.body);
+    const value = async (c: typeof flaky.deps.metrics.settlementRetries): Promise<number> => (await c.get()).values[0]?.value ?? 0;
+    assert.equal(await value(flaky.deps.metrics.settlementRetries), 2);
+    assert.equal(await value(flaky.deps.metrics.settlementFailures), 0);
+  } finally {
+    await flaky.close();
+  }
+});
