@@ -88,6 +88,7 @@ describe('MAX_OPEN_STREAMS under a lowered descriptor limit (DESIGN §16)', { sk
     assert.equal(streams.filter((s) => s.frames.some((f) => f.event === 'done' || f.event === 'error')).length, 0);
     assert.doesNotMatch(instance.output(), /EMFILE/);
     // The 80 % warning, once.
+    await waitFor('the warning in the log', async () => (/streams open: past 80 %/.test(instance.output()) ? true : undefined), 10_000);
     assert.equal(instance.output().match(/streams open: past 80 %/g)?.length, 1);
 
     // A closed stream frees its slot.
@@ -96,5 +97,44 @@ describe('MAX_OPEN_STREAMS under a lowered descriptor limit (DESIGN §16)', { sk
     const again = attachStream(instance.url, token, conversationId);
     streams.push(again);
     assert.equal(await again.status, 200);
+  });
+
+  test('DESIGN §16: a start whose client left holds its slot while its turn runs on (detach grace); MAX_OPEN_STREAMS=1 → the next start 503 SERVICE_UNAVAILABLE until the turn is stopped', async () => {
+    const one = await setup.cluster().startInstance({ MAX_OPEN_STREAMS: '1', STREAM_IDLE_TIMEOUT_MS: '600000', STREAM_DETACH_GRACE_MS: '600000' });
+    const user = newUser('slot-held');
+    await saveKey(setup.cluster(), user, setup.fake.validKey);
+    setup.fake.enqueueStream({ chunks: ['Half', ' an answer'], stallAfterChunks: 1 });
+    const token = await setup.cluster().token(user);
+    const post = openStream(one.url, token, message());
+    assert.equal(await post.status, 200);
+    await post.deltas(1);
+    const conversationId = String(post.frames[0]?.data['conversationId']);
+    post.destroy();
+    await post.ended;
+    // The turn runs on without its client: its slot stays taken.
+    const other = newUser('slot-held-other');
+    const start = async () =>
+      outcome(
+        await fetch(`${one.url}${streamPath()}`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${await setup.cluster().token(other)}`, 'content-type': 'application/json' },
+          body: JSON.stringify(message()),
+        }),
+      );
+    const refused = await start();
+    assert.equal(refused.status, 503);
+    assert.equal(refused.code, 'SERVICE_UNAVAILABLE');
+    assert.equal(refused.headers.get('retry-after'), '1');
+    assert.equal(await sample(one, 'advisor_open_streams'), 1);
+    // Stopped, the turn ends and gives its slot back.
+    const stop = await setup
+      .cluster()
+      .call(user, 'POST', `/api/advisor/conversations/${conversationId}/stop`, undefined, setup.cluster().instances.indexOf(one));
+    assert.equal(stop.status, 202);
+    await waitFor('the slot is free', async () => ((await sample(one, 'advisor_open_streams')) === 0 ? true : undefined), 30_000);
+    // The other user has no key: past admission now, refused by the start itself.
+    const admitted = await start();
+    assert.equal(admitted.status, 409);
+    assert.equal(admitted.code, 'PROVIDER_KEY_NOT_CONFIGURED');
   });
 });

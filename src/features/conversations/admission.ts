@@ -43,9 +43,14 @@ export function shuttingDown(): AppError {
   return new AppError('SERVICE_UNAVAILABLE', 'the service is shutting down; retry shortly', { headers: { 'Retry-After': '1' } });
 }
 
+/** A stream request's slot, waiting for its turn too (`holdingSlot`). */
+const slotHolders = new WeakMap<FastifyReply, (work: Promise<unknown>) => void>();
+
 /**
  * DESIGN §16: a stream connection (a start, an attach) takes one of the instance's MAX_OPEN_STREAMS
- * slots until it closes; beyond them it is refused here, while descriptors remain to answer it.
+ * slots until it closes — a start's, until its turn has ended too (`holdingSlot`) — so that open
+ * connections and running turns (each holding a provider call) stay within two descriptors a slot.
+ * Beyond them it is refused here, while descriptors remain to answer it.
  */
 export function holdStreamSlot(deps: Deps, reply: FastifyReply): void {
   const release = deps.openStreams.take();
@@ -55,7 +60,15 @@ export function holdStreamSlot(deps: Deps, reply: FastifyReply): void {
       headers: { 'Retry-After': '1' },
     });
   }
-  reply.raw.once('close', release);
+  let work: Promise<unknown> | undefined;
+  reply.raw.once('close', () => void (work === undefined ? release() : work.finally(release).catch(() => undefined)));
+  slotHolders.set(reply, (w) => (work = w));
+}
+
+/** A start's slot is given back once `work` (its whole turn: a turn whose client left runs on for the detach grace) has ended as well. */
+export function holdingSlot<T>(reply: FastifyReply, work: Promise<T>): Promise<T> {
+  slotHolders.get(reply)?.(work);
+  return work;
 }
 
 /**

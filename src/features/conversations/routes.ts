@@ -18,7 +18,7 @@ import {
 } from './schemas.ts';
 import { attachToConversation, lastEventId, stopConversationTurn } from './attach.ts';
 import * as service from './service.ts';
-import { admitTurn, decorateAdmission, holdStreamSlot, refuseAfterVerdict } from './admission.ts';
+import { admitTurn, decorateAdmission, holdingSlot, holdStreamSlot, refuseAfterVerdict } from './admission.ts';
 import { streamTurn, TURN_CHECKS_DOC } from './turn.ts';
 
 export async function conversationsRoutes(parent: FastifyInstance, { deps }: { deps: Deps }): Promise<void> {
@@ -44,7 +44,7 @@ export async function conversationsRoutes(parent: FastifyInstance, { deps }: { d
         response: streamResponses,
       },
     },
-    async (req, reply) => streamTurn(deps, req, reply, null),
+    async (req, reply) => holdingSlot(reply, streamTurn(deps, req, reply, null)),
   );
   app.post(
     '/advisor/conversations/:id/messages/stream',
@@ -61,7 +61,7 @@ export async function conversationsRoutes(parent: FastifyInstance, { deps }: { d
         response: streamResponses,
       },
     },
-    async (req, reply) => streamTurn(deps, req, reply, req.params.id),
+    async (req, reply) => holdingSlot(reply, streamTurn(deps, req, reply, req.params.id)),
   );
 
   app.get(
