@@ -117,7 +117,7 @@ export interface Config {
   readonly streamLogMaxBytes: number;
   readonly shutdownDrainMs: number;
   /**
-   * DESIGN §16: stream connections (starts and attaches) this instance holds at once; one more is refused
+   * DESIGN §16: stream connections (starts and attaches; a start's until its turn has ended too) this instance holds at once; one more is refused
    * `503` with `Retry-After`. Default from RLIMIT_NOFILE (platform/descriptors.ts).
    */
   readonly maxOpenStreams: number;
