@@ -144,7 +144,7 @@ export async function createDeps(config: Config, opts: DepsOptions = {}): Promis
   // Stops and attaches from other instances are heard from the first request on.
   await coordination.frames.ready(2000);
   const ids = opts.ids ?? timeOrderedIds;
-  const tracing = createTracing(metrics, config.otelEndpoint, opts.spanExporter);
+  const tracing = await createTracing(metrics, config.otelEndpoint, opts.spanExporter);
   // Keep-alive connections to the providers, shared by chat rounds and key probes.
   const upstream = createUpstreamAgent();
   const llm = createLlm({

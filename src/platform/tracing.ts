@@ -6,16 +6,22 @@
 // so no stage needs the request itself. Time to first delta and provider errors are metrics whether
 // or not tracing is on.
 import type { IncomingMessage } from 'node:http';
-import { SpanKind, SpanStatusCode, context, trace, type Attributes, type Context, type Span, type Tracer } from '@opentelemetry/api';
-import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import { resourceFromAttributes } from '@opentelemetry/resources';
-import { BatchSpanProcessor, SimpleSpanProcessor, TracerProvider, type SpanExporter } from '@opentelemetry/sdk-trace';
+import type * as OpenTelemetryApi from '@opentelemetry/api';
+import type { Attributes, Context, Span, Tracer } from '@opentelemetry/api';
+import type { SpanExporter } from '@opentelemetry/sdk-trace';
 import type { Metrics } from './metrics.ts';
 import { packageVersion } from '../version.ts';
 
-/** One app's tracer; `tracer` undefined when tracing is off (then no span is ever made). */
+type Api = typeof OpenTelemetryApi;
+
+/**
+ * One app's tracer; `tracer` undefined when tracing is off (then no span is ever made, and no
+ * OpenTelemetry module is even loaded: the SDK and the OTLP exporter take ~0.8 s to load).
+ */
 export interface Tracing {
   readonly tracer: Tracer | undefined;
+  /** The API's functions, loaded with the tracer. */
+  readonly api: Api | undefined;
   readonly metrics: Metrics;
   /** Sends what is buffered and stops. */
   shutdown(): Promise<void>;
@@ -25,23 +31,31 @@ export interface Tracing {
  * `endpoint` (OTEL_EXPORTER_OTLP_ENDPOINT): spans batched to `<endpoint>/v1/traces`; `exporter` (tests):
  * each span handed over as it ends. Neither: off.
  */
-export function createTracing(metrics: Metrics, endpoint: string | undefined, exporter?: SpanExporter): Tracing {
-  if (endpoint === undefined && exporter === undefined) return { tracer: undefined, metrics, shutdown: async () => undefined };
+export async function createTracing(metrics: Metrics, endpoint: string | undefined, exporter?: SpanExporter): Promise<Tracing> {
+  if (endpoint === undefined && exporter === undefined) return { tracer: undefined, api: undefined, metrics, shutdown: async () => undefined };
+  const [api, { BatchSpanProcessor, SimpleSpanProcessor, TracerProvider }, { resourceFromAttributes }] = await Promise.all([
+    import('@opentelemetry/api'),
+    import('@opentelemetry/sdk-trace'),
+    import('@opentelemetry/resources'),
+  ]);
   const processor =
     exporter !== undefined
       ? new SimpleSpanProcessor({ exporter })
-      : new BatchSpanProcessor({ exporter: new OTLPTraceExporter({ url: `${endpoint?.replace(/\/+$/, '')}/v1/traces` }) });
+      : new BatchSpanProcessor({
+          exporter: new (await import('@opentelemetry/exporter-trace-otlp-http')).OTLPTraceExporter({ url: `${endpoint?.replace(/\/+$/, '')}/v1/traces` }),
+        });
   const provider = new TracerProvider({
     resource: resourceFromAttributes({ 'service.name': 'advisor-service', 'service.version': packageVersion() }),
     spanProcessors: [processor],
   });
-  return { tracer: provider.getTracer('advisor-service', packageVersion()), metrics, shutdown: () => provider.shutdown() };
+  return { tracer: provider.getTracer('advisor-service', packageVersion()), api, metrics, shutdown: () => provider.shutdown() };
 }
 
 /** What an owner's spans hang off, and when its request arrived (time to first delta counts from it). */
 interface Scope {
   readonly tracing: Tracing;
-  readonly context: Context;
+  /** The request's span's context; undefined when tracing is off. */
+  readonly context: Context | undefined;
   readonly startedAt: number;
 }
 
@@ -64,19 +78,20 @@ export function traceRequest(
   response: { statusCode: number; once(e: 'close', f: () => void): unknown },
 ): void {
   const startedAt = performance.now();
-  if (tracing.tracer === undefined) {
-    scopes.set(raw, { tracing, context: context.active(), startedAt });
+  const { tracer, api } = tracing;
+  if (tracer === undefined || api === undefined) {
+    scopes.set(raw, { tracing, context: undefined, startedAt });
     return;
   }
   const name = route === undefined ? method : `${method} ${route}`;
-  const span = tracing.tracer.startSpan(name, {
-    kind: SpanKind.SERVER,
+  const span = tracer.startSpan(name, {
+    kind: api.SpanKind.SERVER,
     attributes: { 'http.request.method': method, ...(route === undefined ? {} : { 'http.route': route }) },
   });
-  scopes.set(raw, { tracing, context: trace.setSpan(context.active(), span), startedAt });
+  scopes.set(raw, { tracing, context: api.trace.setSpan(api.context.active(), span), startedAt });
   response.once('close', () => {
     span.setAttribute('http.response.status_code', response.statusCode);
-    if (response.statusCode >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+    if (response.statusCode >= 500) span.setStatus({ code: api.SpanStatusCode.ERROR });
     span.end();
   });
 }
@@ -98,14 +113,15 @@ export function traceTurn(live: object, from: object, provider: string, model: s
 /** `work` as a child span `name` of `owner`'s request: ended when it settles, an error when it fails. Returns `work`. */
 export function traced<T>(owner: object, name: string, work: Promise<T>, attributes?: Attributes): Promise<T> {
   const scope = scopes.get(owner);
-  if (scope?.tracing.tracer === undefined) return work;
+  const api = scope?.tracing.api;
+  if (scope?.tracing.tracer === undefined || api === undefined) return work;
   const span = scope.tracing.tracer.startSpan(name, attributes === undefined ? {} : { attributes }, scope.context);
   if (name === PROVIDER_CALL && isTurn(scope)) scope.providerCall = span;
   work.then(
     () => span.end(),
     (err: unknown) => {
       span.recordException(err instanceof Error ? err : String(err));
-      span.setStatus({ code: SpanStatusCode.ERROR });
+      span.setStatus({ code: api.SpanStatusCode.ERROR });
       span.end();
     },
   );
@@ -142,5 +158,5 @@ export function turnEnded(live: object, providerError: string | undefined): void
   const scope = scopes.get(live);
   if (scope === undefined || !isTurn(scope) || providerError === undefined || providerError === 'INTERNAL') return;
   scope.tracing.metrics.providerErrors.inc({ provider: scope.provider, code: providerError });
-  trace.getSpan(scope.context)?.setAttribute('advisor.error_code', providerError);
+  if (scope.context !== undefined) scope.tracing.api?.trace.getSpan(scope.context)?.setAttribute('advisor.error_code', providerError);
 }
