@@ -3,6 +3,7 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Deps } from './deps.ts';
+import { traceRequest } from './platform/tracing.ts';
 import { AppError, type ErrorCode, type ErrorDetail } from './http/errors.ts';
 import { authPlugin } from './http/auth-plugin.ts';
 import { opsRoutes } from './http/ops-routes.ts';
@@ -81,6 +82,7 @@ export async function buildApp(deps: Deps) {
     if (route.bodyLimit === undefined && route.schema?.body === StreamMessageBody) route.bodyLimit = deps.config.maxBodyBytes;
   });
   app.addHook('onRequest', async (req, reply) => {
+    traceRequest(deps.tracing, req.raw, req.method, req.routeOptions.url, reply.raw);
     reply.header('x-request-id', req.id);
     refuseOversizedHeaders(req);
     refuseUndecodableQuery(req);

@@ -5,6 +5,7 @@ import { Value } from 'typebox/value';
 import { BUILT_IN_CATALOGUE, CatalogueSchema, CreditPacksSchema, PROVIDERS, catalogueProblems, type Catalogue, type Provider } from './catalogue.ts';
 import { parseKeyring } from './platform/aes-vault.ts';
 import { LIVENESS_BEATS, liveWindowMs } from './platform/liveness.ts';
+import { defaultMaxOpenStreams, descriptorLimit } from './platform/descriptors.ts';
 
 const PROVIDER_PUBLIC_BASE_URLS: Record<Provider, string> = {
   openai: 'https://api.openai.com/v1',
@@ -116,6 +117,13 @@ export interface Config {
   /** DESIGN §12: frames a turn's log holds beyond its snapshot. */
   readonly streamLogMaxBytes: number;
   readonly shutdownDrainMs: number;
+  /**
+   * DESIGN §16: stream connections (starts and attaches; a start's until its turn has ended too) this instance holds at once; one more is refused
+   * `503` with `Retry-After`. Default from RLIMIT_NOFILE (platform/descriptors.ts).
+   */
+  readonly maxOpenStreams: number;
+  /** DESIGN §16: OTLP over HTTP collector (spans to `<it>/v1/traces`); unset = no tracing. */
+  readonly otelEndpoint: string | undefined;
   readonly maxImageBytes: number;
   readonly maxBodyBytes: number;
   /** Headers and body of a request must arrive within this, else 408 and the connection is closed. */
@@ -256,6 +264,8 @@ export function loadConfig(env: Env = process.env): Config {
   ]);
   const config: Config = {
     ...numbers,
+    otelEndpoint: r.url('OTEL_EXPORTER_OTLP_ENDPOINT', undefined),
+    maxOpenStreams: r.int('MAX_OPEN_STREAMS', defaultMaxOpenStreams(descriptorLimit(), numbers.databasePoolSize), 1, 10_000_000),
     port,
     host,
     dataDir: path.resolve(r.str('DATA_DIR') ?? './data'),

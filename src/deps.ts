@@ -10,13 +10,15 @@ import { systemClock, type Clock } from './platform/clock.ts';
 import { timeOrderedIds, type Ids } from './platform/ids.ts';
 import { Lifecycle } from './platform/lifecycle.ts';
 import { createMetrics, type Metrics } from './platform/metrics.ts';
+import { createTracing, type Tracing } from './platform/tracing.ts';
+import type { SpanExporter } from '@opentelemetry/sdk-trace';
 import type { RateLimiter } from './platform/rate-limiter.ts';
 import type { StreamLeases } from './platform/stream-lease.ts';
 import type { FrameLog } from './platform/frame-log.ts';
 import type { Vault } from './platform/vault.ts';
 import { createVault, loadOrCreateKeyring, loadOrCreateSecret, type Keyring } from './platform/aes-vault.ts';
 import { createCoordination, type Coordination } from './platform/coordination.ts';
-import { admitInTurn, type Admission } from './platform/admission.ts';
+import { admitInTurn, openStreams, type Admission, type OpenStreams } from './platform/admission.ts';
 import path from 'node:path';
 import { createTurnBilling, markTurnsAlive, type TurnBilling } from './features/billing/turn-billing.ts';
 import { sealedKeyIds } from './features/advisor-keys/repo.ts';
@@ -55,6 +57,10 @@ export interface Deps {
   readonly payments: PaymentsClient | undefined;
   /** What this app's advisor streams share: their timers, the verdicts in flight. */
   readonly streams: StreamRuntime;
+  /** DESIGN §16: this instance's stream connections, at most MAX_OPEN_STREAMS. */
+  readonly openStreams: OpenStreams;
+  /** DESIGN §16: this app's tracer (off unless OTEL_EXPORTER_OTLP_ENDPOINT is set). */
+  readonly tracing: Tracing;
   close(): Promise<void>;
 }
 
@@ -84,6 +90,8 @@ export interface DepsOptions {
    */
   readonly shareEmbeddedWith?: Deps;
   readonly overrides?: DepsOverrides;
+  /** Spans go here (tests: an in-memory exporter), whatever OTEL_EXPORTER_OTLP_ENDPOINT says. */
+  readonly spanExporter?: SpanExporter;
 }
 
 export async function createDeps(config: Config, opts: DepsOptions = {}): Promise<Deps> {
@@ -91,6 +99,7 @@ export async function createDeps(config: Config, opts: DepsOptions = {}): Promis
   const clock = opts.clock ?? systemClock;
   const warn = (msg: string) => logger.warn(msg);
   const owner = opts.shareEmbeddedWith;
+  const metrics = createMetrics();
   const handle: DbHandle = owner
     ? { db: owner.db, kind: owner.dbKind, close: async () => undefined }
     : await createDb({
@@ -104,6 +113,7 @@ export async function createDeps(config: Config, opts: DepsOptions = {}): Promis
         pgliteDir: opts.pgliteDir ?? path.join(config.dataDir, 'pgdata'),
         ...(opts.dbSchema ? { schema: opts.dbSchema } : {}),
         onPoolError: (err) => logger.warn({ err: err.message }, 'database connection lost; it will be replaced'),
+        onPoolWait: (seconds) => metrics.dbPoolWait.observe(seconds),
       });
   if (!opts.skipMigrations && !owner) {
     await migrateToLatest(handle.db);
@@ -123,11 +133,18 @@ export async function createDeps(config: Config, opts: DepsOptions = {}): Promis
   const jwtSecret = tokenSecret(config, warn) ?? '';
   const coordination: Coordination = owner
     ? { limiter: owner.limiter, leases: owner.leases, admission: owner.admission, frames: owner.frames, store: 'memory', close: async () => undefined }
-    : createCoordination(config, handle.db, clock, opts.redisPrefix ?? 'advisor:', (err, what) => logger.warn({ err }, `${what} failed`));
+    : createCoordination(
+        config,
+        handle.db,
+        clock,
+        opts.redisPrefix ?? 'advisor:',
+        (err, what) => logger.warn({ err }, `${what} failed`),
+        (seconds) => metrics.frameLogWrite.observe(seconds),
+      );
   // Stops and attaches from other instances are heard from the first request on.
   await coordination.frames.ready(2000);
   const ids = opts.ids ?? timeOrderedIds;
-  const metrics = createMetrics();
+  const tracing = await createTracing(metrics, config.otelEndpoint, opts.spanExporter);
   // Keep-alive connections to the providers, shared by chat rounds and key probes.
   const upstream = createUpstreamAgent();
   const llm = createLlm({
@@ -172,7 +189,10 @@ export async function createDeps(config: Config, opts: DepsOptions = {}): Promis
       markAlive: (turnIds) => markTurnsAlive(billingDeps, turnIds),
       onError: (err) => logger.warn({ err }, 'marking running turns alive failed'),
     }),
+    openStreams: openStreams(config, metrics, logger),
+    tracing,
     async close() {
+      await tracing.shutdown().catch((err: unknown) => logger.warn({ err }, 'sending the last spans failed'));
       // Streams have ended or been stopped by now; whatever upstream call is left is cut.
       await upstream.destroy();
       await coordination.close();

@@ -56,6 +56,8 @@ export interface CreateDbOptions {
    */
   readonly sessionUrl?: string | undefined;
   readonly onPoolError?: (err: Error) => void;
+  /** The seconds each wait for a pooled connection took. */
+  readonly onPoolWait?: (seconds: number) => void;
 }
 
 /** Client-side grace after the server-side statement timeout, for a server too frozen to enforce it. */
@@ -111,7 +113,7 @@ export async function createDb(opts: CreateDbOptions): Promise<DbHandle> {
     // crashes the process. The query in flight fails on its own (→ 503), the next one on that client
     // is refused, and the pool discards the client on release; so this listener only has to exist.
     pool.on('connect', (client) => client.on('error', () => undefined));
-    const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool: preparedStatementPool(pool, { named }) }) });
+    const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool: preparedStatementPool(pool, { named, onWait: opts.onPoolWait }) }) });
     const own = { ...session, connectionString: opts.sessionUrl ?? databaseUrl, max: 1 };
     unbounded.set(db, () => new Kysely<DB>({ dialect: new OwnSchemaPostgresDialect({ pool: new pg.Pool(own) }) }));
     return { db, kind: 'postgres', close: () => db.destroy() };

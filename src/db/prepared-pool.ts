@@ -27,7 +27,8 @@ const DATA_STATEMENT = /^\s*(select|insert|update|delete|with)\b/i;
 const isStalePlan = (err: unknown): boolean =>
   err instanceof Error && (err as { code?: unknown }).code === '0A000' && /cached plan must not change result type/.test(err.message);
 
-export function preparedStatementPool(pool: pg.Pool, opts: { named: boolean }): PostgresPool {
+/** `onWait`: the seconds each checkout of a connection took (DESIGN §16, db_pool_wait_seconds). */
+export function preparedStatementPool(pool: pg.Pool, opts: { named: boolean; onWait?: ((seconds: number) => void) | undefined }): PostgresPool {
   const names = new Map<string, string>();
   const nameOf = (text: string): string | undefined => {
     let name = names.get(text);
@@ -40,7 +41,9 @@ export function preparedStatementPool(pool: pg.Pool, opts: { named: boolean }): 
   const wrappers = new WeakMap<pg.PoolClient, PostgresPoolClient>();
   return {
     async connect() {
+      const started = performance.now();
       const client = await pool.connect();
+      opts.onWait?.((performance.now() - started) / 1000);
       let wrapper = wrappers.get(client);
       if (wrapper === undefined) {
         wrapper = wrap(client, nameOf);

@@ -1,3 +1,5 @@
+import type { Logger } from 'pino';
+import type { Metrics } from './metrics.ts';
 import type { RateLimitDecision, RateLimiter, RateLimitRule } from './rate-limiter.ts';
 import type { StreamLeases } from './stream-lease.ts';
 
@@ -25,4 +27,63 @@ export function admitInTurn(limiter: RateLimiter, leases: StreamLeases): Admissi
       return { decision, lease: decision.allowed ? await leases.acquire(userId, leaseTtlMs) : null };
     },
   };
+}
+
+/** Past this share of MAX_OPEN_STREAMS a warning is logged (once per crossing; again after falling below REARM_SHARE). */
+const WARN_SHARE = 0.8;
+const REARM_SHARE = 0.75;
+
+/**
+ * DESIGN §16, admission before exhaustion: the stream connections this instance holds, at most `max`
+ * (MAX_OPEN_STREAMS). A connection beyond it is refused while there are descriptors left to answer it.
+ */
+export class OpenStreams {
+  #open = 0;
+  #warned = false;
+  readonly max: number;
+  readonly #changed: (open: number) => void;
+  readonly #warn: (open: number, max: number) => void;
+
+  constructor(max: number, changed: (open: number) => void, warn: (open: number, max: number) => void) {
+    this.max = max;
+    this.#changed = changed;
+    this.#warn = warn;
+  }
+
+  get open(): number {
+    return this.#open;
+  }
+
+  /** A slot, as the function that gives it back (once, however often called); null when all are taken. */
+  take(): (() => void) | null {
+    if (this.#open >= this.max) return null;
+    this.#open += 1;
+    this.#changed(this.#open);
+    if (!this.#warned && this.#open >= this.max * WARN_SHARE) {
+      this.#warned = true;
+      this.#warn(this.#open, this.max);
+    }
+    let held = true;
+    return () => {
+      if (!held) return;
+      held = false;
+      this.#open -= 1;
+      this.#changed(this.#open);
+      if (this.#warned && this.#open < this.max * REARM_SHARE) this.#warned = false;
+    };
+  }
+}
+
+/** This app's OpenStreams: its count on the advisor_open_streams gauge, the warning in the log. */
+export function openStreams(config: { readonly maxOpenStreams: number }, metrics: Metrics, logger: Logger): OpenStreams {
+  metrics.maxOpenStreams.set(config.maxOpenStreams);
+  return new OpenStreams(
+    config.maxOpenStreams,
+    (open) => metrics.openStreams.set(open),
+    (open, max) =>
+      logger.warn(
+        { openStreams: open, maxOpenStreams: max },
+        `${open} of MAX_OPEN_STREAMS (${max}) streams open: past 80 %, further ones are refused 503 at the limit`,
+      ),
+  );
 }

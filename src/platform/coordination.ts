@@ -33,7 +33,15 @@ export interface Coordination {
  * Where limits, leases and frame logs live: Redis when configured; else the shared PostgreSQL (still exact
  * across instances); else this process (the embedded single-instance default).
  */
-export function createCoordination(config: Config, db: Db, clock: Clock, redisPrefix: string, onError: (err: unknown, what: string) => void): Coordination {
+/** `observeWrite`: the seconds each write of a turn's frame log took (DESIGN §16, advisor_frame_log_write_seconds). */
+export function createCoordination(
+  config: Config,
+  db: Db,
+  clock: Clock,
+  redisPrefix: string,
+  onError: (err: unknown, what: string) => void,
+  observeWrite: (seconds: number) => void = () => undefined,
+): Coordination {
   let limiter: RateLimiter;
   let leases: StreamLeases;
   let admission: Admission | undefined;
@@ -64,6 +72,7 @@ export function createCoordination(config: Config, db: Db, clock: Clock, redisPr
     frameStore = createMemoryFrameStore(clock, (err) => onError(err, 'frame-log control'));
     store = 'memory';
   }
+  timeWrites(frameStore, observeWrite);
   const frames = new FrameLog(frameStore, {
     retentionMs: config.streamLogRetentionMs,
     maxBytes: config.streamLogMaxBytes,
@@ -81,5 +90,18 @@ export function createCoordination(config: Config, db: Db, clock: Clock, redisPr
       await Promise.all([limiter.close(), leases.close(), frames.close()]);
       if (redis) await closeRedis(redis);
     },
+  };
+}
+
+/** Each write of `store` timed: its own `write` wraps the store's. */
+function timeWrites(store: FrameStore, observe: (seconds: number) => void): void {
+  const write = store.write.bind(store);
+  store.write = async (turnId, batch, ttlMs) => {
+    const started = performance.now();
+    try {
+      return await write(turnId, batch, ttlMs);
+    } finally {
+      observe((performance.now() - started) / 1000);
+    }
   };
 }

@@ -40,7 +40,8 @@ export interface Cluster {
   call(userId: string, method: string, pathname: string, body?: unknown, instance?: number): Promise<Response>;
   /** A plain SQL client on the cluster's database. */
   sql<T extends pg.QueryResultRow = pg.QueryResultRow>(text: string, params?: unknown[]): Promise<T[]>;
-  startInstance(extraEnv?: Record<string, string>): Promise<Instance>;
+  /** `launcher`: a command the instance is run under (e.g. `prlimit --nofile=N:N`, which execs node: same PID). */
+  startInstance(extraEnv?: Record<string, string>, launcher?: readonly string[]): Promise<Instance>;
   close(): Promise<void>;
 }
 
@@ -128,8 +129,8 @@ export async function startCluster(opts: { instances: number; env?: Record<strin
   sqlClient.on('connect', (client) => client.on('error', () => undefined));
 
   const instances: Instance[] = [];
-  const startInstance = async (extraEnv: Record<string, string> = {}): Promise<Instance> => {
-    const instance = await spawnInstance({ ...baseEnv, ...extraEnv });
+  const startInstance = async (extraEnv: Record<string, string> = {}, launcher: readonly string[] = []): Promise<Instance> => {
+    const instance = await spawnInstance({ ...baseEnv, ...extraEnv }, launcher);
     instances.push(instance);
     return instance;
   };
@@ -179,8 +180,9 @@ export async function startCluster(opts: { instances: number; env?: Record<strin
   return cluster;
 }
 
-async function spawnInstance(env: Record<string, string>): Promise<Instance> {
-  const child = spawn(process.execPath, ['src/server.ts'], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
+async function spawnInstance(env: Record<string, string>, launcher: readonly string[]): Promise<Instance> {
+  const [command = process.execPath, ...args] = [...launcher, process.execPath, 'src/server.ts'];
+  const child = spawn(command, args, { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout?.on('data', (c: Buffer) => (out += c.toString()));
   child.stderr?.on('data', (c: Buffer) => (out += c.toString()));

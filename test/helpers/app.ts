@@ -5,6 +5,7 @@ import { Writable } from 'node:stream';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { buildApp, type App } from '../../src/app.ts';
+import type { SpanExporter } from '@opentelemetry/sdk-trace';
 import { ConfigError, loadConfig } from '../../src/config.ts';
 import { createDeps, type Deps, type DepsOverrides } from '../../src/deps.ts';
 import { mintToken } from '../../src/http/auth.ts';
@@ -43,6 +44,8 @@ export interface TestAppOptions {
   shareWith?: TestApp;
   /** Wrap or replace outside systems and seams (each override gets the real one). */
   deps?: DepsOverrides;
+  /** Where the app's spans go (DESIGN §16 tracing on, without a collector). */
+  spanExporter?: SpanExporter;
 }
 
 const schemaOf = new WeakMap<TestApp, { schema: string; redisPrefix: string; dataDir: string }>();
@@ -82,6 +85,7 @@ export async function buildTestApp(opts: TestAppOptions = {}): Promise<TestApp> 
     redisPrefix,
     ...(opts.clock ? { clock: opts.clock } : {}),
     ...(opts.deps ? { overrides: opts.deps } : {}),
+    ...(opts.spanExporter ? { spanExporter: opts.spanExporter } : {}),
   });
   const app = await buildApp(deps);
   await app.ready();

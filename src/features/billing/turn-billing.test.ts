@@ -223,6 +223,10 @@ describe('turn billing (DESIGN §8)', () => {
           await settled;
           assert.equal(await turnStatus(t, c.turnId), 'charged');
           assert.equal(await assertLedgerInvariant(t, u), 5);
+          // advisor_settlement_retries_total counts each try again; nothing counted as failed.
+          const value = async (c: typeof starved.deps.metrics.settlementRetries): Promise<number> => (await c.get()).values[0]?.value ?? 0;
+          assert.ok((await value(starved.deps.metrics.settlementRetries)) >= 3);
+          assert.equal(await value(starved.deps.metrics.settlementFailures), 0);
         } finally {
           await starved.close();
         }

@@ -118,6 +118,7 @@ export function createTurnBilling(deps: BillingDeps): TurnBilling {
           return;
         } catch (err) {
           if (!isDatabaseUnavailable(err)) throw err;
+          deps.metrics.settlementRetries.inc();
           deps.logger.warn({ err, turnId: charge.turnId, retryInMs: wait }, 'storing the end of a turn failed; trying again');
           await sleep(wait);
         }

@@ -7,6 +7,7 @@ import type { Deps } from '../../deps.ts';
 import { AppError } from '../../http/errors.ts';
 import { applyDecision } from '../../http/rate-limit.ts';
 import type { RateLimitRule } from '../../platform/rate-limiter.ts';
+import { bindTrace, traced } from '../../platform/tracing.ts';
 import { LeaseClaim } from './lease-claim.ts';
 import { LEASE_TTL_MS } from './stream-runtime.ts';
 
@@ -42,6 +43,34 @@ export function shuttingDown(): AppError {
   return new AppError('SERVICE_UNAVAILABLE', 'the service is shutting down; retry shortly', { headers: { 'Retry-After': '1' } });
 }
 
+/** A stream request's slot, waiting for its turn too (`holdingSlot`). */
+const slotHolders = new WeakMap<FastifyReply, (work: Promise<unknown>) => void>();
+
+/**
+ * DESIGN §16: a stream connection (a start, an attach) takes one of the instance's MAX_OPEN_STREAMS
+ * slots until it closes — a start's, until its turn has ended too (`holdingSlot`) — so that open
+ * connections and running turns (each holding a provider call) stay within two descriptors a slot.
+ * Beyond them it is refused here, while descriptors remain to answer it.
+ */
+export function holdStreamSlot(deps: Deps, reply: FastifyReply): void {
+  const release = deps.openStreams.take();
+  if (release === null) {
+    deps.metrics.streamsRefused.inc();
+    throw new AppError('SERVICE_UNAVAILABLE', 'this instance has as many streams open as it may (MAX_OPEN_STREAMS); retry shortly', {
+      headers: { 'Retry-After': '1' },
+    });
+  }
+  let work: Promise<unknown> | undefined;
+  reply.raw.once('close', () => void (work === undefined ? release() : work.finally(release).catch(() => undefined)));
+  slotHolders.set(reply, (w) => (work = w));
+}
+
+/** A start's slot is given back once `work` (its whole turn: a turn whose client left runs on for the detach grace) has ended as well. */
+export function holdingSlot<T>(reply: FastifyReply, work: Promise<T>): Promise<T> {
+  slotHolders.get(reply)?.(work);
+  return work;
+}
+
 /**
  * The route's onRequest hook. Every request counts (DESIGN §4); an admitted one asks for its user's
  * stream lease in the same step (one Redis round trip). The answer is left in flight while a small body
@@ -51,7 +80,8 @@ export function shuttingDown(): AppError {
 export function admitTurn(deps: Deps): (req: FastifyRequest, reply: FastifyReply) => Promise<void> {
   return async (req, reply) => {
     if (deps.lifecycle.draining) throw shuttingDown();
-    const admitted = deps.admission.admit(ADVISOR_MESSAGES, req.user.id, LEASE_TTL_MS);
+    holdStreamSlot(deps, reply);
+    const admitted = traced(req.raw, 'advisor.admission', deps.admission.admit(ADVISOR_MESSAGES, req.user.id, LEASE_TTL_MS));
     const verdict = admitted.then((a) => applyDecision(ADVISOR_MESSAGES, a.decision, reply));
     verdict.catch(() => undefined);
     const claim = new LeaseClaim(
@@ -59,6 +89,7 @@ export function admitTurn(deps: Deps): (req: FastifyRequest, reply: FastifyReply
       req.user.id,
       admitted.then((a) => a.lease),
     );
+    bindTrace(claim, req.raw);
     req.turnAdmission = { verdict, claim };
     reply.raw.once('close', () => void claim.release());
     if (!(Number(req.headers['content-length']) <= READ_BEFORE_VERDICT_BYTES)) await verdict;

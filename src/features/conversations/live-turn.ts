@@ -165,6 +165,7 @@ export class LiveTurn implements TurnIds, Ticking {
       await deps.billing.settle(this.charge, produced, statements.closingStatement(end));
     } catch (err) {
       stored = false;
+      deps.metrics.settlementFailures.inc();
       this.log.error({ err, assistantMessageId: this.assistantMessageId, turnId: this.charge.turnId }, 'storing and settling the turn failed');
     }
     heartbeat.delete(this);

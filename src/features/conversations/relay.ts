@@ -6,6 +6,7 @@ import { overLimit, type ToolOutcome } from '../advisor-tools/toolbox.ts';
 import { deltaData, toolCallData, toolResultData, type StreamErrorCode } from './frames.ts';
 import type { LiveTurn, RoundRequest } from './live-turn.ts';
 import { resultPart } from './parts.ts';
+import { firstDelta, PROVIDER_CALL, traced } from '../../platform/tracing.ts';
 
 export type Failure = { code: StreamErrorCode; retryable: boolean; detail: string; status?: number | undefined };
 
@@ -74,7 +75,7 @@ type PendingRound =
 export function startRound(live: LiveTurn, request: RoundRequest): PendingRound {
   try {
     const events = live.round(request);
-    const first = events.next();
+    const first = traced(live, PROVIDER_CALL, events.next());
     first.catch(() => undefined);
     return { events, first };
   } catch (err) {
@@ -122,12 +123,15 @@ async function relayRound(live: LiveTurn, round: PendingRound, budget: number, o
           text += ev.text;
           parts.addText(ev.text);
           frames.append('delta', deltaData(ev.text));
+          firstDelta(live);
         } else if (ev.type === 'tool_call') {
           const call = ev.call;
           parts.addCall(call);
           const within = ran < budget;
           if (within) ran++;
-          const outcome = within ? live.toolbox.run(call, signal) : Promise.resolve(overLimit(live.toolbox.maxCalls));
+          const outcome = within
+            ? traced(live, 'advisor.tool_call', live.toolbox.run(call, signal), { 'advisor.tool': call.name })
+            : Promise.resolve(overLimit(live.toolbox.maxCalls));
           outcome.catch(() => undefined);
           calls.push({ call, outcome });
           frames.append('tool_call', toolCallData(call));

@@ -18,7 +18,7 @@ import {
 } from './schemas.ts';
 import { attachToConversation, lastEventId, stopConversationTurn } from './attach.ts';
 import * as service from './service.ts';
-import { admitTurn, decorateAdmission, refuseAfterVerdict } from './admission.ts';
+import { admitTurn, decorateAdmission, holdingSlot, holdStreamSlot, refuseAfterVerdict } from './admission.ts';
 import { streamTurn, TURN_CHECKS_DOC } from './turn.ts';
 
 export async function conversationsRoutes(parent: FastifyInstance, { deps }: { deps: Deps }): Promise<void> {
@@ -44,7 +44,7 @@ export async function conversationsRoutes(parent: FastifyInstance, { deps }: { d
         response: streamResponses,
       },
     },
-    async (req, reply) => streamTurn(deps, req, reply, null),
+    async (req, reply) => holdingSlot(reply, streamTurn(deps, req, reply, null)),
   );
   app.post(
     '/advisor/conversations/:id/messages/stream',
@@ -61,12 +61,13 @@ export async function conversationsRoutes(parent: FastifyInstance, { deps }: { d
         response: streamResponses,
       },
     },
-    async (req, reply) => streamTurn(deps, req, reply, req.params.id),
+    async (req, reply) => holdingSlot(reply, streamTurn(deps, req, reply, req.params.id)),
   );
 
   app.get(
     '/advisor/conversations/:id/stream',
     {
+      onRequest: async (_req, reply) => holdStreamSlot(deps, reply),
       schema: {
         tags,
         operationId: 'attachConversationStream',
@@ -77,7 +78,8 @@ export async function conversationsRoutes(parent: FastifyInstance, { deps }: { d
           'When the log no longer holds that id (trimmed past STREAM_LOG_MAX_BYTES, or expired STREAM_LOG_RETENTION_MS after the end), one `snapshot` ' +
           'frame carries the reply so far. ' +
           '204 when no turn ever ran, or when the client already has the terminal frame (an EventSource stops reconnecting). ' +
-          '503 SERVICE_UNAVAILABLE (with Retry-After) when the log of a running turn cannot be read; an ended turn is then answered from the database ' +
+          '503 SERVICE_UNAVAILABLE (with Retry-After) with MAX_OPEN_STREAMS streams open on the instance (DESIGN §16), and when the log of a running ' +
+          'turn cannot be read; an ended turn is then answered from the database ' +
           '(`snapshot` + terminal frame). ' +
           'Never counts toward the message limit; never calls a provider.',
         params: IdParams,

@@ -19,6 +19,7 @@ import { LiveTurn, type RoundRequest } from './live-turn.ts';
 import { priorReplay, turnToReplace, type Replay } from './replay.ts';
 import * as repo from './repo.ts';
 import * as statements from './turn-statements.ts';
+import { traced } from '../../platform/tracing.ts';
 
 /** How many times a turn's start reads the user's provider key again when it changed meanwhile. */
 const KEY_READS = 3;
@@ -61,16 +62,17 @@ export async function startTurn(deps: Deps, turn: TurnRequest): Promise<Started>
   for (let attempt = 1; ; attempt++) {
     const key = deps.streams.knownKeys.get(userId) ?? (await readKey(deps, userId, target));
     try {
-      ({ row, charge } = await deps.billing.reserveWithin(
-        { turnId: start.replyId, userId, images: images.length, terms: statements.TERMS },
-        (db, reservation) => {
+      ({ row, charge } = await traced(
+        claim,
+        'advisor.start_statement',
+        deps.billing.reserveWithin({ turnId: start.replyId, userId, images: images.length, terms: statements.TERMS }, (db, reservation) => {
           const parts = { keys: turnKeysPart(userId), reservation };
           if (replacing === undefined) return statements.startTurn(db, { ...start, key }, parts);
           const titles = { replaced: defaultTitle(replacing.user.content), next: start.title };
           const { cutReplyId } = replacing;
           const giveBack = cutReplyId === undefined ? undefined : (trx: Trx) => refundCutTurn(deps, trx, cutReplyId);
           return statements.replaceAndStartTurn(db, replacing.user, titles, { ...start, key }, { ...parts, giveBack });
-        },
+        }),
       ));
     } catch (err) {
       return await afterFailedStart(deps, err, turn, start.replyId);

@@ -16,13 +16,17 @@ import * as repo from './repo.ts';
 import type * as statements from './turn-statements.ts';
 import type { StreamMessageInput } from './schemas.ts';
 import { startTurn } from './start.ts';
+import { traceTurn, traced, turnEnded } from '../../platform/tracing.ts';
 
 /**
  * Every refusal of a stream request, stage by stage in the order they are checked (DESIGN §3, §7).
  * A refusal stores, reserves and calls nothing. The route's description is written from this list.
  */
 const TURN_CHECKS = {
-  admission: ['503 SERVICE_UNAVAILABLE while draining', '429 RATE_LIMITED (30 per rolling 60 s per user, counted before the body is read)'],
+  admission: [
+    '503 SERVICE_UNAVAILABLE while draining, or with MAX_OPEN_STREAMS streams open on the instance (DESIGN §16)',
+    '429 RATE_LIMITED (30 per rolling 60 s per user, counted before the body is read)',
+  ],
   body: [
     '413 PAYLOAD_TOO_LARGE',
     '400 VALIDATION_ERROR (schema, whitespace-only text, unknown personaId)',
@@ -56,6 +60,7 @@ export async function streamTurn(deps: Deps, req: FastifyRequest, reply: Fastify
   (req as { body: unknown }).body = null;
   if (started.kind === 'replay') return replayTurn(reply, started, started.reply);
   const { live, request } = started;
+  traceTurn(live, req.raw, live.provider, live.model);
   // The provider call goes out first, and the start frame is logged while it is on its way: the
   // turn is stored by now (DESIGN §7), and the frame's write is then off the path to the first delta.
   const first = startRound(live, request);
@@ -63,6 +68,7 @@ export async function streamTurn(deps: Deps, req: FastifyRequest, reply: Fastify
   const serving = live.start(() => serveStream(deps, reply, live.assistantMessageId, 0));
   const rounds = await relay(deps, live, first, request);
   const outcome = outcomeOf(rounds, live.cause);
+  turnEnded(live, live.cause === undefined ? rounds.failure?.code : undefined);
   await settle(deps, live, outcome, rounds.toolCalls);
   await serving;
 }
@@ -131,7 +137,7 @@ async function settle(deps: Deps, live: LiveTurn, outcome: Outcome, toolCalls: n
   const terminal = error
     ? { event: 'error' as const, data: errorData(error.code, error.retryable) }
     : { event: 'done' as const, data: doneData(outcome.finishReason, receipt, toolCalls) };
-  const stored = await live.finish(end, parts.deltas > 0, terminal);
+  const stored = await traced(live, 'advisor.settle', live.finish(end, parts.deltas > 0, terminal));
   live.log.info(
     {
       conversationId: live.conversationId,
