@@ -57,8 +57,9 @@ function outcomeOf(reply: unknown): WriteOutcome {
  * terminal frame — so a fast provider costs a few commands a second (an XADD per frame cost the relay
  * half its rate). A write is one script that refuses what the log already holds (WRITE). A snapshot
  * replaces the stream by its snapshot entry. Notices go on a channel per turn, sent by the write
- * while someone follows the turn from another instance (else nobody listens); control messages on one channel per deployment; they arrive on a second connection of the
- * instance, in subscriber mode (it re-subscribes after a reconnect). A turn's key (and its channel)
+ * while someone follows the turn from another instance (else nobody listens); control messages on
+ * one channel per deployment; they arrive on a second connection of the instance, in subscriber
+ * mode (it re-subscribes after a reconnect). A turn's key (and its channel)
  * carries the turn's hash tag, so on a Redis Cluster the script and the read's MULTI touch one slot;
  * notices are regular PUBLISH, which a cluster delivers to the subscribers of every node.
  */
