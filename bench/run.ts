@@ -1,5 +1,5 @@
 // The benchmark suite: `npm run bench` (all rows, writes docs/PERFORMANCE.md).
-//   npm run bench -- --only relay,ttfd   some rows (ids: relay, ttfd, turns, memory, list, search, json, keysave, tools, usage, resume, stop, detached, journal, journal-speed, scale, close, rolling)
+//   npm run bench -- --only relay,ttfd   some rows (ids: relay, ttfd, turns, paced, memory, list, search, json, keysave, tools, usage, resume, stop, detached, journal, journal-speed, scale, close, rolling)
 //   npm run bench -- --quick             smaller sizes, for development
 //   --no-write / --write                 skip / force the docs update (partial and quick runs skip it)
 //   --profile                            service and floor processes run with --cpu-prof (.bench/<run>/profiles/<n>-<process>.cpuprofile)
@@ -40,11 +40,13 @@ import { journalSpeed } from './scenarios/journal-speed.ts';
 import { scale } from './scenarios/scale.ts';
 import { close } from './scenarios/close.ts';
 import { rolling } from './scenarios/rolling.ts';
+import { paced } from './scenarios/paced.ts';
 
 const SCENARIOS: Record<string, { title: string; run: (h: Harness) => Promise<Row> }> = {
   relay: { title: 'Stream relay throughput', run: relay },
   ttfd: { title: 'Added time to first delta', run: ttfd },
   turns: { title: 'Relay of realistic replies', run: turns },
+  paced: { title: 'Paced turns', run: paced },
   memory: { title: 'Memory per open stream', run: memory },
   list: { title: 'Conversation list', run: list },
   search: { title: 'Conversation search', run: conversationSearch },

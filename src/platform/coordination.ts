@@ -96,10 +96,10 @@ export function createCoordination(
 /** Each write of `store` timed: its own `write` wraps the store's. */
 function timeWrites(store: FrameStore, observe: (seconds: number) => void): void {
   const write = store.write.bind(store);
-  store.write = async (turnId, batch, ttlMs) => {
+  store.write = async (turnId, batch, ttlMs, notify) => {
     const started = performance.now();
     try {
-      return await write(turnId, batch, ttlMs);
+      return await write(turnId, batch, ttlMs, notify);
     } finally {
       observe((performance.now() - started) / 1000);
     }

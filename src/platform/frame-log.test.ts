@@ -171,16 +171,54 @@ function faulty(store: FrameStore, faults: { timeOut: Set<number>; loseAt: numbe
     lost: lost.opened,
     store: {
       ...store,
-      async write(turnId, batch, ttlMs) {
+      async write(turnId, batch, ttlMs, notify) {
         n++;
         if (losing && batch.frames.some((f) => f.id === faults.loseAt)) {
           losing = false;
           lost.open();
           return { kind: 'written' };
         }
-        const outcome = await store.write(turnId, batch, ttlMs);
+        const outcome = await store.write(turnId, batch, ttlMs, notify);
         if (faults.timeOut.has(n)) throw new Error('command timed out');
         return outcome;
+      },
+    },
+  };
+}
+
+/** What a store was asked to send watchers: each write's `notify` (with its batch's last id), and bare notices. */
+interface Told {
+  readonly writes: { readonly last: number; readonly end: boolean; readonly notify: boolean }[];
+  notices: number;
+}
+
+/**
+ * A store that records what it is asked to tell watchers; control messages of kind `attach` reach the
+ * instance only once `attachArrives` opens (an announce still on its way while the follower reads).
+ */
+function telling(store: FrameStore, attachArrives?: Promise<void>): { store: FrameStore; told: Told; written: (id: number) => Promise<void> } {
+  const told: Told = { writes: [], notices: 0 };
+  const waiters: { id: number; done: () => void }[] = [];
+  return {
+    told,
+    written: (id) => new Promise((done) => waiters.push({ id, done })),
+    store: {
+      ...store,
+      async write(turnId, batch, ttlMs, notify) {
+        const outcome = await store.write(turnId, batch, ttlMs, notify);
+        const last = batch.frames.at(-1)?.id ?? batch.after;
+        told.writes.push({ last, end: batch.end, notify });
+        for (const w of waiters.splice(0))
+          if (w.id <= last) w.done();
+          else waiters.push(w);
+        return outcome;
+      },
+      async notify(turnId) {
+        told.notices++;
+        await store.notify(turnId);
+      },
+      onControl(handler) {
+        store.onControl((m) => (m.kind === 'attach' && attachArrives !== undefined ? void attachArrives.then(() => handler(m)) : handler(m)));
       },
     },
   };
@@ -358,12 +396,12 @@ for (const backend of backends) {
       const store = await backend.store();
       try {
         const turnId = randomUUID();
-        assert.deepEqual(await store.write(turnId, { after: 0, frames: frames(1, 3), end: false }, 60_000), { kind: 'written' });
-        assert.deepEqual(await store.write(turnId, { after: 0, frames: frames(1, 3), end: false }, 60_000), { kind: 'held', top: 3 });
+        assert.deepEqual(await store.write(turnId, { after: 0, frames: frames(1, 3), end: false }, 60_000, false), { kind: 'written' });
+        assert.deepEqual(await store.write(turnId, { after: 0, frames: frames(1, 3), end: false }, 60_000, false), { kind: 'held', top: 3 });
         // A retry that grew meanwhile (the old writer's way) is refused too.
-        assert.deepEqual(await store.write(turnId, { after: 0, frames: frames(1, 6), end: false }, 60_000), { kind: 'held', top: 3 });
-        assert.deepEqual(await store.write(turnId, { after: 3, frames: frames(4, 6), end: false }, 60_000), { kind: 'written' });
-        assert.deepEqual(await store.write(turnId, { after: 3, frames: frames(4, 5), end: false }, 60_000), { kind: 'held', top: 6 });
+        assert.deepEqual(await store.write(turnId, { after: 0, frames: frames(1, 6), end: false }, 60_000, false), { kind: 'held', top: 3 });
+        assert.deepEqual(await store.write(turnId, { after: 3, frames: frames(4, 6), end: false }, 60_000, false), { kind: 'written' });
+        assert.deepEqual(await store.write(turnId, { after: 3, frames: frames(4, 5), end: false }, 60_000, false), { kind: 'held', top: 6 });
         assert.deepEqual(
           (await store.read(turnId, 0))?.frames.map((f) => f.id),
           range(1, 6),
@@ -381,12 +419,12 @@ for (const backend of backends) {
       const store = await backend.store();
       try {
         const turnId = randomUUID();
-        assert.deepEqual(await store.write(turnId, { after: 4, frames: frames(5, 6), end: false }, 60_000), { kind: 'lost' });
+        assert.deepEqual(await store.write(turnId, { after: 4, frames: frames(5, 6), end: false }, 60_000, false), { kind: 'lost' });
         assert.equal(await store.read(turnId, 0), undefined, 'nothing written');
         const snapshot = frame(6, 'snapshot', '{"text":"1 2 3 4 5 6 "}');
-        assert.deepEqual(await store.write(turnId, { after: 4, snapshot, frames: frames(7, 8), end: false }, 60_000), { kind: 'written' });
-        assert.deepEqual(await store.write(turnId, { after: 6, frames: frames(7, 7), end: false }, 60_000), { kind: 'held', top: 8 });
-        assert.deepEqual(await store.write(turnId, { after: 9, frames: frames(10, 10), end: false }, 60_000), { kind: 'lost' }, 'a gap is refused');
+        assert.deepEqual(await store.write(turnId, { after: 4, snapshot, frames: frames(7, 8), end: false }, 60_000, false), { kind: 'written' });
+        assert.deepEqual(await store.write(turnId, { after: 6, frames: frames(7, 7), end: false }, 60_000, false), { kind: 'held', top: 8 });
+        assert.deepEqual(await store.write(turnId, { after: 9, frames: frames(10, 10), end: false }, 60_000, false), { kind: 'lost' }, 'a gap is refused');
         const read = await store.read(turnId, 0);
         assert.deepEqual(
           read?.frames.map((f) => f.id),
@@ -443,7 +481,90 @@ for (const backend of backends) {
       }
     });
 
+    test('DESIGN §12 cost: a turn nobody follows from another instance sends its watchers nothing — no notice with its writes (but the terminal one), none with its heartbeat — and every frame reaches the store', async () => {
+      const store = await backend.store();
+      const t = telling(store);
+      const log0 = new FrameLog(t.store, { ...OPTS, retentionMs: 60_000, maxBytes: 1 << 20 });
+      try {
+        const turnId = randomUUID();
+        const log = log0.open(turnId, () => '{}', noEvents);
+        log.append('start', '{}');
+        for (let i = 2; i <= 10; i++) {
+          log.append('delta', `{"text":"${i} "}`);
+          log.alive();
+          await delay(40);
+        }
+        const ended = t.written(11);
+        log.end('done', '{}');
+        await ended;
+        assert.deepEqual(
+          t.told.writes.map((w) => w.notify),
+          t.told.writes.map((w) => w.end),
+          JSON.stringify(t.told.writes),
+        );
+        assert.equal(t.told.notices, 0);
+        assert.deepEqual(
+          (await store.read(turnId, 0))?.frames.map((f) => f.id),
+          range(1, 11),
+        );
+      } finally {
+        await log0.close();
+      }
+    });
+
     if (backend.shared) {
+      test('DESIGN §12: a follower attaching elsewhere is told at once to look again — a write that landed after its first read, sent with no notice (nobody followed yet), reaches it without waiting for a heartbeat; later writes and heartbeats carry notices', async () => {
+        // A heartbeat far beyond the test: only a notice can wake the follower in time.
+        const opts = { ...OPTS, heartbeatMs: 120_000, retentionMs: 60_000, maxBytes: 1 << 20 };
+        const attach = gate();
+        const w = telling(await backend.store(), attach.opened);
+        const readerStore = await backend.store();
+        const firstRead = gate();
+        const writer = new FrameLog(w.store, opts);
+        const reader = new FrameLog(
+          {
+            ...readerStore,
+            async read(turnId, after) {
+              const got = await readerStore.read(turnId, after);
+              firstRead.open();
+              return got;
+            },
+          },
+          opts,
+        );
+        try {
+          await Promise.all([writer.ready(5000), reader.ready(5000)]);
+          const turnId = randomUUID();
+          const log = writer.open(turnId, () => '{}', noEvents);
+          log.append('start', '{}');
+          const c = client();
+          const following = reader.follow(turnId, 0, c.sink, { live: true, signal: c.signal });
+          await firstRead.opened;
+          // The race: frames written after the follower's read, before its announce reached the writer.
+          for (let i = 2; i <= 4; i++) log.append('delta', `{"text":"${i} "}`);
+          await w.written(4);
+          assert.ok(
+            w.told.writes.every((x) => !x.notify),
+            JSON.stringify(w.told.writes),
+          );
+          attach.open();
+          for (let i = 0; i < 3000 && (c.ids().at(-1) ?? 0) < 4; i++) await delay(10);
+          assert.deepEqual(c.ids(), range(1, 4));
+          assert.equal(w.told.notices, 1, 'one notice, at once');
+          // Followed now: the writes carry notices, and the heartbeat sends a sign of life.
+          log.append('delta', '{"text":"5 "}');
+          await w.written(5);
+          assert.equal(w.told.writes.at(-1)?.notify, true);
+          log.alive();
+          assert.equal(w.told.notices, 2);
+          log.end('done', '{}');
+          assert.equal(await following, 'ended');
+          assert.deepEqual(c.ids(), range(1, 6));
+        } finally {
+          await Promise.all([writer.close(), reader.close()]);
+        }
+      });
+
       test('DESIGN §12: a client following a turn whose instance is gone (no frame, no sign of life) ends within 3 heartbeats instead of hanging', async () => {
         const inst = await backend.open({ retentionMs: 60_000, maxBytes: 1 << 20 });
         try {

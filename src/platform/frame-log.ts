@@ -116,7 +116,9 @@ export class FrameLog {
       woken?.();
     };
     const unwatch = await store.watch(turnId, wake);
-    // Announced now and every heartbeat: the running instance counts this client as attached (detach grace).
+    // Announced now and every heartbeat: the running instance counts this client as attached (detach grace)
+    // and, while it does, sends its writes' notices and signs of life; hearing of it, it writes at once with a
+    // notice, so a write that raced this client's first read (and sent none) reaches it (TurnLog.remote).
     const announce = (kind: 'attach' | 'detach'): void =>
       void store.publish({ kind, turnId, followerId }).catch((err: unknown) => this.#opts.onError(err, 'announcing a follower'));
     announce('attach');

@@ -30,6 +30,13 @@ export type WriteOutcome = { readonly kind: 'written' } | { readonly kind: 'held
 /** The first id of a batch: its snapshot's, else its first frame's. */
 export const firstIdOf = (batch: FrameBatch): number => batch.snapshot?.id ?? batch.frames[0]?.id ?? batch.after + 1;
 
+/**
+ * A write sets the log's expiry (the ttl from now) only when it creates the log (the first write, or
+ * one after the log was lost), replaces it (a snapshot) or ends it (retention starts): the expiry a
+ * live log gets at creation (STREAM_MAX_DURATION_MS + the retention) outlasts the turn.
+ */
+export const setsExpiry = (batch: FrameBatch, top: number): boolean => top === 0 || batch.snapshot !== undefined || batch.end;
+
 /** The one rule every store applies to a write, given the highest frame id its log holds (0: no log). */
 export function judgeWrite(batch: FrameBatch, top: number): WriteOutcome {
   if (top >= firstIdOf(batch)) return { kind: 'held', top };
@@ -49,16 +56,17 @@ export type ControlMessage =
  */
 export interface FrameStore {
   /**
-   * Writes a batch (one round trip, atomically with `judgeWrite`'s verdict on it) and tells the
+   * Writes a batch (one round trip, atomically with `judgeWrite`'s verdict on it; the expiry as
+   * `setsExpiry` says) and, when `notify` (someone follows the turn from another instance), tells the
    * turn's watchers; a refused batch writes nothing.
    */
-  write(turnId: string, batch: FrameBatch, ttlMs: number): Promise<WriteOutcome>;
+  write(turnId: string, batch: FrameBatch, ttlMs: number, notify: boolean): Promise<WriteOutcome>;
   /** The frames after `after` (a snapshot first when `after` is older than what is held); undefined: no log. */
   read(turnId: string, after: number): Promise<StoredFrames | undefined>;
-  /** Calls `wake` on every write to the turn's log and every sign of life of it; resolves once listening. */
+  /** Calls `wake` on every notice of the turn (a write, `notify`); resolves once listening. */
   watch(turnId: string, wake: () => void): Promise<() => void>;
-  /** A sign of life of a running turn, for watchers on other instances. */
-  alive(turnId: string): Promise<void>;
+  /** A notice to the turn's watchers on other instances: a sign of life of it, or "look again" (a write they may have missed). */
+  notify(turnId: string): Promise<void>;
   publish(message: ControlMessage): Promise<void>;
   /** The instance's one handler of control messages (its own included). */
   onControl(handler: (message: ControlMessage) => void): void;

@@ -1,5 +1,5 @@
 import { framesAfter, type Frame } from './frames.ts';
-import { judgeWrite, Notices, type FrameStore, type StoredFrames } from './frame-store.ts';
+import { judgeWrite, Notices, setsExpiry, type FrameStore, type StoredFrames } from './frame-store.ts';
 import type { Clock } from './clock.ts';
 
 interface Held {
@@ -49,9 +49,10 @@ export function createMemoryFrameStore(clock: Clock, onError: (err: unknown) => 
   };
 
   return {
-    async write(turnId, batch, ttlMs) {
+    async write(turnId, batch, ttlMs, notify) {
       let held = live(turnId);
-      const outcome = judgeWrite(batch, held?.frames.at(-1)?.id ?? 0);
+      const top = held?.frames.at(-1)?.id ?? 0;
+      const outcome = judgeWrite(batch, top);
       if (outcome.kind !== 'written') return outcome;
       if (held === undefined) {
         held = { frames: [], bytes: 0, ended: false, expiresAtMs: 0 };
@@ -66,7 +67,7 @@ export function createMemoryFrameStore(clock: Clock, onError: (err: unknown) => 
         held.frames.push(f);
         held.bytes += f.wire.length;
       }
-      held.expiresAtMs = clock.now().getTime() + ttlMs;
+      if (setsExpiry(batch, top)) held.expiresAtMs = clock.now().getTime() + ttlMs;
       if (batch.end && !held.ended) {
         held.ended = true;
         ended.set(turnId, held);
@@ -76,7 +77,7 @@ export function createMemoryFrameStore(clock: Clock, onError: (err: unknown) => 
           drop(id, old);
         }
       }
-      notices.notice(turnId);
+      if (notify) notices.notice(turnId);
       return outcome;
     },
     async read(turnId, after): Promise<StoredFrames | undefined> {
@@ -88,7 +89,7 @@ export function createMemoryFrameStore(clock: Clock, onError: (err: unknown) => 
       const watching = notices.watch(turnId, wake);
       return () => void watching.unwatch();
     },
-    async alive(turnId) {
+    async notify(turnId) {
       notices.notice(turnId);
     },
     async publish(message) {

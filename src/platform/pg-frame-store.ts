@@ -25,8 +25,9 @@ export interface PgFrameStoreOptions {
  * Frame logs in PostgreSQL (`stream_logs`, `stream_frames`; migration 0016) for deployments without
  * Redis: a write is one statement that judges it (frame-log.ts `judgeWrite`: the log's top is its
  * highest row id), stores its frames as one row (under its last frame id; a snapshot as another, the
- * rows before it deleted) and sends the notice (NOTIFY is delivered at commit, so a woken reader
- * finds the frames); a refused write changes nothing. Control messages go by NOTIFY too.
+ * rows before it deleted), sets the expiry when `setsExpiry` says (frame-store.ts) and, when asked,
+ * sends the notice (NOTIFY is delivered at commit, so a woken reader finds the frames); a refused
+ * write changes nothing. Control messages go by NOTIFY too.
  * Expired logs are deleted every minute.
  */
 export function createPgFrameStore(opts: PgFrameStoreOptions): FrameStore {
@@ -64,7 +65,7 @@ export function createPgFrameStore(opts: PgFrameStoreOptions): FrameStore {
   }, CLEANUP_MS).unref();
 
   return {
-    async write(turnId, batch, ttlMs): Promise<WriteOutcome> {
+    async write(turnId, batch, ttlMs, notify): Promise<WriteOutcome> {
       const expiresAt = new Date(clock.now().getTime() + ttlMs);
       const rows = batch.snapshot ? [{ id: batch.snapshot.id, wire: batch.snapshot.wire, terminal: false }] : [];
       const last = batch.frames.at(-1);
@@ -79,7 +80,8 @@ export function createPgFrameStore(opts: PgFrameStoreOptions): FrameStore {
           from held),
         log as (
           insert into stream_logs (turn_id, expires_at) select ${turnId}, ${expiresAt} from judged where verdict = 'written'
-          on conflict (turn_id) do update set expires_at = excluded.expires_at),
+          on conflict (turn_id) do update set expires_at = excluded.expires_at
+          where (select top from judged) = 0 or ${batch.snapshot !== undefined || batch.end}),
         cut as (delete from stream_frames where turn_id = ${turnId} and id < ${cutBelow} and (select verdict from judged) = 'written'),
         ins as (
           insert into stream_frames (turn_id, id, wire, terminal)
@@ -88,7 +90,7 @@ export function createPgFrameStore(opts: PgFrameStoreOptions): FrameStore {
           where (select verdict from judged) = 'written'
           on conflict (turn_id, id) do nothing)
         select j.verdict, j.top from judged j
-        left join lateral (select pg_notify(${FRAMES_CHANNEL}, ${turnId}) where j.verdict = 'written') n on true`.execute(db);
+        left join lateral (select pg_notify(${FRAMES_CHANNEL}, ${turnId}) where j.verdict = 'written' and ${notify}) n on true`.execute(db);
       const v = verdicts[0];
       if (v === undefined) throw new Error('the frame-log write returned no verdict');
       return v.verdict === 'held' ? { kind: 'held', top: v.top } : { kind: v.verdict };
@@ -110,7 +112,7 @@ export function createPgFrameStore(opts: PgFrameStoreOptions): FrameStore {
       const watching = notices.watch(turnId, wake);
       return () => void watching.unwatch();
     },
-    async alive(turnId) {
+    async notify(turnId) {
       await sql`select pg_notify(${FRAMES_CHANNEL}, ${turnId})`.execute(db);
     },
     async publish(message) {

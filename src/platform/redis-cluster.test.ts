@@ -65,7 +65,7 @@ if (!cluster) {
         assert.notEqual(await createRedisStreamLeases({ client, prefix }).acquire(user, 30_000), null);
         const frames = createRedisFrameStore({ client, prefix, onError: () => undefined });
         try {
-          const outcome = await frames.write(turn, { after: 0, frames: [{ id: 1, wire: wireOf(1, 'start', '{}') }], end: false }, 60_000);
+          const outcome = await frames.write(turn, { after: 0, frames: [{ id: 1, wire: wireOf(1, 'start', '{}') }], end: false }, 60_000, true);
           assert.deepEqual(outcome, { kind: 'written' });
           assert.equal((await frames.read(turn, 0))?.frames.length, 1);
         } finally {

@@ -16,9 +16,11 @@ type Entry = [id: string, fields: string[]];
  * A write, judged and done in one step (frame-log.ts `judgeWrite`, the same rule in Lua): the top of
  * the log is its last entry's id (an entry's id is its last frame's). A batch whose first id the log
  * holds is refused (returns the top); one that does not follow the top without a snapshot is refused
- * as lost (-1); else the snapshot replaces the log, the frames are appended, the expiry set and the
- * notice sent (-2). KEYS[1] the log; ARGV after, first id, last id, snapshot wire ('' none), batch
- * wire ('' none), '1' when the batch ends the turn, ttl.
+ * as lost (-1); else the snapshot replaces the log, the frames are appended, the expiry set when
+ * `setsExpiry` says (frame-store.ts: a log created, replaced or ended) and, when asked, the notice
+ * sent (-2). On the common path that is XREVRANGE (the rule's one read) and XADD. KEYS[1] the log;
+ * ARGV after, first id, last id, snapshot wire ('' none), batch wire ('' none), '1' when the batch
+ * ends the turn, ttl, '1' to send the notice.
  */
 const WRITE = new LuaScript(`
 local top = 0
@@ -27,7 +29,7 @@ if newest then top = tonumber(string.match(newest[1], '^%d+')) end
 if top >= tonumber(ARGV[2]) then return top end
 if ARGV[4] == '' and top ~= tonumber(ARGV[1]) then return -1 end
 if ARGV[4] ~= '' then
-  redis.call('DEL', KEYS[1])
+  if top > 0 then redis.call('DEL', KEYS[1]) end
   redis.call('XADD', KEYS[1], ARGV[2] .. '-0', 'w', ARGV[4])
 end
 if ARGV[5] ~= '' then
@@ -37,8 +39,8 @@ if ARGV[5] ~= '' then
     redis.call('XADD', KEYS[1], ARGV[3] .. '-0', 'w', ARGV[5])
   end
 end
-redis.call('PEXPIRE', KEYS[1], ARGV[7])
-redis.call('PUBLISH', KEYS[1], 'f')
+if top == 0 or ARGV[4] ~= '' or ARGV[6] == '1' then redis.call('PEXPIRE', KEYS[1], ARGV[7]) end
+if ARGV[8] == '1' then redis.call('PUBLISH', KEYS[1], 'f') end
 return -2
 `);
 
@@ -54,9 +56,10 @@ function outcomeOf(reply: unknown): WriteOutcome {
  * its id the write's last frame id (`N-0`), field `w` its frames' text, then `e` on the write with the
  * terminal frame — so a fast provider costs a few commands a second (an XADD per frame cost the relay
  * half its rate). A write is one script that refuses what the log already holds (WRITE). A snapshot
- * replaces the stream by its snapshot entry. Notices go on a channel per turn, sent by the write;
- * control messages on one channel per deployment; they arrive on a second connection of the
- * instance, in subscriber mode (it re-subscribes after a reconnect). A turn's key (and its channel)
+ * replaces the stream by its snapshot entry. Notices go on a channel per turn, sent by the write
+ * while someone follows the turn from another instance (else nobody listens); control messages on
+ * one channel per deployment; they arrive on a second connection of the instance, in subscriber
+ * mode (it re-subscribes after a reconnect). A turn's key (and its channel)
  * carries the turn's hash tag, so on a Redis Cluster the script and the read's MULTI touch one slot;
  * notices are regular PUBLISH, which a cluster delivers to the subscribers of every node.
  */
@@ -72,9 +75,18 @@ export function createRedisFrameStore(opts: RedisFrameStoreOptions): FrameStore 
   ready.catch((err: unknown) => opts.onError(err));
 
   return {
-    async write(turnId, batch, ttlMs) {
+    async write(turnId, batch, ttlMs, notify) {
       const last = batch.frames.at(-1);
-      const args = [batch.after, firstIdOf(batch), last?.id ?? 0, batch.snapshot?.wire ?? '', last ? batchWire(batch.frames) : '', batch.end ? '1' : '', ttlMs];
+      const args = [
+        batch.after,
+        firstIdOf(batch),
+        last?.id ?? 0,
+        batch.snapshot?.wire ?? '',
+        last ? batchWire(batch.frames) : '',
+        batch.end ? '1' : '',
+        ttlMs,
+        notify ? '1' : '',
+      ];
       return outcomeOf(await redisCall(client, (c) => WRITE.run(c, [key(turnId)], args)));
     },
     async read(turnId, after): Promise<StoredFrames | undefined> {
@@ -105,7 +117,7 @@ export function createRedisFrameStore(opts: RedisFrameStoreOptions): FrameStore 
         if (watching.unwatch()) sub.unsubscribe(channel).catch(() => undefined);
       };
     },
-    async alive(turnId) {
+    async notify(turnId) {
       await redisCall(client, (c) => c.publish(key(turnId), 'p'));
     },
     async publish(message) {

@@ -39,12 +39,17 @@ export interface TurnLogEvents {
 
 /**
  * Writes of a running log to the store are at least this far apart (the terminal frame goes at once):
- * a turn costs the store at most 20 writes a second, not one per delta (a provider's chunks come 10 to
- * 50 ms apart); a follower on another instance sees frames this much later at most, and a crashed
- * turn's stored reply lacks at most this much of what its clients were sent (DESIGN §12). The turn's
- * own client is served from memory, at once.
+ * a turn costs the store at most 4 writes a second, not one per delta (a provider's chunks come 10 to
+ * 50 ms apart), three Redis commands each (the script, its read, its append). A crashed turn's stored
+ * reply lacks at most this much of what its clients were sent (DESIGN §12). The turn's own client is
+ * served from memory, at once.
  */
-const FLUSH_INTERVAL_MS = 50;
+const FLUSH_INTERVAL_MS = 250;
+/**
+ * The interval while someone follows the turn from another instance: the store is what that follower
+ * reads, woken by each write's notice, so it sees frames this much later at most.
+ */
+const FOLLOWED_FLUSH_INTERVAL_MS = 100;
 const FLUSH_RETRY_MS = 100;
 const FLUSH_RETRY_MAX_MS = 2_000;
 /** How long the end of a log keeps being retried while the store is unreachable. */
@@ -90,6 +95,8 @@ export class TurnLog {
   /** Clients attached on other instances, with when they were last announced. */
   readonly #remote = new Map<string, number>();
   #attached = 0;
+  /** A follower elsewhere attached since the store last sent a notice: it may have read before a write it raced with. */
+  #noticeOwed = false;
 
   constructor(turnId: string, store: FrameStore, opts: FrameLogOptions, snapshot: () => string, events: TurnLogEvents, forget: () => void) {
     this.turnId = turnId;
@@ -140,19 +147,41 @@ export class TurnLog {
     return id;
   }
 
-  /** A sign of life for followers on other instances; clients announced elsewhere that stopped announcing are dropped. */
+  /**
+   * A sign of life for followers on other instances (none is sent when there are none); clients
+   * announced elsewhere that stopped announcing are dropped.
+   */
   alive(): void {
     const now = Date.now();
     for (const [id, at] of this.#remote) if (!isLive(at, now, this.#opts.heartbeatMs)) this.#remote.delete(id);
     this.#recount();
-    this.#store.alive(this.turnId).catch((err: unknown) => this.#opts.onError(err, 'telling followers the turn is alive'));
+    if (this.#remote.size > 0) this.#notify('telling followers the turn is alive');
   }
 
-  /** A client on another instance attached (or left). */
+  /**
+   * A client on another instance attached (or left). One not known yet may have read the store just
+   * before a write that sent no notice (nobody followed then): the store gets what is held at once,
+   * with a notice — or, when it holds everything, a bare notice — so that follower looks again.
+   */
   remote(followerId: string, attached: boolean): void {
+    const known = this.#remote.has(followerId);
     if (attached) this.#remote.set(followerId, Date.now());
     else this.#remote.delete(followerId);
     this.#recount();
+    if (!attached || known) return;
+    this.#noticeOwed = true;
+    // A write out now is followed by one carrying the notice, or by a bare notice (#flush's end).
+    if (this.#writing !== undefined || this.#stalled) return;
+    if (this.#written >= this.#lastId) return this.#notify('telling a follower to look again');
+    clearTimeout(this.#waiting);
+    this.#waiting = undefined;
+    this.#flush();
+  }
+
+  /** A notice to the turn's watchers elsewhere (after every write sent so far was answered, so it follows them). */
+  #notify(what: string): void {
+    this.#noticeOwed = false;
+    this.#store.notify(this.turnId).catch((err: unknown) => this.#opts.onError(err, what));
   }
 
   follow(after: number, sink: FrameSink, signal: AbortSignal): Promise<FollowEnd> {
@@ -216,12 +245,15 @@ export class TurnLog {
   }
 
   /**
-   * One write to the store at a time, FLUSH_INTERVAL_MS apart (counting from the log's opening, so a
-   * turn shorter than that is one write); the next carries everything appended meanwhile.
+   * One write to the store at a time, FLUSH_INTERVAL_MS apart (FOLLOWED_FLUSH_INTERVAL_MS while
+   * followed from elsewhere; counting from the log's opening, so a turn shorter than that is one
+   * write); the next carries everything appended meanwhile. The terminal frame, and frames a new
+   * follower elsewhere is owed a notice of, go at once.
    */
   #flush(): void {
     if (this.#writing !== undefined || this.#waiting !== undefined || this.#stalled) return;
-    const wait = this.#endId !== undefined ? 0 : this.#writeStartedAt + FLUSH_INTERVAL_MS - Date.now();
+    const interval = this.#remote.size > 0 ? FOLLOWED_FLUSH_INTERVAL_MS : FLUSH_INTERVAL_MS;
+    const wait = this.#endId !== undefined || this.#noticeOwed ? 0 : this.#writeStartedAt + interval - Date.now();
     if (wait > 0) {
       this.#waiting = setTimeout(() => {
         this.#waiting = undefined;
@@ -232,8 +264,9 @@ export class TurnLog {
     this.#writeStartedAt = Date.now();
     this.#writing = this.#writeAll().finally(() => {
       this.#writing = undefined;
-      if (this.#written < this.#lastId && !this.#stalled) this.#flush();
-      else if (this.#endId !== undefined) this.#forget();
+      if (this.#written < this.#lastId && !this.#stalled) return this.#flush();
+      if (this.#noticeOwed && !this.#stalled) this.#notify('telling a follower to look again');
+      if (this.#endId !== undefined) this.#forget();
     });
   }
 
@@ -251,7 +284,12 @@ export class TurnLog {
     for (let wait = FLUSH_RETRY_MS; this.#written < this.#lastId;) {
       batch ??= this.#nextBatch();
       try {
-        const outcome = await this.#store.write(this.turnId, batch, batch.end ? this.#opts.retentionMs : this.#opts.maxDurationMs + this.#opts.retentionMs);
+        // Notices only while someone follows the turn from another instance (nobody else listens), and
+        // with the terminal frame: a follower whose attach arrives after the log was let go hears that.
+        const notify = this.#remote.size > 0 || batch.end;
+        const ttlMs = batch.end ? this.#opts.retentionMs : this.#opts.maxDurationMs + this.#opts.retentionMs;
+        const outcome = await this.#store.write(this.turnId, batch, ttlMs, notify);
+        if (notify && outcome.kind === 'written') this.#noticeOwed = false;
         this.#acknowledge(batch, outcome);
         batch = undefined;
         wait = FLUSH_RETRY_MS;
