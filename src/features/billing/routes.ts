@@ -124,7 +124,7 @@ async function stripeWebhookRoutes(parent: FastifyInstance, { deps }: { deps: De
           'Grants credits once per checkout session (checkout.session.completed with payment_status paid, or ' +
           'checkout.session.async_payment_succeeded); charge.refunded takes back the refunded share; charge.dispute.created ' +
           'takes back the disputed share and charge.dispute.closed with status won gives it back. ' +
-          'Bad or stale (> 300 s) signature → 400 INVALID_SIGNATURE. Other event types, signed bodies that are not ' +
+          'Bad signature, or a signature timestamp more than 300 s in the past or the future → 400 INVALID_SIGNATURE. Other event types, signed bodies that are not ' +
           'snapshot events (thin v2 events), and signed bodies holding text the store cannot hold (bytes that are not UTF-8, ' +
           '\\u0000, an unpaired surrogate) → 200, logged, nothing written.',
         security: [],
