@@ -145,7 +145,7 @@ describe('billing: Stripe webhook (DESIGN §8)', () => {
 
     test('unknown event types → 200, ignored', async () => {
       const before = await t.deps.db.selectFrom('ledger_entries').select('seq').execute();
-      for (const type of ['customer.created', 'payment_intent.succeeded', 'checkout.session.expired']) {
+      for (const type of ['customer.created', 'payment_intent.succeeded', 'invoice.paid']) {
         const res = await deliver(makeStripeEvent(type, { id: 'x_1', object: 'thing', metadata: { userId: 'u', credits: '5' } }));
         assert.equal(res.statusCode, 200);
       }
