@@ -6,7 +6,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Deps } from '../deps.ts';
 import { bearerSecret } from './auth.ts';
 import { AppError } from './errors.ts';
-import { responses } from './schemas.ts';
+import { ErrorEnvelope, responses } from './schemas.ts';
 
 const Status = Type.Object({ status: Type.String() });
 
@@ -65,9 +65,21 @@ export async function opsRoutes(parent: FastifyInstance, { deps }: { deps: Deps 
   const description =
     `Loopback clients only (a request relayed by a proxy, with any of ${PROXY_HEADERS_SHOWN}, is not one) → else 404 NOT_FOUND; ` +
     'with METRICS_TOKEN set, only `Authorization: Bearer <METRICS_TOKEN>`, from anywhere → else 401 UNAUTHENTICATED.';
+  const exposition = {
+    description: 'The Prometheus text exposition format',
+    content: { [deps.metrics.registry.contentType]: { schema: Type.String() } },
+  };
   app.get(
     '/metrics',
-    { schema: { ...ops, operationId: 'getMetrics', summary: 'Prometheus metrics', description, produces: ['text/plain'] } },
+    {
+      schema: {
+        ...ops,
+        operationId: 'getMetrics',
+        summary: 'Prometheus metrics',
+        description,
+        response: responses({ 200: exposition, 401: ErrorEnvelope, 404: ErrorEnvelope }),
+      },
+    },
     async (req, reply) => {
       admitMetricsReader(req, deps.config.metricsToken);
       const body = await deps.metrics.registry.metrics();
