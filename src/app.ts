@@ -184,7 +184,7 @@ function toAppError(err: FastifyError | AppError, req: FastifyRequest): AppError
   }
   if (err.statusCode === 503) return new AppError('SERVICE_UNAVAILABLE', 'service is shutting down');
   if (isDatabaseUnavailable(err)) {
-    return new AppError('SERVICE_UNAVAILABLE', 'a dependency is unavailable; retry shortly', { headers: { 'Retry-After': '5' } });
+    return new AppError('SERVICE_UNAVAILABLE', 'a dependency is unavailable; retry shortly', { headers: { 'Retry-After': '5' }, cause: err });
   }
   return new AppError('INTERNAL', 'internal error');
 }

@@ -170,6 +170,25 @@ describe('authentication (DESIGN §2)', () => {
       }
     });
 
+    test('DESIGN §2: a malformed bearer token (Bearer garbage) → 401 UNAUTHENTICATED whose message says the token is invalid, not that one is required', async () => {
+      const messageOf = (res: { json: <T>() => T }) => res.json<{ error: { message: string } }>().error.message;
+      for (const authorization of ['Bearer garbage', 'Bearer a.b', 'Bearer not a token', 'Bearer eyJ.eyJ.sig']) {
+        const res = await t.call('GET', '/api/accounts', { headers: { authorization } });
+        assert.equal(res.statusCode, 401, authorization);
+        assert.equal(codeOf(res), 'UNAUTHENTICATED');
+        assert.match(messageOf(res), /invalid/i, authorization);
+        assert.doesNotMatch(messageOf(res), /required/i, authorization);
+      }
+      const other = await t.call('GET', '/api/accounts', { headers: { authorization: 'Basic dXNlcjpwYXNz' } });
+      assert.equal(other.statusCode, 401);
+      assert.equal(codeOf(other), 'UNAUTHENTICATED');
+      assert.match(messageOf(other), /Bearer/);
+      const none = await t.call('GET', '/api/accounts', { user: null });
+      assert.equal(none.statusCode, 401);
+      assert.equal(codeOf(none), 'UNAUTHENTICATED');
+      assert.match(messageOf(none), /required/);
+    });
+
     test('DESIGN §2: a validly signed token whose sub holds \\u0000, a lone surrogate or 129 characters → 401 UNAUTHENTICATED, never 500', async () => {
       for (const sub of ['alice\u0000', '\u0000', 'bob\udc00', 'x'.repeat(129)]) {
         const res = await t.call('GET', '/api/accounts', { headers: bearer(await mintToken(TEST_JWT_SECRET, sub)) });

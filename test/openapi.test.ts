@@ -131,7 +131,6 @@ describe('OpenAPI contract (issue 14, item 12)', () => {
       }
       assert.ok(doc.components.responses?.['Error'], 'components.responses.Error');
       for (const { method, path: p, op } of operations(doc)) {
-        if (p === '/metrics') continue;
         const errors = Object.entries(op.responses).filter(([status]) => !status.startsWith('2'));
         for (const status of ['4XX', '5XX']) assert.ok(op.responses[status], `${method} ${p} documents ${status}`);
         for (const [status, answer] of errors) assert.deepEqual(answer, { $ref: '#/components/responses/Error' }, `${method} ${p} ${status}`);
@@ -173,6 +172,47 @@ describe('OpenAPI contract (issue 14, item 12)', () => {
       });
       assert.equal(codeOf(forged), 'INVALID_SIGNATURE');
       api.response('POST', '/api/billing/webhooks/stripe', forged);
+    });
+
+    test('DESIGN §12: the resume route documents its Last-Event-ID header beside ?lastEventId=, and a resume by the header alone works', async () => {
+      const op = doc.paths['/api/advisor/conversations/{id}/stream']?.['get'];
+      assert.ok(op);
+      const header = op.parameters?.find((p) => p.in === 'header' && p.name === 'Last-Event-ID');
+      assert.ok(header, JSON.stringify(op.parameters));
+      assert.notEqual(header.required, true);
+      assert.ok(op.parameters?.some((p) => p.in === 'query' && p.name === 'lastEventId'));
+      const conversation = String(turn.frames[0]?.data['conversationId']);
+      const last = turn.frames.at(-1);
+      assert.ok(last);
+      // The client holds the terminal frame: 204, the answer that stops an EventSource reconnecting.
+      const res = await t.call('GET', `/api/advisor/conversations/${conversation}/stream`, { user, headers: { 'last-event-id': String(last.id) } });
+      assert.equal(res.statusCode, 204, res.body);
+    });
+
+    test('DESIGN §10: /metrics documents its Prometheus text answer and its 401 / 404 refusals; a real scrape matches', async () => {
+      const op = doc.paths['/metrics']?.['get'];
+      assert.ok(op);
+      const types = Object.keys(op.responses['200']?.content ?? {});
+      assert.deepEqual(types, ['text/plain; version=0.0.4; charset=utf-8']);
+      for (const status of ['401', '404']) assert.deepEqual(op.responses[status], { $ref: '#/components/responses/Error' }, status);
+      const url = await t.app.listen({ port: 0, host: '127.0.0.1' });
+      const scrape = await fetch(`${url}/metrics`);
+      assert.equal(scrape.status, 200);
+      assert.equal(scrape.headers.get('content-type'), types[0]);
+      const relayed = await fetch(`${url}/metrics`, { headers: { 'x-forwarded-for': '203.0.113.7' } });
+      assert.equal(relayed.status, 404);
+      assert.equal(((await relayed.json()) as { error: { code: string } }).error.code, 'NOT_FOUND');
+    });
+
+    test('DESIGN §2: POST /api/local-sign-in (README) is documented, with its body and token answer, also where it answers 404', () => {
+      const op = doc.paths['/api/local-sign-in']?.['post'];
+      assert.ok(op, 'POST /api/local-sign-in is documented');
+      assert.equal(op.operationId, 'signInLocally');
+      assert.deepEqual(op.security, []);
+      assert.ok(op.requestBody?.content['application/json']?.schema);
+      assert.ok(op.responses['200']?.content?.['application/json']?.schema);
+      assert.deepEqual(op.responses['404'], { $ref: '#/components/responses/Error' });
+      assert.ok(doc.paths['/api/local-sign-in']?.['get'], 'GET /api/local-sign-in is documented');
     });
 
     test('the stream names a schema per event (DESIGN §7, §12: `snapshot` on attaching), and the frames of a real turn match them', () => {

@@ -159,7 +159,9 @@ export function isDatabaseUnavailable(err: unknown): boolean {
   const code = pgErrorCode(err);
   if (code !== undefined) {
     // 57014: a statement cancelled, by statement_timeout (a database too slow to answer in time) or an operator.
-    if (code.startsWith('08') || code === '57014' || code === '57P01' || code === '57P02' || code === '57P03') return true;
+    // 53300 too_many_connections: the server (max_connections) or the role or database (CONNECTION
+    // LIMIT) refused the connection; 57P03 cannot_connect_now: it is starting or shutting down.
+    if (code.startsWith('08') || code === '53300' || code === '57014' || code === '57P01' || code === '57P02' || code === '57P03') return true;
     if (CONNECTION_ERRNOS.has(code)) return true;
   }
   const message = err instanceof Error ? err.message : '';

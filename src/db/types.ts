@@ -143,7 +143,8 @@ export interface PurchasesTable {
   currency: string;
   session_id: string;
   payment_intent: string | null;
-  status: 'pending' | 'paid';
+  /** `expired` / `failed`: the processor closed the session unpaid (migration 0024). */
+  status: 'pending' | 'paid' | 'expired' | 'failed';
   created_at: Date;
   paid_at: Date | null;
 }

@@ -2,7 +2,7 @@ import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
 import type { Deps } from '../deps.ts';
 import { AppError } from './errors.ts';
-import { bearerToken } from './auth.ts';
+import { bearerToken, missingTokenReason } from './auth.ts';
 import { ensureUser } from '../features/users/service.ts';
 
 interface RequestUser {
@@ -27,7 +27,7 @@ export const authPlugin = fp(async (app: FastifyInstance, { deps }: { deps: Deps
   app.addHook('onRequest', async (req) => {
     if (req.routeOptions.config.public) return;
     const token = bearerToken(req.headers.authorization);
-    if (!token) throw new AppError('UNAUTHENTICATED', 'a bearer token is required');
+    if (!token) throw new AppError('UNAUTHENTICATED', missingTokenReason(req.headers.authorization));
     const user = await deps.auth.verify(token);
     await ensureUser(deps, user.id, user.tierClaim);
     req.user = { id: user.id };

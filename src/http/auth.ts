@@ -122,6 +122,17 @@ export function bearerToken(header: string | undefined): string | undefined {
   return match?.[1];
 }
 
+/**
+ * Why a request holds no usable bearer token, as its 401 says: none given, another scheme, or a token
+ * that is not a JWT (told the same as one whose signature fails: invalid).
+ */
+export function missingTokenReason(header: string | undefined): string {
+  const value = header?.trim() ?? '';
+  if (value === '') return 'a bearer token is required';
+  if (!/^bearer\s/i.test(value)) return 'the Authorization header must be `Bearer <token>`';
+  return 'invalid token';
+}
+
 /** The credential of an `Authorization: Bearer <secret>` header, whatever its format (an opaque token). */
 export function bearerSecret(header: string | undefined): string | undefined {
   const match = /^Bearer ([\x21-\x7e]+)$/.exec(header?.trim() ?? '');

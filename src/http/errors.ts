@@ -57,8 +57,8 @@ export class AppError extends Error {
   /** Extra response headers (Retry-After, RateLimit-*). */
   readonly headers: Record<string, string>;
 
-  constructor(code: ErrorCode, message: string, opts: { details?: ErrorDetail[]; headers?: Record<string, string> } = {}) {
-    super(message);
+  constructor(code: ErrorCode, message: string, opts: { details?: ErrorDetail[]; headers?: Record<string, string>; cause?: unknown } = {}) {
+    super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
     this.name = 'AppError';
     this.code = code;
     this.status = ERROR_STATUS[code];

@@ -37,7 +37,8 @@ const ErrorEnvelopeSchema = named(
     { description: 'Every non-2xx response' },
   ),
 );
-const ErrorEnvelope = ref(ErrorEnvelopeSchema);
+/** The error envelope as a response schema, for a route that names a refusal's status itself. */
+export const ErrorEnvelope = ref(ErrorEnvelopeSchema);
 
 /** The shared schemas of the HTTP layer, registered with the features' own (app.ts). */
 export const components: NamedSchema[] = [ErrorEnvelopeSchema];
@@ -64,19 +65,39 @@ const ERROR_RESPONSE = {
 };
 
 type Responses = Record<string, { $ref?: string; content?: Record<string, { schema?: { $ref?: string } }> }>;
+type Parameter = { in?: string; name?: string; description?: string; required?: boolean; schema?: unknown };
+
+/**
+ * The SSE reconnection header: a route that reads `?lastEventId=` (for clients that cannot set
+ * headers) reads the `Last-Event-ID` header first. The route takes the header as sent (any value; a
+ * malformed one is its 400), so it is documented here rather than validated by a headers schema.
+ */
+const LAST_EVENT_ID: Parameter = {
+  in: 'header',
+  name: 'Last-Event-ID',
+  required: false,
+  description: 'The id of the last frame the client has (an EventSource sends it on reconnecting); wins over `?lastEventId=`',
+  schema: { type: 'string', pattern: '^[0-9]{1,15}$' },
+};
 
 /**
  * @fastify/swagger writes a response object per status per route; those whose body is the error
- * envelope (the 4XX and 5XX of `responses`) become one shared `components.responses.Error`.
+ * envelope (the 4XX and 5XX of `responses`) become one shared `components.responses.Error`. An
+ * operation with a `lastEventId` query parameter also gets its `Last-Event-ID` header.
  */
 export const shareErrorResponses: SwaggerTransformObject = (document) => {
   if (!('openapiObject' in document)) return document.swaggerObject;
   const doc = document.openapiObject;
   for (const item of Object.values(doc.paths ?? {})) {
-    for (const operation of Object.values(item ?? {}) as { responses?: Responses }[]) {
+    for (const operation of Object.values(item ?? {}) as { responses?: Responses; parameters?: Parameter[] }[]) {
       const answers = operation.responses ?? {};
       for (const [status, answer] of Object.entries(answers)) {
         if (answer.content?.['application/json']?.schema?.$ref === ENVELOPE_REF) answers[status] = { $ref: '#/components/responses/Error' };
+      }
+      const parameters = operation.parameters ?? [];
+      const resumes = parameters.some((p) => p.in === 'query' && p.name === 'lastEventId');
+      if (resumes && !parameters.some((p) => p.in === 'header' && p.name?.toLowerCase() === 'last-event-id')) {
+        operation.parameters = [LAST_EVENT_ID, ...parameters];
       }
     }
   }

@@ -64,6 +64,19 @@ export const CLUSTER_STORES_NAME = [
   CLUSTER_STORES.redisCluster ? 'a Redis Cluster of three masters' : 'one Redis',
 ].join(', ');
 
+/**
+ * PostgreSQL connections one test instance holds at most (DATABASE_POOL_SIZE; the service's default
+ * is 20). `.ci/run` runs test:redis-cluster and test:pooler side by side against one PostgreSQL with
+ * max_connections 100 (3 of them reserved for superusers), and both must stay under it together.
+ * Direct phase, at its peak (resume.test.ts: 3 instances + 2 without Redis + 1 victim = 6): 6 × 8 pool
+ * + 2 LISTEN connections (the instances without Redis) + 4 (the harness's own `sqlClient`) + 1 (an
+ * instance's migrations at start, one at a time) = 55. Pooler phase: PgBouncer's 10 server
+ * connections (default_pool_size, test/helpers/pgbouncer.ts; the instances' pools go to it) + 2 LISTEN
+ * + 4 + 1 (both direct, DATABASE_LISTEN_URL) = 17. Together 72 < 97, with room for the rest of the
+ * machine. At the old 20 a phase alone reached 6 × 20 + 7 = 127 and PostgreSQL refused with 53300.
+ */
+const INSTANCE_POOL_SIZE = 8;
+
 /** `application_name` of the harness's own database connections (`cluster.sql`). */
 export const CLUSTER_TEST_APPLICATION = 'advisor-cluster-test';
 
@@ -111,6 +124,7 @@ export async function startCluster(opts: { instances: number; env?: Record<strin
 
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'advisor-cluster-'));
   const baseEnv: Record<string, string> = {
+    DATABASE_POOL_SIZE: String(INSTANCE_POOL_SIZE),
     PATH: process.env.PATH ?? '',
     HOST: '127.0.0.1',
     PORT: '0',

@@ -44,7 +44,7 @@ export async function startPgBouncer(databaseUrl: string): Promise<PgBouncer> {
       `auth_file = ${users}`,
       'pool_mode = transaction',
       'max_client_conn = 1000',
-      // Fewer server connections than the instances' pools hold together (3 × 20): they wait their turn.
+      // Fewer server connections than the instances' pools hold together (3 × 8, test/cluster/cluster.ts): they wait their turn.
       'default_pool_size = 10',
       'server_login_retry = 1',
       'log_connections = 0',

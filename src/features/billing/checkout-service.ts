@@ -80,18 +80,19 @@ export async function startCheckout(
   return { url: session.url, sessionId: session.sessionId };
 }
 
-type CheckoutStateName = 'pending' | 'credited' | 'expired';
+type CheckoutStateName = 'pending' | 'credited' | 'expired' | 'failed';
 
 /**
  * The state of the caller's own checkout session, as the return page shows it: `credited` once the
- * webhook has granted its credits (whatever the time), `expired` when its lifetime has passed without
- * that, else `pending`. Another user's session, or one this service did not open, is 404 CHECKOUT_NOT_FOUND.
+ * webhook has granted its credits (whatever the time); `expired` after `checkout.session.expired` or
+ * when its lifetime has passed without a credit; `failed` after `checkout.session.async_payment_failed`;
+ * else `pending`. Another user's session, or one this service did not open, is 404 CHECKOUT_NOT_FOUND.
  */
 export async function checkoutState(deps: Pick<Deps, 'db' | 'clock'>, userId: string, sessionId: string) {
   const p = await repo.findOwnPurchase(deps.db, userId, sessionId);
   if (!p) throw new AppError('CHECKOUT_NOT_FOUND', 'checkout session not found');
   const expiresAt = new Date(p.created_at.getTime() + CHECKOUT_SESSION_LIFETIME_MS);
-  const state: CheckoutStateName = p.status === 'paid' ? 'credited' : deps.clock.now() >= expiresAt ? 'expired' : 'pending';
+  const state: CheckoutStateName = p.status === 'paid' ? 'credited' : p.status !== 'pending' ? p.status : deps.clock.now() >= expiresAt ? 'expired' : 'pending';
   return {
     sessionId,
     state,

@@ -121,8 +121,8 @@ describe('billing: checkout, packs, wallet, ledger', () => {
       const params = fake.checkouts.at(-1)?.params as Record<string, unknown>;
       return { sessionId: res.json<{ sessionId: string }>().sessionId, successUrl: params['success_url'], cancelUrl: params['cancel_url'] };
     };
-    const pay = async (sessionId: string) => {
-      const payload = JSON.stringify(makeStripeEvent('checkout.session.completed', fake.completeSession(sessionId)));
+    const deliver = async (event: Record<string, unknown>) => {
+      const payload = JSON.stringify(event);
       const signature = signStripePayload(payload, 'whsec_checkout_test', Math.floor(clock.now().getTime() / 1000));
       const res = await t.call('POST', '/api/billing/webhooks/stripe', {
         user: null,
@@ -130,6 +130,19 @@ describe('billing: checkout, packs, wallet, ledger', () => {
         headers: { 'content-type': 'application/json', 'stripe-signature': signature },
       });
       assert.equal(res.statusCode, 200, res.body);
+    };
+    const pay = (sessionId: string) => deliver(makeStripeEvent('checkout.session.completed', fake.completeSession(sessionId)));
+    /** The session as Stripe sends it in `checkout.session.expired`: still unpaid, `status: expired`. */
+    const expire = (sessionId: string) => {
+      const session = fake.getSession(sessionId);
+      assert.ok(session);
+      return deliver(makeStripeEvent('checkout.session.expired', { ...session, status: 'expired', url: null }));
+    };
+    /** A delayed method: completed unpaid, then `checkout.session.async_payment_failed`. */
+    const failPayment = async (sessionId: string) => {
+      const unpaid = fake.completeSession(sessionId, 'unpaid');
+      await deliver(makeStripeEvent('checkout.session.completed', unpaid));
+      await deliver(makeStripeEvent('checkout.session.async_payment_failed', unpaid));
     };
     const stateOf = (u: string, sessionId: string) => t.call('GET', `/api/billing/checkout/${sessionId}`, { user: u });
 
@@ -195,6 +208,47 @@ describe('billing: checkout, packs, wallet, ledger', () => {
       } finally {
         clock.set(start);
       }
+    });
+
+    test('DESIGN §8: GET /api/billing/checkout/{sessionId} → expired after checkout.session.expired (well inside the 24 h lifetime), nothing credited', async () => {
+      const u = newUser();
+      const { sessionId } = await checkout(u);
+      await expire(sessionId);
+      const res = await stateOf(u, sessionId);
+      assert.equal(res.statusCode, 200, res.body);
+      assert.deepEqual([res.json<{ state: string }>().state, res.json<{ creditedAt: unknown }>().creditedAt], ['expired', null]);
+      await expire(sessionId); // a redelivery changes nothing
+      assert.equal((await stateOf(u, sessionId)).json<{ state: string }>().state, 'expired');
+      assert.equal(await ledgerCount(t, u), 0);
+    });
+
+    test('DESIGN §8: GET /api/billing/checkout/{sessionId} → failed after checkout.session.async_payment_failed, nothing credited', async () => {
+      const u = newUser();
+      const { sessionId } = await checkout(u);
+      await failPayment(sessionId);
+      const res = await stateOf(u, sessionId);
+      assert.equal(res.statusCode, 200, res.body);
+      assert.equal(res.json<{ state: string }>().state, 'failed');
+      const start = clock.now();
+      clock.advance(24 * 3_600_000);
+      try {
+        assert.equal((await stateOf(u, sessionId)).json<{ state: string }>().state, 'failed', 'a failed payment stays failed past the lifetime');
+      } finally {
+        clock.set(start);
+      }
+      assert.equal(await ledgerCount(t, u), 0);
+    });
+
+    test('DESIGN §8: a credited checkout stays credited whatever expired or failed event arrives after it; an expired event of a session this service never opened writes nothing', async () => {
+      const u = newUser();
+      const { sessionId } = await checkout(u);
+      await pay(sessionId);
+      await expire(sessionId);
+      await deliver(makeStripeEvent('checkout.session.async_payment_failed', fake.completeSession(sessionId, 'unpaid')));
+      assert.equal((await stateOf(u, sessionId)).json<{ state: string }>().state, 'credited');
+      assert.equal(await assertLedgerInvariant(t, u), 100);
+      await deliver(makeStripeEvent('checkout.session.expired', { id: 'cs_test_not_ours', object: 'checkout.session', status: 'expired' }));
+      assert.equal(await ledgerCount(t, u), 1);
     });
 
     test('GET /api/billing/checkout/{sessionId}: another user’s session → 404 CHECKOUT_NOT_FOUND, as is one this service never opened', async () => {

@@ -223,6 +223,13 @@ export async function markPurchasePaid(trx: Trx, sessionId: string, paymentInten
     .updateTable('purchases')
     .set((eb) => ({ status: 'paid', paid_at: now, payment_intent: eb.fn.coalesce('payment_intent', sql<string | null>`${paymentIntent}`) }))
     .where('session_id', '=', sessionId)
-    .where('status', '=', 'pending')
+    // A credit is what happened, even after an expired or failed event arrived first.
+    .where('status', '!=', 'paid')
     .execute();
+}
+
+/** Closes a pending purchase the processor closed unpaid; true when this call changed it. */
+export async function markPurchaseClosed(db: Db, sessionId: string, status: 'expired' | 'failed'): Promise<boolean> {
+  const result = await db.updateTable('purchases').set({ status }).where('session_id', '=', sessionId).where('status', '=', 'pending').executeTakeFirst();
+  return result.numUpdatedRows > 0n;
 }

@@ -91,7 +91,7 @@ export async function billingRoutes(parent: FastifyInstance, { deps }: { deps: D
       schema: {
         operationId: 'getCheckoutState',
         tags,
-        summary: 'The state of one of the caller’s checkouts: pending, credited or expired',
+        summary: 'The state of one of the caller’s checkouts: pending, credited, expired or failed',
         description:
           'What a return page shows instead of assuming the payment went through: `credited` only once the payment webhook has granted ' +
           "the credits. Owner only: another user's session, or one this service did not open, is 404 CHECKOUT_NOT_FOUND.",
@@ -122,10 +122,12 @@ async function stripeWebhookRoutes(parent: FastifyInstance, { deps }: { deps: De
         summary: 'Stripe webhook (no bearer token; Stripe-Signature over the raw body)',
         description:
           'Grants credits once per checkout session (checkout.session.completed with payment_status paid, or ' +
-          'checkout.session.async_payment_succeeded); charge.refunded takes back the refunded share; charge.dispute.created ' +
+          'checkout.session.async_payment_succeeded); checkout.session.expired and checkout.session.async_payment_failed close a ' +
+          'pending checkout as expired / failed; charge.refunded takes back the refunded share; charge.dispute.created ' +
           'takes back the disputed share and charge.dispute.closed with status won gives it back. ' +
-          'Bad or stale (> 300 s) signature → 400 INVALID_SIGNATURE. Other event types, signed bodies that are not ' +
-          'snapshot events (thin v2 events), and signed bodies holding text the store cannot hold (bytes that are not UTF-8, ' +
+          'Bad signature, or a signature timestamp more than 300 s in the past or the future → 400 INVALID_SIGNATURE. ' +
+          'Other event types, signed bodies that are not snapshot events (thin v2 events), and signed bodies holding text the ' +
+          'store cannot hold (bytes that are not UTF-8, ' +
           '\\u0000, an unpaired surrogate) → 200, logged, nothing written.',
         security: [],
         response: responses({ 200: WebhookAck }),

@@ -20,10 +20,11 @@ const CheckoutStateSchema = named(
   'CheckoutState',
   Type.Object({
     sessionId: Type.String(),
-    state: Type.Union([Type.Literal('pending'), Type.Literal('credited'), Type.Literal('expired')], {
+    state: Type.Union([Type.Literal('pending'), Type.Literal('credited'), Type.Literal('expired'), Type.Literal('failed')], {
       description:
-        "`credited` once the payment webhook has granted the credits; `expired` when the session's lifetime (24 h, Stripe's default) " +
-        'has passed without that; else `pending` (the payment may be done and its webhook not yet received)',
+        "`credited` once the payment webhook has granted the credits; `expired` after Stripe's `checkout.session.expired`, or when the " +
+        "session's lifetime (24 h, Stripe's default) has passed without a credit; `failed` after `checkout.session.async_payment_failed` " +
+        '(a delayed payment method that did not pay); else `pending` (the payment may be done and its webhook not yet received)',
     }),
     packId: Type.String(),
     credits: Type.Integer({ description: 'Credits the session grants, fixed when it was opened' }),

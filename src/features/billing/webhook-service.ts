@@ -7,7 +7,16 @@ import * as repo from './repo.ts';
 type WebhookDeps = Pick<Deps, 'db' | 'clock' | 'config' | 'ids' | 'logger' | 'metrics' | 'seenUsers'>;
 
 export type WebhookOutcome =
-  'credited' | 'already-credited' | 'refunded' | 'already-refunded' | 'dispute-taken' | 'dispute-given-back' | 'dispute-unchanged' | 'ignored';
+  | 'credited'
+  | 'already-credited'
+  | 'closed'
+  | 'already-closed'
+  | 'refunded'
+  | 'already-refunded'
+  | 'dispute-taken'
+  | 'dispute-given-back'
+  | 'dispute-unchanged'
+  | 'ignored';
 
 /** Dispute statuses after which the buyer's money is the seller's again: the credits go back. */
 const DISPUTE_RESOLVED_FOR_SELLER = new Set(['won', 'warning_closed']);
@@ -36,6 +45,10 @@ export async function applyStripeEvent(deps: WebhookDeps, event: PaymentEvent): 
       return event.object['payment_status'] === 'paid' ? creditSession(deps, event) : 'ignored';
     case 'checkout.session.async_payment_succeeded':
       return creditSession(deps, event);
+    case 'checkout.session.expired':
+      return closeSession(deps, event, 'expired');
+    case 'checkout.session.async_payment_failed':
+      return closeSession(deps, event, 'failed');
     case 'charge.refunded':
       return refundCharge(deps, event);
     case 'charge.dispute.created':
@@ -77,6 +90,20 @@ async function creditSession(deps: WebhookDeps, event: PaymentEvent): Promise<We
   deps.metrics.creditsGranted.inc(credits);
   deps.logger.info({ eventId: event.id, sessionId, userId, credits }, 'credits granted');
   return 'credited';
+}
+
+/**
+ * DESIGN §8: the checkout's state becomes `expired` / `failed`. Only a pending purchase changes: one
+ * already credited stays credited, and a redelivery finds it closed.
+ */
+async function closeSession(deps: WebhookDeps, event: PaymentEvent, status: 'expired' | 'failed'): Promise<WebhookOutcome> {
+  const sessionId = str(event.object['id']);
+  if (!sessionId) return ignore(deps, event, 'session has no id');
+  if (await repo.markPurchaseClosed(deps.db, sessionId, status)) {
+    deps.logger.info({ eventId: event.id, sessionId, status }, 'checkout closed unpaid');
+    return 'closed';
+  }
+  return (await repo.findPurchaseBySession(deps.db, sessionId)) ? 'already-closed' : ignore(deps, event, 'session is not a checkout of this service');
 }
 
 /** Round-half-up of credits × part / whole, capped at the credits: the share of a purchase a refund or dispute concerns. */

@@ -145,7 +145,7 @@ describe('billing: Stripe webhook (DESIGN §8)', () => {
 
     test('unknown event types → 200, ignored', async () => {
       const before = await t.deps.db.selectFrom('ledger_entries').select('seq').execute();
-      for (const type of ['customer.created', 'payment_intent.succeeded', 'checkout.session.expired']) {
+      for (const type of ['customer.created', 'payment_intent.succeeded', 'invoice.paid']) {
         const res = await deliver(makeStripeEvent(type, { id: 'x_1', object: 'thing', metadata: { userId: 'u', credits: '5' } }));
         assert.equal(res.statusCode, 200);
       }
@@ -314,7 +314,20 @@ describe('billing: Stripe webhook (DESIGN §8)', () => {
     }
 
     test('wrong secret → 400 INVALID_SIGNATURE', () => refusedDelivery({ secret: 'whsec_someone_else_entirely_000000' }));
-    test('timestamp older than 300 s → 400 INVALID_SIGNATURE', () => refusedDelivery({ timestamp: nowSeconds() - 301 }));
+    test('DESIGN §8: timestamp older than 300 s → 400 INVALID_SIGNATURE', () => refusedDelivery({ timestamp: nowSeconds() - 301 }));
+    test('DESIGN §8: a correctly signed timestamp 301 s in the future → 400 INVALID_SIGNATURE', () => refusedDelivery({ timestamp: nowSeconds() + 301 }));
+    test('DESIGN §8: a correctly signed timestamp an hour in the future → 400 INVALID_SIGNATURE', () => refusedDelivery({ timestamp: nowSeconds() + 3600 }));
+    test('DESIGN §8: a header whose later t= is an hour ahead is refused whichever t= the signature check reads', async () => {
+      const u = newUser();
+      const event = completed(fake.completeSession(await checkout(u)));
+      const payload = JSON.stringify(event);
+      const ahead = nowSeconds() + 3600;
+      const signed = Stripe.webhooks.generateTestHeaderString({ payload, secret: SECRET, timestamp: ahead });
+      const res = await deliver(event, { header: `t=${nowSeconds()},${signed}` });
+      assert.equal(res.statusCode, 400, res.body);
+      assert.equal(JSON.parse(res.body).error.code, 'INVALID_SIGNATURE');
+      assert.equal(await ledgerCount(t, u), 0);
+    });
     test('missing Stripe-Signature → 400 INVALID_SIGNATURE', () => refusedDelivery({ header: null }));
     test('garbage Stripe-Signature → 400 INVALID_SIGNATURE', () => refusedDelivery({ header: 't=abc,v1=zz' }));
 
@@ -331,6 +344,13 @@ describe('billing: Stripe webhook (DESIGN §8)', () => {
     test('a timestamp exactly 300 s old is still accepted (tolerance boundary)', async () => {
       const u = newUser();
       const res = await deliver(completed(fake.completeSession(await checkout(u))), { timestamp: nowSeconds() - 300 });
+      assert.equal(res.statusCode, 200, res.body);
+      assert.equal(await assertLedgerInvariant(t, u), 100);
+    });
+
+    test('DESIGN §8: a timestamp exactly 300 s ahead is still accepted (tolerance boundary, either way)', async () => {
+      const u = newUser();
+      const res = await deliver(completed(fake.completeSession(await checkout(u))), { timestamp: nowSeconds() + 300 });
       assert.equal(res.statusCode, 200, res.body);
       assert.equal(await assertLedgerInvariant(t, u), 100);
     });

@@ -141,12 +141,28 @@ export function verifyStripeEvent(raw: Buffer, header: string | undefined, secre
   if (signature === null) throw new Error('stripe-node has no webhook signature helper');
   try {
     signature.verifyHeader(raw.toString('latin1'), header, secret, toleranceSeconds, EXACT_BYTES, nowMs);
+    // stripe-node only refuses a timestamp too far in the past; DESIGN §8 says 300 s either way.
+    if (signedAhead(header, nowMs) > toleranceSeconds) throw new WebhookSignatureError('timestamp ahead of the tolerance zone');
   } catch (err) {
+    if (err instanceof WebhookSignatureError) throw err;
     // Only the library's verdict, never the secret or the expected signature.
     const reason = err instanceof Stripe.errors.StripeSignatureVerificationError ? err.message : 'signature could not be verified';
     throw new WebhookSignatureError(reason);
   }
   return readEvent(raw);
+}
+
+/** How many seconds the header's furthest `t=` lies ahead of now (any of them, whichever stripe-node reads). */
+function signedAhead(header: string, nowMs: number): number {
+  const nowSeconds = Math.floor(nowMs / 1000);
+  let ahead = Number.NEGATIVE_INFINITY;
+  for (const item of header.split(',')) {
+    const [key, value] = item.split('=');
+    if (key?.trim() !== 't' || value === undefined) continue;
+    const at = Number.parseInt(value, 10);
+    ahead = Math.max(ahead, Number.isNaN(at) ? Number.NEGATIVE_INFINITY : at - nowSeconds);
+  }
+  return ahead;
 }
 
 function readEvent(raw: Buffer): VerifiedWebhook {

@@ -121,6 +121,12 @@ function Ledger({ packs }: { packs: readonly Pack[] }) {
 }
 
 type CheckoutState = Schemas['CheckoutState'];
+const RETURN_TITLES: Record<CheckoutState['state'], string> = {
+  pending: 'Your checkout',
+  credited: 'Thank you',
+  expired: 'Checkout expired',
+  failed: 'Payment failed',
+};
 /** How long the return page asks again while the payment is not confirmed: the webhook may come after the trader. */
 const POLL_MS = 2000;
 const POLL_FOR_MS = 10 * 60_000;
@@ -128,7 +134,7 @@ const POLL_FOR_MS = 10 * 60_000;
 /**
  * Where the hosted checkout returns. It shows what the service knows of this checkout (GET
  * /api/billing/checkout/{id}), never what the address claims: pending until the payment webhook has
- * credited it (asked again every 2 s), credited, or expired.
+ * credited it (asked again every 2 s), credited, expired, or failed (a delayed payment that did not pay).
  */
 export function CheckoutReturnPage({ outcome }: { outcome: 'success' | 'cancel' }) {
   const { query } = useLocation();
@@ -175,7 +181,7 @@ export function CheckoutReturnPage({ outcome }: { outcome: 'success' | 'cancel' 
   }
   const notFound = problem instanceof ApiError && problem.status === 404;
   return (
-    <Page title={state?.state === 'credited' ? 'Thank you' : state?.state === 'expired' ? 'Checkout expired' : 'Your checkout'}>
+    <Page title={state === undefined ? 'Your checkout' : RETURN_TITLES[state.state]}>
       <div role="status" class={`checkout-state ${state?.state ?? ''}`}>
         {notFound ? (
           <p>This checkout is not one of yours, or it was never opened. Nothing was charged by it.</p>
@@ -185,6 +191,8 @@ export function CheckoutReturnPage({ outcome }: { outcome: 'success' | 'cancel' 
           <p>Your payment went through: {fmtNumber(state.credits)} credits are in your wallet.</p>
         ) : state.state === 'expired' ? (
           <p>This checkout expired before it was paid. Nothing was charged; you can buy credits again.</p>
+        ) : state.state === 'failed' ? (
+          <p>The payment for this checkout failed. No credits were added; you can buy credits again with another payment method.</p>
         ) : (
           <p>
             Waiting for the payment to be confirmed by the payment provider. Your {fmtNumber(state.credits)} credits ({fmtMoney(state.amount, state.currency)})
