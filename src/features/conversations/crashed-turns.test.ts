@@ -192,6 +192,46 @@ describe('crashed turns (DESIGN §10)', () => {
     assert.equal(await assertLedgerInvariant(t, user), 0);
   });
 
+  test('DESIGN §7: a cut turn sent again with the same clientMessageId runs again in its place, and its charge is given back in that transaction; the next resend replays', async () => {
+    const user = await payingUser();
+    const turnId = await crashedTurn(user);
+    await t.deps.db.updateTable('messages').set({ content: 'Half an answer' }).where('id', '=', turnId).execute();
+    await sleep(60);
+    assert.equal(await sweepCrashedTurns(t.deps, 50), 1);
+    const reply = await replyRow(t, turnId);
+    assert.ok(reply);
+    const userMessage = await t.deps.db
+      .selectFrom('messages')
+      .select(['content', 'client_message_id'])
+      .where('conversation_id', '=', reply.conversation_id)
+      .where('role', '=', 'user')
+      .executeTakeFirstOrThrow();
+    // The same request again, as a client retrying after SHUTTING_DOWN (a new conversation: no target).
+    const again = { text: userMessage.content, clientMessageId: String(userMessage.client_message_id) };
+    fake.enqueueStream({ chunks: ['A whole ', 'answer'] });
+    const res = await send(t, user, null, again);
+    assert.equal(res.frames.at(-1)?.event, 'done', res.body);
+    assert.equal(startOf(res)['conversationId'], reply.conversation_id, 'in the cut turn’s conversation');
+    assert.notEqual(startOf(res)['assistantMessageId'], turnId);
+    assert.equal(await turnStatus(t, turnId), 'returned');
+    assert.equal(await assertLedgerInvariant(t, user), PAID_CREDITS);
+    const stored = await t.deps.db
+      .selectFrom('messages')
+      .select(['role', 'content'])
+      .where('conversation_id', '=', reply.conversation_id)
+      .orderBy('seq')
+      .execute();
+    assert.deepEqual(stored, [
+      { role: 'user', content: userMessage.content },
+      { role: 'assistant', content: 'A whole answer' },
+    ]);
+    // Its reply is not a cut one: the same request now replays it, charging and giving back nothing.
+    const replayed = await send(t, user, null, again);
+    assert.equal(replayed.frames.at(-1)?.event, 'done', replayed.body);
+    assert.equal(startOf(replayed)['assistantMessageId'], startOf(res)['assistantMessageId']);
+    assert.equal(await assertLedgerInvariant(t, user), PAID_CREDITS);
+  });
+
   test('issue 29: a crashed turn charged for its content is found by its words (indexed by the statement that charges it); one closed empty is not', async () => {
     const [paid, returned] = [await payingUser(), await payingUser()];
     const [withText, empty] = [await crashedTurn(paid), await crashedTurn(returned)];

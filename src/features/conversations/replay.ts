@@ -36,8 +36,12 @@ export async function turnToReplace(deps: Deps, turn: TurnRequest, replaces: str
   if (replay) return replay;
   if (last?.user.id !== replaces) throw invalid('/replaces', 'must be the id of the conversation’s last user message');
   if (last.reply?.status === 'streaming') throw streamInProgress('replaced');
-  const cut = last.reply?.status === repo.STREAMING_LEFT_BEHIND.status && last.reply.error_code === repo.STREAMING_LEFT_BEHIND.error_code;
-  return { kind: 'replace', user: last.user, cutReplyId: cut ? last.reply?.id : undefined };
+  return { kind: 'replace', user: last.user, cutReplyId: cutByService(last.reply) ? last.reply?.id : undefined, conversationId: target };
+}
+
+/** DESIGN §7: a reply the service cut — ended SHUTTING_DOWN by a drain, or closed by the crash sweeper. */
+function cutByService(reply: repo.MessageRow | undefined): reply is repo.MessageRow {
+  return reply?.status === repo.STREAMING_LEFT_BEHIND.status && reply.error_code === repo.STREAMING_LEFT_BEHIND.error_code;
 }
 
 /** The turn a new one takes the place of: its user message, and its reply when the service cut it (DESIGN §7: its charge is given back). */
@@ -46,10 +50,17 @@ export interface Replacing {
   readonly user: repo.MessageRow;
   /** The reply, when it ended SHUTTING_DOWN (a drain, or closed by the crash sweeper). */
   readonly cutReplyId: string | undefined;
+  /** The conversation both turns belong to. */
+  readonly conversationId: string;
 }
 
-/** A message already stored under this clientMessageId: its replay, or the refusal; undefined when it vanished meanwhile (its conversation deleted). */
-export async function priorReplay(deps: Deps, turn: TurnRequest): Promise<Replay | undefined> {
+/**
+ * A message already stored under this clientMessageId: its replay, the refusal, or — its reply cut by
+ * the service and still its conversation's last turn — the turn to replace with it (DESIGN §7: sent
+ * again, it runs again and the cut turn's charge is given back); undefined when it vanished meanwhile
+ * (its conversation deleted).
+ */
+export async function priorReplay(deps: Deps, turn: TurnRequest): Promise<Replay | Replacing | undefined> {
   const prior = await repo.findTurnByClientId(deps.db, turn.userId, turn.input.body.clientMessageId);
   return await idempotentReplay(deps, turn.target, turn.input.body, prior, turn.claim);
 }
@@ -66,13 +77,13 @@ async function idempotentReplay(
   body: StreamMessageInput,
   prior: repo.PriorTurn | undefined,
   claim: LeaseClaim,
-): Promise<Replay | undefined> {
+): Promise<Replay | Replacing | undefined> {
   if (!prior) return undefined;
   const sameTarget = target === null ? prior.user.seq === 1 : prior.user.conversation_id === target;
   if (prior.user.content !== body.text || !sameTarget) {
     throw new AppError('CLIENT_MESSAGE_ID_REUSED', 'this clientMessageId was already used for another message');
   }
-  if (prior.reply !== undefined && prior.reply.status !== 'streaming') return replayOf(prior, prior.reply);
+  if (prior.reply !== undefined && prior.reply.status !== 'streaming') return replayOrRun(deps, prior, prior.reply);
   // The lease is free, yet the reply streams: its instance is gone, or the lease's store forgot it
   // (restarted empty). The database decides (DESIGN §12 "Under faults"): a turn with a recent sign
   // of life is live; a silent one is closed with what its frame log holds, and charged by it.
@@ -84,7 +95,16 @@ async function idempotentReplay(
   }
   const again = await repo.findTurnByClientId(deps.db, prior.user.user_id, body.clientMessageId);
   if (again?.reply === undefined || again.reply.status === 'streaming') throw new Error('a stored turn lost its reply row');
-  return replayOf(again, again.reply);
+  return replayOrRun(deps, again, again.reply);
+}
+
+/** An ended reply replayed — unless the service cut it and it is still its conversation's last turn: then the message runs again in its place. */
+async function replayOrRun(deps: Deps, prior: repo.PriorTurn, reply: repo.MessageRow): Promise<Replay | Replacing> {
+  if (cutByService(reply)) {
+    const last = await repo.lastTurn(deps.db, prior.user.conversation_id);
+    if (last?.user.id === prior.user.id) return { kind: 'replace', user: prior.user, cutReplyId: reply.id, conversationId: prior.user.conversation_id };
+  }
+  return replayOf(prior, reply);
 }
 
 function replayOf(prior: repo.PriorTurn, reply: repo.MessageRow): Replay {

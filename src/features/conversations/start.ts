@@ -16,7 +16,7 @@ import { buildMessages, defaultTitle, systemPrompt } from './context.ts';
 import { asProvider, type TurnRequest } from './input.ts';
 import { streamInProgress } from './in-progress.ts';
 import { LiveTurn, type RoundRequest } from './live-turn.ts';
-import { priorReplay, turnToReplace, type Replay } from './replay.ts';
+import { priorReplay, turnToReplace, type Replay, type Replacing } from './replay.ts';
 import * as repo from './repo.ts';
 import * as statements from './turn-statements.ts';
 import { traced } from '../../platform/tracing.ts';
@@ -31,13 +31,14 @@ type Started = Replay | { readonly kind: 'live'; readonly live: LiveTurn; readon
 /**
  * Reads, decision, reservation and storing in one statement (statements.startTurn: one round trip, one
  * commit), the checks in TURN_CHECKS' order: a refusal stores and reserves nothing. A message already
- * stored under this clientMessageId is replayed (or refused) by `priorReplay`; a turn that `replaces`
+ * stored under this clientMessageId is replayed (or refused) by `priorReplay` — or, its reply cut by the
+ * service (DESIGN §7), run again in the cut turn's place (`given`); a turn that `replaces`
  * the last one reads it first and starts in a transaction that drops it (`replacing`).
  */
-export async function startTurn(deps: Deps, turn: TurnRequest): Promise<Started> {
+export async function startTurn(deps: Deps, turn: TurnRequest, given?: Replacing): Promise<Started> {
   const { userId, target, input, claim } = turn;
   const { body, images } = input;
-  const replacing = body.replaces === undefined ? undefined : await turnToReplace(deps, turn, body.replaces);
+  const replacing = given ?? (body.replaces === undefined ? undefined : await turnToReplace(deps, turn, body.replaces));
   if (replacing?.kind === 'replay') return replacing;
   // Draining began while this request was being checked (admission saw it too late).
   if (deps.lifecycle.draining) throw shuttingDown();
@@ -82,7 +83,13 @@ export async function startTurn(deps: Deps, turn: TurnRequest): Promise<Started>
     if (attempt === KEY_READS) throw new AppError('SERVICE_UNAVAILABLE', 'the provider key kept changing while the turn started; retry');
   }
   // One that vanished meanwhile (its conversation deleted) starts anew.
-  if (row.refusal === 'CLIENT_MESSAGE_ID_SEEN') return (await priorReplay(deps, turn)) ?? startTurn(deps, turn);
+  if (row.refusal === 'CLIENT_MESSAGE_ID_SEEN') {
+    const prior = await priorReplay(deps, turn);
+    // DESIGN §7: a message whose reply the service cut runs again, in the cut turn's place.
+    if (prior?.kind === 'replace' && given === undefined) return startTurn(deps, { ...turn, target: prior.conversationId }, prior);
+    if (prior?.kind === 'replace') throw new Error('a cut turn was replaced and found again');
+    return prior ?? startTurn(deps, turn);
+  }
   const provider = row.provider === null ? undefined : asProvider(row.provider);
   const keys = openTurnKeys(deps, target === null ? null : (provider ?? null), keyRowsOf(userId, row));
   if (row.refusal !== null || charge === undefined || provider === undefined) throw refusal(row, keys);
@@ -193,8 +200,9 @@ async function afterFailedStart(deps: Deps, err: unknown, turn: TurnRequest, tur
   if ((err instanceof AppError && err.code === 'BILLING_NOT_AVAILABLE') || isDatabaseUnavailable(err)) abandonTurn(deps, turnId);
   const code = pgErrorCode(err);
   if (code === UNIQUE_VIOLATION) {
+    // A concurrent duplicate stored it first: its replay (a turn that just started is not a cut one).
     const replayed = await priorReplay(deps, turn);
-    if (replayed) return replayed;
+    if (replayed?.kind === 'replay') return replayed;
     throw streamInProgress('conversation');
   }
   // The conversation was deleted meanwhile.

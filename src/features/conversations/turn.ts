@@ -34,7 +34,8 @@ const TURN_CHECKS = {
   ],
   decision: [
     '404 CONVERSATION_NOT_FOUND',
-    'clientMessageId: 409 CLIENT_MESSAGE_ID_REUSED, 409 STREAM_IN_PROGRESS while its reply streams, or a replay of the stored reply',
+    'clientMessageId: 409 CLIENT_MESSAGE_ID_REUSED, 409 STREAM_IN_PROGRESS while its reply streams, or a replay of the stored reply ' +
+      '(a reply the service cut, SHUTTING_DOWN, runs again in its place while it is the last turn)',
     'replaces: 400 VALIDATION_ERROR unless it names the conversation’s last user message (never on a new conversation), 409 STREAM_IN_PROGRESS while ' +
       'its reply streams',
     '409 PROVIDER_KEY_NOT_CONFIGURED / PROVIDER_KEY_DECRYPTION_FAILED',
