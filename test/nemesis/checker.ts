@@ -141,9 +141,11 @@ export async function check(input: CheckInput): Promise<Verdict> {
   }
 
   // A cut turn sent again: its charge returned.
+  const resentTurns = new Set<string>();
   for (const r of result.resends) {
     const c = chargeOf.get(r.cutTurn);
-    if (!c || c.source === 'free') continue;
+    if (!c || c.source === 'free' || resentTurns.has(r.cutTurn)) continue;
+    resentTurns.add(r.cutTurn);
     count('cutReturned');
     if (c.status !== 'returned') {
       fail(
@@ -153,26 +155,38 @@ export async function check(input: CheckInput): Promise<Verdict> {
     }
   }
 
-  // Every chain: ids rise, a terminal frame; one id one frame per turn; text = stored.
+  // Every chain: ids rise, a terminal frame; one id one frame per turn; text = stored. A same-id
+  // resend answered with a replay of the stored reply is a stream of its own (DESIGN §7 idempotency),
+  // not the turn's frame log: its ids are not compared with the log's.
+  const replays = new Set(result.resends.filter((r) => r.how === 'same-id' && r.chain.turn === r.cutTurn).map((r) => r.chain.key));
   const byTurn = new Map<string, Map<number, { key: string; chain: string }>>();
+  const snapshots = new Map<string, { id: number; text: string; chain: string }[]>();
   for (const chain of started) {
     count('idsRise');
     let last = -Infinity;
     for (const f of chain.frames) {
       if (f.id === undefined) continue;
       if (f.id <= last) {
-        fail('idsRise', `${chain.key} of ${chain.user}, turn ${chain.turn}: id ${f.id} (${f.event}) after ${last}; chain ${describe(chain)}`);
+        fail('idsRise', `${chain.key} of ${chain.user}, turn ${chain.turn}: id ${f.id} (${f.event}) after ${last}; chain ${describe(chain, fleet)}`);
         break;
       }
       last = f.id;
     }
     count('terminalReached');
     if (chain.terminal === undefined)
-      fail('terminalReached', `${chain.key} of ${chain.user}, turn ${chain.turn}: ${chain.abandoned ?? 'no terminal frame'}; chain ${describe(chain)}`);
+      fail('terminalReached', `${chain.key} of ${chain.user}, turn ${chain.turn}: ${chain.abandoned ?? 'no terminal frame'}; chain ${describe(chain, fleet)}`);
+    if (replays.has(chain.key)) continue;
     const ids = byTurn.get(chain.turn ?? '') ?? new Map<number, { key: string; chain: string }>();
     byTurn.set(chain.turn ?? '', ids);
     for (const f of chain.frames) {
       if (f.id === undefined) continue;
+      // A snapshot stands in for the frames up to its id (DESIGN §12): compared with them below.
+      if (f.event === 'snapshot') {
+        const list = snapshots.get(chain.turn ?? '') ?? [];
+        list.push({ id: f.id, text: String(f.data['text'] ?? ''), chain: chain.key });
+        snapshots.set(chain.turn ?? '', list);
+        continue;
+      }
       const seen = ids.get(f.id);
       if (seen === undefined) ids.set(f.id, { key: frameKey(f), chain: chain.key });
       else if (seen.key !== frameKey(f)) {
@@ -184,6 +198,27 @@ export async function check(input: CheckInput): Promise<Verdict> {
     }
   }
   for (const [, ids] of byTurn) count('oneFramePerId', ids.size > 0 ? 1 : 0);
+  // A snapshot at id n holds exactly the text of frames 1..n, where every one of those was seen.
+  for (const [turn, list] of snapshots) {
+    const ids = byTurn.get(turn) ?? new Map<number, { key: string; chain: string }>();
+    for (const snap of list) {
+      let text = '';
+      let complete = true;
+      for (let id = 1; id <= snap.id && complete; id++) {
+        const frame = ids.get(id);
+        if (frame === undefined) complete = false;
+        else if (frame.key.startsWith('delta ')) text += String((JSON.parse(frame.key.slice(6)) as { text?: string }).text ?? '');
+      }
+      if (!complete) continue;
+      if (text !== snap.text) {
+        const at = ids.get(snap.id);
+        fail(
+          'oneFramePerId',
+          `turn ${turn}: the snapshot at id ${snap.id} to ${snap.chain} holds ${snap.text.length} chars (…${JSON.stringify(snap.text.slice(-30))}), frames 1..${snap.id} hold ${text.length} (…${JSON.stringify(text.slice(-30))}; id ${snap.id} is "${short(at?.key ?? '', 80)}" to ${at?.chain})`,
+        );
+      }
+    }
+  }
 
   // Text: what the API says each reply holds, read once per conversation.
   const stored = new Map<string, string>();
@@ -218,7 +253,7 @@ export async function check(input: CheckInput): Promise<Verdict> {
     if (got !== text) {
       fail(
         k,
-        `${chain.key} of ${chain.user}, turn ${chain.turn}: assembled ${got.length} chars, stored ${text.length}; assembled …${JSON.stringify(got.slice(-40))} stored …${JSON.stringify(text.slice(-40))}; chain ${describe(chain)}`,
+        `${chain.key} of ${chain.user}, turn ${chain.turn}: assembled ${got.length} chars, stored ${text.length}; assembled …${JSON.stringify(got.slice(-40))} stored …${JSON.stringify(text.slice(-40))}; chain ${describe(chain, fleet)}`,
       );
     }
   }
@@ -267,8 +302,9 @@ export async function check(input: CheckInput): Promise<Verdict> {
       count('fence');
       continue;
     }
-    // Refused because a dependency was down, or the instance went away: the fence was not asked.
-    if (p.status === 503 || p.status === 0 || p.status === 429) continue;
+    // Refused because a dependency was down (503, 402 BILLING_NOT_AVAILABLE), a limit, or the instance
+    // went away: the fence was not asked. A 500 is the no-500 invariant's (no turn was admitted).
+    if (p.status === 503 || p.status === 0 || p.status === 429 || p.status === 500 || p.code === 'BILLING_NOT_AVAILABLE') continue;
     if (p.status === 200) {
       // Admitted: a violation only if the live turn had not ended (the one-live-turn check measures it).
       const probeStart = replies.find((r) => r.id === p.admittedTurn);
@@ -336,7 +372,7 @@ function terminalOf(rec: Recorder, turn: string): string {
 }
 
 /** A chain in brief: each connection (instance port, Last-Event-ID, status) and its frames as id:event. */
-function describe(chain: Chain): string {
+function describe(chain: Chain, fleet: Fleet): string {
   const parts: string[] = [];
   chain.connections.forEach((c, i) => {
     const frames = chain.frames.filter((f) => f.conn === i + 1 || (i === 0 && f.conn === 0));
@@ -345,8 +381,10 @@ function describe(chain: Chain): string {
         `${f.id ?? '-'}:${f.event}${f.event === 'error' ? `(${String(f.data['code'])})` : f.event === 'done' ? `(${String(f.data['finishReason'])})` : ''}`,
     );
     const shown = list.length > 8 ? [...list.slice(0, 3), '…', ...list.slice(-4)] : list;
+    const end = fleet.endOf(c.instance);
+    const fate = end === 'SIGKILL' ? ' (killed -9)' : end === 'SIGTERM' ? ' (SIGTERMed)' : '';
     parts.push(
-      `[${new URL(c.instance).port}${c.lastEventId !== undefined ? ` after ${c.lastEventId}` : ''} → ${c.status}${c.broken ? ' broken' : ''}: ${shown.join(' ')}]`,
+      `[${new URL(c.instance).port}${fate}${c.lastEventId !== undefined ? ` after ${c.lastEventId}` : ''} → ${c.status}${c.broken ? ' broken' : ''}: ${shown.join(' ')}]`,
     );
   });
   return parts.join(' ');

@@ -21,12 +21,14 @@ export class Fleet {
   readonly ends: ProcessEnd[] = [];
   /** Every process ever started in a slot (pid → slot), for the instance a turn started on. */
   readonly pids = new Map<number, number>();
+  /** url → pid of every process ever started (a new process listens on a new port). */
+  readonly urls = new Map<string, number>();
   private readonly cluster: Cluster;
 
   constructor(cluster: Cluster) {
     this.cluster = cluster;
     this.slots = cluster.instances.map((instance, index) => ({ index, instance, up: true }));
-    for (const s of this.slots) this.pids.set(pidOf(s.instance), s.index);
+    for (const s of this.slots) this.note(s);
   }
 
   live(): Slot[] {
@@ -41,8 +43,19 @@ export class Fleet {
     await old.kill(signal);
     this.ends.push({ pid: pidOf(old), signal, at });
     slot.instance = await this.startWithRetry();
-    this.pids.set(pidOf(slot.instance), slot.index);
+    this.note(slot);
     slot.up = true;
+  }
+
+  private note(slot: Slot): void {
+    this.pids.set(pidOf(slot.instance), slot.index);
+    this.urls.set(slot.instance.url, pidOf(slot.instance));
+  }
+
+  /** How the process at `url` ended, if the nemesis ended it: `SIGKILL`, `SIGTERM`. */
+  endOf(url: string): NodeJS.Signals | undefined {
+    const pid = this.urls.get(url);
+    return this.ends.find((e) => e.pid === pid)?.signal;
   }
 
   /** A start may fail while a fault of the stores is still healing (the migrations' lock, a refused connection): tried again. */

@@ -390,6 +390,8 @@ export class Load {
     const resent = await this.startOwn(u, 'resend', again.path, again.body);
     if (resent === undefined) return;
     this.result.resends.push({ user: u.id, cutTurn, how, chain: resent });
+    // The same message replayed the cut reply (no new turn): sending it yet again changes nothing.
+    if (resent.turn === cutTurn) return;
     await this.afterTurn(u, resent, again.path, again.body as { text: string; clientMessageId: string }, depth + 1);
   }
 
