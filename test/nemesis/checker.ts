@@ -47,6 +47,19 @@ export interface CheckInput {
   get(user: string, path: string): Promise<{ status: number; json: unknown }>;
 }
 
+/** Cases checked per invariant, and the violations found. */
+export class Tally {
+  readonly checked = new Map<string, number>();
+  readonly violations: Violation[] = [];
+
+  bound(): { count: (k: Key, n?: number) => void; fail: (k: Key, detail: string) => void } {
+    return {
+      count: (k, n = 1) => void this.checked.set(INVARIANTS[k], (this.checked.get(INVARIANTS[k]) ?? 0) + n),
+      fail: (k, detail) => void this.violations.push({ invariant: INVARIANTS[k], detail }),
+    };
+  }
+}
+
 const frameKey = (f: SeenFrame): string => `${f.event} ${JSON.stringify(f.data)}`;
 const short = (s: string, n = 160): string => (s.length > n ? `${s.slice(0, n)}…(${s.length} chars)` : s);
 
@@ -63,11 +76,9 @@ export function assembled(chain: Chain): string {
 export async function check(input: CheckInput): Promise<Verdict> {
   const { rec, load, fleet, sql } = input;
   const result: LoadResult = load.result;
-  const checked = new Map<string, number>();
-  const violations: Violation[] = [];
+  const tally = new Tally();
+  const { count, fail } = tally.bound();
   const notes: string[] = [];
-  const count = (k: Key, n = 1): void => void checked.set(INVARIANTS[k], (checked.get(INVARIANTS[k]) ?? 0) + n);
-  const fail = (k: Key, detail: string): void => void violations.push({ invariant: INVARIANTS[k], detail });
   const q = async <T extends pg.QueryResultRow>(text: string, params: unknown[] = []): Promise<T[]> => (await sql.query<T>(text, params)).rows;
   const started = rec.chains.filter((c) => c.turn !== undefined);
 
@@ -155,70 +166,10 @@ export async function check(input: CheckInput): Promise<Verdict> {
     }
   }
 
-  // Every chain: ids rise, a terminal frame; one id one frame per turn; text = stored. A same-id
-  // resend answered with a replay of the stored reply is a stream of its own (DESIGN §7 idempotency),
-  // not the turn's frame log: its ids are not compared with the log's.
+  // Every chain. A same-id resend answered with a replay of the stored reply is a stream of its own
+  // (DESIGN §7 idempotency), not the turn's frame log: its ids are not compared with the log's.
   const replays = new Set(result.resends.filter((r) => r.how === 'same-id' && r.chain.turn === r.cutTurn).map((r) => r.chain.key));
-  const byTurn = new Map<string, Map<number, { key: string; chain: string }>>();
-  const snapshots = new Map<string, { id: number; text: string; chain: string }[]>();
-  for (const chain of started) {
-    count('idsRise');
-    let last = -Infinity;
-    for (const f of chain.frames) {
-      if (f.id === undefined) continue;
-      if (f.id <= last) {
-        fail('idsRise', `${chain.key} of ${chain.user}, turn ${chain.turn}: id ${f.id} (${f.event}) after ${last}; chain ${describe(chain, fleet)}`);
-        break;
-      }
-      last = f.id;
-    }
-    count('terminalReached');
-    if (chain.terminal === undefined)
-      fail('terminalReached', `${chain.key} of ${chain.user}, turn ${chain.turn}: ${chain.abandoned ?? 'no terminal frame'}; chain ${describe(chain, fleet)}`);
-    if (replays.has(chain.key)) continue;
-    const ids = byTurn.get(chain.turn ?? '') ?? new Map<number, { key: string; chain: string }>();
-    byTurn.set(chain.turn ?? '', ids);
-    for (const f of chain.frames) {
-      if (f.id === undefined) continue;
-      // A snapshot stands in for the frames up to its id (DESIGN §12): compared with them below.
-      if (f.event === 'snapshot') {
-        const list = snapshots.get(chain.turn ?? '') ?? [];
-        list.push({ id: f.id, text: String(f.data['text'] ?? ''), chain: chain.key });
-        snapshots.set(chain.turn ?? '', list);
-        continue;
-      }
-      const seen = ids.get(f.id);
-      if (seen === undefined) ids.set(f.id, { key: frameKey(f), chain: chain.key });
-      else if (seen.key !== frameKey(f)) {
-        fail(
-          'oneFramePerId',
-          `turn ${chain.turn} of ${chain.user}: id ${f.id} is "${short(seen.key)}" to ${seen.chain} and "${short(frameKey(f))}" to ${chain.key}`,
-        );
-      }
-    }
-  }
-  for (const [, ids] of byTurn) count('oneFramePerId', ids.size > 0 ? 1 : 0);
-  // A snapshot at id n holds exactly the text of frames 1..n, where every one of those was seen.
-  for (const [turn, list] of snapshots) {
-    const ids = byTurn.get(turn) ?? new Map<number, { key: string; chain: string }>();
-    for (const snap of list) {
-      let text = '';
-      let complete = true;
-      for (let id = 1; id <= snap.id && complete; id++) {
-        const frame = ids.get(id);
-        if (frame === undefined) complete = false;
-        else if (frame.key.startsWith('delta ')) text += String((JSON.parse(frame.key.slice(6)) as { text?: string }).text ?? '');
-      }
-      if (!complete) continue;
-      if (text !== snap.text) {
-        const at = ids.get(snap.id);
-        fail(
-          'oneFramePerId',
-          `turn ${turn}: the snapshot at id ${snap.id} to ${snap.chain} holds ${snap.text.length} chars (…${JSON.stringify(snap.text.slice(-30))}), frames 1..${snap.id} hold ${text.length} (…${JSON.stringify(text.slice(-30))}; id ${snap.id} is "${short(at?.key ?? '', 80)}" to ${at?.chain})`,
-        );
-      }
-    }
-  }
+  checkChains(tally, started, replays, (c) => describe(c, fleet));
 
   // Text: what the API says each reply holds, read once per conversation.
   const stored = new Map<string, string>();
@@ -363,7 +314,76 @@ export async function check(input: CheckInput): Promise<Verdict> {
   count('settled');
   for (const s of streaming) fail('settled', `reply ${s.id} of ${s.user_id} still streaming`);
 
-  return { checked, violations, notes };
+  return { checked: tally.checked, violations: tally.violations, notes };
+}
+
+/**
+ * The stream invariants of every client chain of a started turn (DESIGN §12): ids only rise, a terminal
+ * frame is reached, one id never names two frames across the clients of a turn (a snapshot at id n
+ * holds exactly the text of frames 1..n). `replays`: chains answered with a replay of a stored reply.
+ */
+export function checkChains(t: Tally, started: readonly Chain[], replays: ReadonlySet<string>, describe: (c: Chain) => string): void {
+  const { count, fail } = t.bound();
+  const byTurn = new Map<string, Map<number, { key: string; chain: string }>>();
+  const snapshots = new Map<string, { id: number; text: string; chain: string }[]>();
+  for (const chain of started) {
+    count('idsRise');
+    let last = -Infinity;
+    for (const f of chain.frames) {
+      if (f.id === undefined) continue;
+      if (f.id <= last) {
+        fail('idsRise', `${chain.key} of ${chain.user}, turn ${chain.turn}: id ${f.id} (${f.event}) after ${last}; chain ${describe(chain)}`);
+        break;
+      }
+      last = f.id;
+    }
+    count('terminalReached');
+    if (chain.terminal === undefined)
+      fail('terminalReached', `${chain.key} of ${chain.user}, turn ${chain.turn}: ${chain.abandoned ?? 'no terminal frame'}; chain ${describe(chain)}`);
+    if (replays.has(chain.key)) continue;
+    const ids = byTurn.get(chain.turn ?? '') ?? new Map<number, { key: string; chain: string }>();
+    byTurn.set(chain.turn ?? '', ids);
+    for (const f of chain.frames) {
+      if (f.id === undefined) continue;
+      // A snapshot stands in for the frames up to its id (DESIGN §12): compared with them below.
+      if (f.event === 'snapshot') {
+        const list = snapshots.get(chain.turn ?? '') ?? [];
+        list.push({ id: f.id, text: String(f.data['text'] ?? ''), chain: chain.key });
+        snapshots.set(chain.turn ?? '', list);
+        continue;
+      }
+      const seen = ids.get(f.id);
+      if (seen === undefined) ids.set(f.id, { key: frameKey(f), chain: chain.key });
+      else if (seen.key !== frameKey(f)) {
+        fail(
+          'oneFramePerId',
+          `turn ${chain.turn} of ${chain.user}: id ${f.id} is "${short(seen.key)}" to ${seen.chain} and "${short(frameKey(f))}" to ${chain.key}`,
+        );
+      }
+    }
+  }
+  for (const [, ids] of byTurn) count('oneFramePerId', ids.size > 0 ? 1 : 0);
+  // A snapshot at id n holds exactly the text of frames 1..n, where every one of those was seen.
+  for (const [turn, list] of snapshots) {
+    const ids = byTurn.get(turn) ?? new Map<number, { key: string; chain: string }>();
+    for (const snap of list) {
+      let text = '';
+      let complete = true;
+      for (let id = 1; id <= snap.id && complete; id++) {
+        const frame = ids.get(id);
+        if (frame === undefined) complete = false;
+        else if (frame.key.startsWith('delta ')) text += String((JSON.parse(frame.key.slice(6)) as { text?: string }).text ?? '');
+      }
+      if (!complete) continue;
+      if (text !== snap.text) {
+        const at = ids.get(snap.id);
+        fail(
+          'oneFramePerId',
+          `turn ${turn}: the snapshot at id ${snap.id} to ${snap.chain} holds ${snap.text.length} chars (…${JSON.stringify(snap.text.slice(-30))}), frames 1..${snap.id} hold ${text.length} (…${JSON.stringify(text.slice(-30))}; id ${snap.id} is "${short(at?.key ?? '', 80)}" to ${at?.chain})`,
+        );
+      }
+    }
+  }
 }
 
 function terminalOf(rec: Recorder, turn: string): string {

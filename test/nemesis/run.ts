@@ -43,6 +43,21 @@ let stripe: StripeFake | undefined;
 let cluster: Cluster | undefined;
 let sql: pg.Pool | undefined;
 let exitCode = 2;
+let closed: Promise<void> | undefined;
+/** Everything the nemesis started, stopped once (its PostgreSQL cluster runs as another user: it must not outlive the run). */
+const close = (): Promise<void> =>
+  (closed ??= (async () => {
+    await sql?.end().catch(() => undefined);
+    await cluster?.close().catch((err: unknown) => console.error('closing the cluster:', err));
+    await Promise.all([fake?.close(), stripe?.close()]).catch(() => undefined);
+    await postgres?.stop();
+  })());
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    log(`${signal}: stopping everything started (seed ${seed})`);
+    void close().finally(() => process.exit(130));
+  });
+}
 try {
   postgres = await startOwnPostgres(log);
   fake = await startOpenAiCompatibleFake({ flavor: 'openai', models: ['gpt-4o-mini', 'gpt-4.1-mini', 'gpt-4o', 'gpt-4.1'] });
@@ -198,9 +213,6 @@ try {
   console.error(`the nemesis could not run (seed ${seed}):`, err);
   exitCode = 2;
 } finally {
-  await sql?.end().catch(() => undefined);
-  await cluster?.close().catch((err: unknown) => console.error('closing the cluster:', err));
-  await Promise.all([fake?.close(), stripe?.close()]).catch(() => undefined);
-  await postgres?.stop();
+  await close();
 }
 process.exit(exitCode);

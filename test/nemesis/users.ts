@@ -3,8 +3,9 @@
 // resends of turns the service cut, key saves, trade creates and imports, and purchases completed
 // through signed webhooks delivered more than once. Everything every client saw goes to the Recorder.
 import { randomUUID } from 'node:crypto';
+import Stripe from 'stripe';
 import type { Frame } from '../kits/conversations.ts';
-import { makeStripeEvent, signStripePayload, type OpenAiCompatibleFake, type StripeFake } from '../fakes/index.ts';
+import { makeStripeEvent, type OpenAiCompatibleFake, type StripeFake } from '../fakes/index.ts';
 import type { Cluster } from '../cluster/cluster.ts';
 import { pidOf, type Fleet, type Slot } from './fleet.ts';
 import type { Prng } from './prng.ts';
@@ -79,6 +80,8 @@ interface Answer {
   retryAfter: number | undefined;
 }
 
+/** Stripe's own signer of test deliveries (the `Stripe-Signature` header), as Stripe signs them. */
+const signer = new Stripe('sk_test_nemesis').webhooks;
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 export class Load {
@@ -215,7 +218,7 @@ export class Load {
         const a = s
           ? await request(`${s.instance.url}/api/billing/webhooks/stripe`, {
               method: 'POST',
-              headers: { 'content-type': 'application/json', 'stripe-signature': signStripePayload(payload, this.w.webhookSecret) },
+              headers: { 'content-type': 'application/json', 'stripe-signature': signer.generateTestHeaderString({ payload, secret: this.w.webhookSecret }) },
               body: payload,
             })
           : undefined;
