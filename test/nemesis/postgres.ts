@@ -59,7 +59,12 @@ async function ownCluster(): Promise<OwnPostgres> {
     else await run(bin, args, { timeout: 120_000 });
   };
   const port = await unusedPort();
-  await as('initdb', ['-D', dataDir, '-A', 'trust', '-U', 'postgres', '--no-sync', '-E', 'UTF8']);
+  try {
+    await as('initdb', ['-D', dataDir, '-A', 'trust', '-U', 'postgres', '--no-sync', '-E', 'UTF8']);
+  } catch (err) {
+    rmSync(root, { recursive: true, force: true });
+    throw err;
+  }
   const options = [
     `-p ${port}`,
     `-k ${root}`,
@@ -72,7 +77,13 @@ async function ownCluster(): Promise<OwnPostgres> {
   ].join(' ');
   const start = (): Promise<void> => as('pg_ctl', ['-D', dataDir, '-o', options, '-l', path.join(root, 'log'), '-w', '-t', '120', 'start']);
   const stopNow = (mode: string): Promise<void> => as('pg_ctl', ['-D', dataDir, '-m', mode, '-w', '-t', '120', 'stop']);
-  await start();
+  try {
+    await start();
+  } catch (err) {
+    await stopNow('immediate').catch(() => undefined);
+    rmSync(root, { recursive: true, force: true });
+    throw err;
+  }
   const adminUrl = `postgres://postgres@127.0.0.1:${port}/postgres`;
   // Reachable over TCP before anything is built on it.
   const probe = new pg.Client({ connectionString: adminUrl });
