@@ -47,50 +47,49 @@ async function ownCluster(): Promise<OwnPostgres> {
   const root = mkdtempSync(path.join(os.tmpdir(), 'advisor-nemesis-pg-'));
   const dataDir = path.join(root, 'data');
   const asRoot = process.getuid?.() === 0;
-  if (asRoot) {
-    const { stdout } = await run('id', ['-u', 'postgres']);
-    const { stdout: gid } = await run('id', ['-g', 'postgres']);
-    chownSync(root, Number(stdout.trim()), Number(gid.trim()));
-    chmodSync(root, 0o700);
-  }
   const as = async (cmd: string, args: string[]): Promise<void> => {
     const bin = path.join(BIN, cmd);
     if (asRoot) await run('runuser', ['-u', 'postgres', '--', bin, ...args], { timeout: 120_000 });
     else await run(bin, args, { timeout: 120_000 });
   };
-  const port = await unusedPort();
-  try {
-    await as('initdb', ['-D', dataDir, '-A', 'trust', '-U', 'postgres', '--no-sync', '-E', 'UTF8']);
-  } catch (err) {
-    rmSync(root, { recursive: true, force: true });
-    throw err;
-  }
-  const options = [
-    `-p ${port}`,
-    `-k ${root}`,
-    '-c listen_addresses=127.0.0.1',
-    `-c max_connections=${OWN_MAX_CONNECTIONS}`,
-    // fsync off only matters if the machine itself crashes; synchronous_commit stays on, so a commit
-    // the service was told of survives "PostgreSQL restarted" (an immediate stop: a crash).
-    '-c fsync=off',
-    '-c shared_buffers=32MB',
-  ].join(' ');
-  const start = (): Promise<void> => as('pg_ctl', ['-D', dataDir, '-o', options, '-l', path.join(root, 'log'), '-w', '-t', '120', 'start']);
+  let port = 0;
+  // fsync off only matters if the machine itself crashes; synchronous_commit stays on, so a commit the
+  // service was told of survives "PostgreSQL restarted" (an immediate stop: a crash).
+  const options = (): string =>
+    [`-p ${port}`, `-k ${root}`, '-c listen_addresses=127.0.0.1', `-c max_connections=${OWN_MAX_CONNECTIONS}`, '-c fsync=off', '-c shared_buffers=32MB'].join(
+      ' ',
+    );
+  const start = (): Promise<void> => as('pg_ctl', ['-D', dataDir, '-o', options(), '-l', path.join(root, 'log'), '-w', '-t', '120', 'start']);
   const stopNow = (mode: string): Promise<void> => as('pg_ctl', ['-D', dataDir, '-m', mode, '-w', '-t', '120', 'stop']);
   try {
-    await start();
+    if (asRoot) {
+      const { stdout: uid } = await run('id', ['-u', 'postgres']);
+      const { stdout: gid } = await run('id', ['-g', 'postgres']);
+      chownSync(root, Number(uid.trim()), Number(gid.trim()));
+      chmodSync(root, 0o700);
+    }
+    await as('initdb', ['-D', dataDir, '-A', 'trust', '-U', 'postgres', '--no-sync', '-E', 'UTF8']);
+    // A port found free can be taken before the server binds it (other suites start servers too): another one then.
+    for (let attempt = 1; ; attempt++) {
+      port = await unusedPort();
+      try {
+        await start();
+        break;
+      } catch (err) {
+        if (attempt >= 3) throw err;
+      }
+    }
+    // Reachable over TCP before anything is built on it.
+    const probe = new pg.Client({ connectionString: `postgres://postgres@127.0.0.1:${port}/postgres` });
+    await probe.connect();
+    await probe.end();
   } catch (err) {
     await stopNow('immediate').catch(() => undefined);
     rmSync(root, { recursive: true, force: true });
     throw err;
   }
-  const adminUrl = `postgres://postgres@127.0.0.1:${port}/postgres`;
-  // Reachable over TCP before anything is built on it.
-  const probe = new pg.Client({ connectionString: adminUrl });
-  await probe.connect();
-  await probe.end();
   return {
-    adminUrl,
+    adminUrl: `postgres://postgres@127.0.0.1:${port}/postgres`,
     owned: true,
     async restart() {
       await stopNow('immediate');
