@@ -398,12 +398,14 @@ export class Load {
     await this.afterTurn(u, resent, again.path, again.body as { text: string; clientMessageId: string }, depth + 1);
   }
 
-  /** A turn the service cut: ended `error SHUTTING_DOWN`, or closed for a dead instance (not stopped by the trader, not the provider's failure). */
+  /**
+   * A turn the service cut (DESIGN §7): it ended `error SHUTTING_DOWN` — a drain, or the reply closed
+   * for a dead instance (the sweeper's, or an attach's after the crash). Not a stop, not a detach grace
+   * that ran out, not the provider's failure.
+   */
   cutByService(chain: Chain): boolean {
     const t = chain.terminal;
-    if (!t || chain.turn === undefined || this.result.stops.has(chain.turn)) return false;
-    if (t.event === 'error') return t.data['code'] === 'SHUTTING_DOWN';
-    return t.data['finishReason'] === 'aborted' || t.data['finishReason'] === 'stopped';
+    return t !== undefined && chain.turn !== undefined && t.event === 'error' && t.data['code'] === 'SHUTTING_DOWN';
   }
 
   private async follower(u: UserState, own: Chain, not?: string): Promise<void> {
