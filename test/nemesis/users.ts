@@ -145,9 +145,9 @@ export class Load {
     this.stopping = true;
   }
 
-  /** The user's loop until `deadline` (then it finishes what it is doing). */
-  async run(u: UserState, deadline: number): Promise<void> {
-    while (!this.stopping && Date.now() < deadline) {
+  /** The user's loop until `stop()` (then it finishes what it is doing). */
+  async run(u: UserState): Promise<void> {
+    while (!this.stopping) {
       const r = u.rng.next();
       try {
         if (r < 0.7) await this.turn(u);
