@@ -136,7 +136,7 @@ describe('advisor stream: lifecycle', () => {
     assert.equal(textOf(res), 'abcdef');
   });
 
-  test('DESIGN §12 under faults: a reply left streaming by a crashed instance → 409 STREAM_IN_PROGRESS while its lease lives or its turn shows a sign of life; then replayed as interrupted with the text its frame log holds, charged; another such reply is left to the sweeper', async () => {
+  test('DESIGN §12 under faults: a reply left streaming by a crashed instance → 409 STREAM_IN_PROGRESS while its lease lives or its turn shows a sign of life; then, sent again, closed with the text its frame log holds and run again in its place, the cut turn’s charge given back (DESIGN §7); another such reply is left to the sweeper', async () => {
     const user = await userWithKey('crash');
     const body = message();
     fake.enqueueStream({ chunks: ['Half ', 'an answer'] });
@@ -172,20 +172,14 @@ describe('advisor stream: lifecycle', () => {
     assert.deepEqual([otherTurn.statusCode, otherTurn.code], [409, 'STREAM_IN_PROGRESS'], 'the fence holds for a new turn too');
 
     await crash(longAgo);
-    const replay = await send(t, user, null, body);
-    assert.equal(replay.statusCode, 200);
-    assert.deepEqual(
-      replay.frames.map((f) => [f.event, f.data['code']]),
-      [
-        ['start', undefined],
-        ['delta', undefined],
-        ['error', 'SHUTTING_DOWN'],
-      ],
-    );
-    assert.equal(textOf(replay), 'Half an answer');
-    const stored = await replyRow(t, orphan);
-    assert.deepEqual([stored?.status, stored?.content], ['interrupted', 'Half an answer']);
-    assert.equal((await t.deps.db.selectFrom('turn_charges').select('status').where('turn_id', '=', orphan).executeTakeFirstOrThrow()).status, 'charged');
+    fake.enqueueStream({ chunks: ['A whole ', 'answer'] });
+    const again = await send(t, user, null, body);
+    assert.equal(again.statusCode, 200);
+    assert.deepEqual([again.frames.at(0)?.event, again.frames.at(-1)?.event], ['start', 'done']);
+    assert.equal(textOf(again), 'A whole answer');
+    assert.equal(startOf(again)['conversationId'], startOf(first)['conversationId'], 'in the cut turn’s place');
+    assert.equal(await replyRow(t, orphan), undefined, 'the cut turn was replaced');
+    assert.equal((await t.deps.db.selectFrom('turn_charges').select('status').where('turn_id', '=', orphan).executeTakeFirstOrThrow()).status, 'returned');
     assert.equal((await replyRow(t, other))?.status, 'streaming', 'the sweeper closes the other one');
     // A silent reply does not hold the user back.
     assert.equal((await send(t, user, null, message())).statusCode, 200);
