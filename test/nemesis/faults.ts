@@ -117,15 +117,9 @@ async function exhaustConnections(t: FaultTargets, holdMs: number): Promise<void
   const held: pg.Client[] = [];
   try {
     for (let i = 0; i < 200; i++) {
-      const c = new pg.Client({ connectionString: t.postgres.adminUrl, application_name: NEMESIS_APPLICATION });
-      c.on('error', () => undefined);
-      try {
-        await c.connect();
-        held.push(c);
-      } catch {
-        await c.end().catch(() => undefined);
-        break;
-      }
+      const c = await tryConnect(t);
+      if (c === undefined) break;
+      held.push(c);
     }
     // One of the held connections does the terminating (no new connection is possible now).
     const [killer] = held;
@@ -140,17 +134,24 @@ async function exhaustConnections(t: FaultTargets, holdMs: number): Promise<void
     // The terminated backends' slots are taken again as they free, before the pools' reconnects get them.
     const until = Date.now() + holdMs;
     while (Date.now() < until) {
-      const c = new pg.Client({ connectionString: t.postgres.adminUrl, application_name: NEMESIS_APPLICATION });
-      c.on('error', () => undefined);
-      try {
-        await c.connect();
-        held.push(c);
-      } catch {
-        await c.end().catch(() => undefined);
-        await new Promise((r) => setTimeout(r, 20));
-      }
+      const c = await tryConnect(t);
+      if (c !== undefined) held.push(c);
+      else await new Promise((r) => setTimeout(r, 20));
     }
   } finally {
     await Promise.all(held.map((c) => c.end().catch(() => undefined)));
+  }
+}
+
+/** One more connection to the nemesis's PostgreSQL, or undefined when the server refuses it (its slots are full). */
+async function tryConnect(t: FaultTargets): Promise<pg.Client | undefined> {
+  const c = new pg.Client({ connectionString: t.postgres.adminUrl, application_name: NEMESIS_APPLICATION });
+  c.on('error', () => undefined);
+  try {
+    await c.connect();
+    return c;
+  } catch {
+    await c.end().catch(() => undefined);
+    return undefined;
   }
 }
