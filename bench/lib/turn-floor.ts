@@ -76,7 +76,7 @@ async function turn(req: http.IncomingMessage, res: http.ServerResponse): Promis
     userMessage: { id: userMessageId, content: body.text, clientMessageId: body.clientMessageId },
     replyId,
     attachments: [],
-    leaseHeld: true,
+    leaseHeld: () => Promise.resolve(true),
     key: deps.streams.knownKeys.get(user.id) ?? (await readKey(user.id)),
     catalogue,
     historyBudget: deps.config.contextBudgetChars,

@@ -198,8 +198,17 @@ export const TOOL_DEFINITIONS: Readonly<Record<ToolName, ToolDefinition>> = {
   },
 };
 
-/** The tools as sent to the provider. */
+/**
+ * The tools as sent to the provider: one frozen object per tool, so that a provider serialises each
+ * once (tool-wire `specsJson`), not on every turn (about 9 KB of JSON schema for all of them).
+ */
+const SPECS = new Map<ToolName, ToolSpec>();
 export function toolSpec(name: ToolName): ToolSpec {
-  const d = TOOL_DEFINITIONS[name];
-  return { name: d.name, description: d.description, parameters: d.parameters as unknown as Record<string, unknown> };
+  let spec = SPECS.get(name);
+  if (spec === undefined) {
+    const d = TOOL_DEFINITIONS[name];
+    spec = Object.freeze({ name: d.name, description: d.description, parameters: d.parameters as unknown as Record<string, unknown> });
+    SPECS.set(name, spec);
+  }
+  return spec;
 }

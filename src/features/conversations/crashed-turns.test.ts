@@ -121,7 +121,7 @@ describe('crashed turns (DESIGN §10)', () => {
       userMessage: { id: randomUUID(), content: 'Will it be charged?', clientMessageId: randomUUID() },
       replyId,
       attachments: [],
-      leaseHeld: true,
+      leaseHeld: () => Promise.resolve(true),
       key: { sealed, opens: true },
       catalogue: statements.catalogueRows(t.deps.config.catalogue.models),
       historyBudget: t.deps.config.contextBudgetChars,

@@ -29,6 +29,8 @@ export interface TurnRequest {
   readonly input: TurnInput;
   /** The request's claim on its user's stream lease (the admission's). */
   readonly claim: LeaseClaim;
+  /** The admission's rate-limit verdict: awaited before anything is read for, stored or reserved by the turn (a 429 comes first). */
+  readonly verdict: Promise<void>;
   readonly log: FastifyReply['log'];
 }
 

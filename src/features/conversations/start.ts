@@ -36,9 +36,9 @@ type Started = Replay | { readonly kind: 'live'; readonly live: LiveTurn; readon
  * the last one reads it first and starts in a transaction that drops it (`replacing`).
  */
 export async function startTurn(deps: Deps, turn: TurnRequest, given?: Replacing): Promise<Started> {
-  const { userId, target, input, claim } = turn;
+  const { userId, target, input, claim, verdict } = turn;
   const { body, images } = input;
-  const replacing = given ?? (body.replaces === undefined ? undefined : await turnToReplace(deps, turn, body.replaces));
+  const replacing = given ?? (body.replaces === undefined ? undefined : await verdict.then(() => turnToReplace(deps, turn, body.replaces ?? '')));
   if (replacing?.kind === 'replay') return replacing;
   // Draining began while this request was being checked (admission saw it too late).
   if (deps.lifecycle.draining) throw shuttingDown();
@@ -52,7 +52,8 @@ export async function startTurn(deps: Deps, turn: TurnRequest, given?: Replacing
     userMessage: { id: deps.ids.uuid(), content: body.text, clientMessageId: body.clientMessageId },
     replyId: deps.ids.uuid(),
     attachments: images.map((i) => ({ id: deps.ids.uuid(), format: i.format, data: i.data })),
-    leaseHeld: await claim.held(),
+    // Asked once the statement is built: building it overlaps the admission's round trip.
+    leaseHeld: () => verdict.then(() => claim.held()),
     key: undefined,
     catalogue: catalogueOf(deps),
     historyBudget: deps.config.contextBudgetChars,

@@ -62,8 +62,11 @@ export interface TurnStart {
   readonly userMessage: { id: string; content: string; clientMessageId: string };
   readonly replyId: string;
   readonly attachments: readonly { id: string; format: 'png' | 'jpeg' | 'webp'; data: Buffer }[];
-  /** Whether the request holds its user's stream lease (the admission's answer). */
-  readonly leaseHeld: boolean;
+  /**
+   * Whether the request holds its user's stream lease (the admission's answer), asked once the statement
+   * is built and before it is sent: nothing is stored before the admission has answered.
+   */
+  readonly leaseHeld: () => Promise<boolean>;
   /**
    * The provider key as this instance last read it for the user (its sealed columns) and whether it
    * opened; undefined: none known. The turn starts only on the very key it names: another stored
@@ -83,6 +86,9 @@ interface KnownKey {
   readonly ciphertext: Uint8Array;
   readonly tag: Uint8Array;
 }
+
+/** The start statement's parameter that stands for the admission's answer until it is in (`TurnStart.leaseHeld`). */
+const LEASE_HELD: unknown = Object.freeze({ leaseHeld: 'pending' });
 
 /** The start statement's CTE of the chosen model's terms `(allowance, cost)`, which billing's part reads (turn-billing `reserveWithin`). */
 export const TERMS = cte('terms');
@@ -195,7 +201,7 @@ export async function startTurn(db: Db | Trx, t: TurnStart, parts: StartingParts
     : sql`select null::text as role, null::text as content, 0 as images, null::jsonb as parts, 0 as seq where false`;
   const u = t.userMessage;
   const known = t.key?.sealed;
-  const { rows } = await sql<StartRow>`with target as (${target}),
+  const statement = sql<StartRow>`with target as (${target}),
       prior as (select 1 from messages where user_id = ${userId} and client_message_id = ${u.clientMessageId}::uuid),
       keys as (${parts.keys(existing ? sql<string>`(select provider from target)` : null)}),
       pkey as (select * from keys where kind = 'provider'),
@@ -212,7 +218,7 @@ export async function startTurn(db: Db | Trx, t: TurnStart, parts: StartingParts
           and ciphertext = ${known?.ciphertext ?? null}::bytea and tag = ${known?.tag ?? null}::bytea from pkey), false) then 'KEY_CHANGED'
         when not ${t.key?.opens ?? false}::boolean then 'PROVIDER_KEY_DECRYPTION_FAILED'
         when ${t.attachments.length}::int > 0 and (select not images from entry) then 'IMAGES_NOT_SUPPORTED'
-        when not ${t.leaseHeld}::boolean then 'STREAM_IN_PROGRESS'
+        when not ${LEASE_HELD}::boolean then 'STREAM_IN_PROGRESS'
         when not exists (select 1 from entry) then 'MODEL_NOT_AVAILABLE'
         end as code),
       ${TERMS.ref} as (select allowance, cost from entry where (select code from refusal) is null),
@@ -233,7 +239,10 @@ export async function startTurn(db: Db | Trx, t: TurnStart, parts: StartingParts
       (select provider from mkey) as m_provider, (select key_id from mkey) as m_key_id, (select nonce from mkey) as m_nonce,
       (select ciphertext from mkey) as m_ciphertext, (select tag from mkey) as m_tag,
       (select coalesce(jsonb_agg(jsonb_build_object('role', role, 'content', content, 'images', images, 'parts', parts) order by seq), '[]'::jsonb)
-        from history where (select code from refusal) is null) as history`.execute(db);
+        from history where (select code from refusal) is null) as history`.compile(db);
+  // The admission's answer goes in last (LEASE_HELD): the statement is built while it is on its way.
+  const leaseHeld = await t.leaseHeld();
+  const { rows } = await db.executeQuery<StartRow>({ ...statement, parameters: statement.parameters.map((p) => (p === LEASE_HELD ? leaseHeld : p)) });
   const row = rows[0];
   if (!row) throw new Error('the turn statement returned no row');
   return row;

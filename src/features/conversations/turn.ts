@@ -54,8 +54,8 @@ export async function streamTurn(deps: Deps, req: FastifyRequest, reply: Fastify
   // A turn that started holds the lease now (handed over); any other outcome gives it back as the start ends.
   const started = await underAdmission(req, async ({ verdict, claim }) => {
     const input = readInput(deps, req.body as StreamMessageInput);
-    await verdict;
-    return await startTurn(deps, { userId, target, input, claim, log: reply.log });
+    // The verdict is awaited inside the start, once its statement is built (start.ts).
+    return await startTurn(deps, { userId, target, input, claim, verdict, log: reply.log });
   });
   // Up to 18 MB of base64 is decoded and stored by now; the stream may last minutes.
   (req as { body: unknown }).body = null;

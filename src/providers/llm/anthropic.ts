@@ -1,4 +1,4 @@
-import { argumentsObject, idFor, newCallId } from './tool-wire.ts';
+import { argumentsObject, idFor, newCallId, specsJson, withRawField } from './tool-wire.ts';
 import { MIME, base64, count, incomplete, inStreamError, streamSse, type Translator } from './upstream.ts';
 import type { ChatEvent, ChatMessage, ChatRequest, ChatStream, ChatTarget, FinishReason } from './types.ts';
 
@@ -74,20 +74,18 @@ function messages(req: ChatRequest): unknown[] {
 
 function requestBody(req: ChatRequest): string {
   const tools = req.tools && req.tools.length > 0 ? req.tools : undefined;
-  return JSON.stringify({
+  const body = JSON.stringify({
     model: req.model,
     max_tokens: req.maxTokens,
     ...(req.system ? { system: req.system } : {}),
     messages: messages(req),
-    ...(tools
-      ? {
-          tools: tools.map((t) => ({ name: t.name, description: t.description, input_schema: t.parameters })),
-          tool_choice: { type: req.toolChoice ?? 'auto' },
-        }
-      : {}),
+    ...(tools ? { tool_choice: { type: req.toolChoice ?? 'auto' } } : {}),
     stream: true,
   });
+  return tools ? withRawField(body, 'tools', toolsJson(tools)) : body;
 }
+
+const toolsJson = specsJson((t) => ({ name: t.name, description: t.description, input_schema: t.parameters }));
 
 class AnthropicTranslator implements Translator {
   ended = false;

@@ -1,4 +1,4 @@
-import { argumentsObject, newCallId, resultObject } from './tool-wire.ts';
+import { argumentsObject, newCallId, resultObject, specsJson, withRawField } from './tool-wire.ts';
 import { MIME, base64, count, incomplete, inStreamError, streamSse, type Translator } from './upstream.ts';
 import type { ChatEvent, ChatMessage, ChatRequest, ChatStream, ChatTarget, FinishReason } from './types.ts';
 
@@ -50,19 +50,17 @@ function parts(m: ChatMessage): unknown[] {
 
 function requestBody(req: ChatRequest): string {
   const tools = req.tools && req.tools.length > 0 ? req.tools : undefined;
-  return JSON.stringify({
+  const body = JSON.stringify({
     contents: req.messages.map((m) => ({ role: m.role === 'assistant' ? 'model' : 'user', parts: parts(m) })),
     ...(req.system ? { systemInstruction: { parts: [{ text: req.system }] } } : {}),
-    ...(tools
-      ? {
-          // parametersJsonSchema takes the JSON Schema as it is (`parameters` takes only an OpenAPI subset).
-          tools: [{ functionDeclarations: tools.map((t) => ({ name: t.name, description: t.description, parametersJsonSchema: t.parameters })) }],
-          toolConfig: { functionCallingConfig: { mode: req.toolChoice === 'none' ? 'NONE' : 'AUTO' } },
-        }
-      : {}),
+    ...(tools ? { toolConfig: { functionCallingConfig: { mode: req.toolChoice === 'none' ? 'NONE' : 'AUTO' } } } : {}),
     generationConfig: { maxOutputTokens: req.maxTokens },
   });
+  return tools ? withRawField(body, 'tools', `[{"functionDeclarations":${toolsJson(tools)}}]`) : body;
 }
+
+// parametersJsonSchema takes the JSON Schema as it is (`parameters` takes only an OpenAPI subset).
+const toolsJson = specsJson((t) => ({ name: t.name, description: t.description, parametersJsonSchema: t.parameters }));
 
 class GeminiTranslator implements Translator {
   // Gemini has no end marker: the body simply ends after the chunk with finishReason.

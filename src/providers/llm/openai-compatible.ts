@@ -1,4 +1,4 @@
-import { CallAssembler, idFor } from './tool-wire.ts';
+import { CallAssembler, idFor, specsJson, withRawField } from './tool-wire.ts';
 import { MIME, base64, count, incomplete, inStreamError, streamSse, type Translator } from './upstream.ts';
 import type { ChatEvent, ChatMessage, ChatRequest, ChatStream, ChatTarget, FinishReason, RoundUsage } from './types.ts';
 
@@ -94,13 +94,13 @@ function requestBody(flavor: OpenAiFlavor, req: ChatRequest): string {
     }
   }
   const body: Record<string, unknown> = { model: req.model, messages, stream: true, [MAX_FIELD[flavor]]: req.maxTokens };
-  if (req.tools && req.tools.length > 0) {
-    body['tools'] = req.tools.map((t) => ({ type: 'function', function: { name: t.name, description: t.description, parameters: t.parameters } }));
-    body['tool_choice'] = req.toolChoice ?? 'auto';
-  }
+  const tools = req.tools && req.tools.length > 0 ? req.tools : undefined;
+  if (tools) body['tool_choice'] = req.toolChoice ?? 'auto';
   if (ASKS_USAGE[flavor]) body['stream_options'] = { include_usage: true };
-  return JSON.stringify(body);
+  return tools ? withRawField(JSON.stringify(body), 'tools', toolsJson(tools)) : JSON.stringify(body);
 }
+
+const toolsJson = specsJson((t) => ({ type: 'function', function: { name: t.name, description: t.description, parameters: t.parameters } }));
 
 class OpenAiTranslator implements Translator {
   readonly #provider: string;

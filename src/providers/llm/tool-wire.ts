@@ -1,6 +1,26 @@
 // What the three wire protocols share when they carry tool calls and results.
 import { createHash, randomBytes } from 'node:crypto';
-import type { ChatMessage, ToolCallPart, ToolResultPart } from './types.ts';
+import type { ChatMessage, ToolCallPart, ToolResultPart, ToolSpec } from './types.ts';
+
+/**
+ * A protocol's JSON array of tool declarations, `form` of each spec serialised once per spec object
+ * (the toolbox's specs are constants: a turn's request then costs no schema serialisation).
+ */
+export function specsJson(form: (spec: ToolSpec) => unknown): (tools: readonly ToolSpec[]) => string {
+  const made = new WeakMap<ToolSpec, string>();
+  const one = (t: ToolSpec): string => {
+    let json = made.get(t);
+    if (json === undefined) made.set(t, (json = JSON.stringify(form(t))));
+    return json;
+  };
+  return (tools) => `[${tools.map(one).join(',')}]`;
+}
+
+/** An object's JSON text with `key` added last, its value `raw` (JSON text already). */
+export function withRawField(json: string, key: string, raw: string): string {
+  const field = `${JSON.stringify(key)}:${raw}`;
+  return json === '{}' ? `{${field}}` : `${json.slice(0, -1)},${field}}`;
+}
 
 /** `text` parsed when it is a JSON object; undefined when it is anything else (an array, a scalar, not JSON). */
 export function jsonObject(text: string): Record<string, unknown> | undefined {
