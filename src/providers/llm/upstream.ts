@@ -43,6 +43,8 @@ const DEFAULT_HEADERS = { 'user-agent': 'node', 'content-type': 'application/jso
 const ENCODER = new TextEncoder();
 /** The reason the request is aborted with when the provider was silent for too long. */
 const IDLE = new Error('upstream idle timeout');
+/** Chunks read while the consumer holds a batch beyond which the body is paused until it asks again. */
+const HOLD_CHUNKS = 64;
 
 /**
  * POSTs a streaming request and yields its events, one batch per chunk read from the body (never
@@ -51,15 +53,22 @@ const IDLE = new Error('upstream idle timeout');
  * caller's signal aborts the socket at once and rethrows the signal's reason. No retries: a retry is
  * the client's decision.
  */
-export function streamSse(call: UpstreamCall, body: string, target: ChatTarget, signal: AbortSignal, translator: Translator): AsyncIterableIterator<ChatEvent[]> {
+export function streamSse(
+  call: UpstreamCall,
+  body: string,
+  target: ChatTarget,
+  signal: AbortSignal,
+  translator: Translator,
+): AsyncIterableIterator<ChatEvent[]> {
   return new UpstreamRound(call, body, target, signal, translator);
 }
 
 /**
  * One streaming call as an async iterator. The body's chunks are decoded, parsed and translated as
  * they are read ('data' events), and a waiting `next()` is answered from there: one promise per chunk,
- * where a pull through the body's own async iterator and a generator cost several. While the consumer
- * holds a batch and another chunk arrives, the body is paused until it asks again (it never piles up).
+ * where a pull through the body's own async iterator and a generator cost several. Chunks read while
+ * the consumer holds a batch join the next one (a burst makes few large batches); beyond HOLD_CHUNKS of
+ * them the body is paused until it asks again, so nothing piles up.
  */
 class UpstreamRound implements AsyncIterableIterator<ChatEvent[]> {
   readonly #call: UpstreamCall;
@@ -80,6 +89,8 @@ class UpstreamRound implements AsyncIterableIterator<ChatEvent[]> {
   #failure: unknown;
   #failed = false;
   #closed = false;
+  /** Chunks read since the consumer last took a batch. */
+  #held = 0;
   #waiter: { resolve: (r: IteratorResult<ChatEvent[]>) => void; reject: (err: unknown) => void } | undefined;
 
   constructor(call: UpstreamCall, body: string, target: ChatTarget, signal: AbortSignal, translator: Translator) {
@@ -126,6 +137,7 @@ class UpstreamRound implements AsyncIterableIterator<ChatEvent[]> {
   #answer(): Promise<IteratorResult<ChatEvent[]>> | undefined {
     const batch = this.#events.take();
     if (batch !== undefined) {
+      this.#held = 0;
       if (this.#idle !== undefined) this.#idle.waiting = false;
       return Promise.resolve({ value: batch, done: false });
     }
@@ -149,6 +161,7 @@ class UpstreamRound implements AsyncIterableIterator<ChatEvent[]> {
     const batch = this.#events.take();
     if (batch !== undefined) {
       this.#waiter = undefined;
+      this.#held = 0;
       if (this.#idle !== undefined) this.#idle.waiting = false;
       waiter.resolve({ value: batch, done: false });
     } else if (this.#failed) {
@@ -212,7 +225,7 @@ class UpstreamRound implements AsyncIterableIterator<ChatEvent[]> {
       this.#idle?.shorten(END_GRACE_MS);
     }
     if (this.#waiter !== undefined) this.#wake();
-    else this.#res?.body.pause();
+    else if (++this.#held >= HOLD_CHUNKS) this.#res?.body.pause();
   };
 
   #onEnd = (): void => {
