@@ -7,7 +7,8 @@ import http from 'node:http';
 import { Redis } from 'ioredis';
 import type { Harness } from '../lib/harness.ts';
 import { streamAgent } from '../lib/harness.ts';
-import { cpuMs } from '../lib/procs.ts';
+import { setTimeout as delay } from 'node:timers/promises';
+import { onCpuMs } from '../lib/procs.ts';
 import type { Row } from '../lib/report.ts';
 import { saveKeysViaApi } from '../lib/seed.ts';
 import { commandCalls, commandsBetween } from '../lib/sockets.ts';
@@ -19,6 +20,12 @@ import { proxyStream, serviceStream, userIds } from './targets.ts';
 const TURNS = 40;
 const DELTAS = 40;
 const PACE_MS = 25;
+/**
+ * A round's CPU and Redis counts are read this long after its last client saw its end: a turn's work
+ * goes on a little after its terminal frame (the frame log's last write and its answer, the turn's log
+ * lines), and read at once it would fall outside every service round that a proxy round follows.
+ */
+const SETTLE_MS = 200;
 
 interface Round {
   readonly cpuUsPerDelta: number;
@@ -83,10 +90,11 @@ class RequestCounter {
 }
 
 export async function paced(h: Harness): Promise<Row> {
-  // A round is about 50 ms of the proxy's CPU, and /proc counts it in 10 ms ticks: many pairs, summed.
   const pairs = h.quick ? 2 : 10;
+  const longPairs = h.quick ? 1 : 4;
   const followedRounds = h.quick ? 1 : 3;
-  await h.script({ chunks: Array.from({ length: DELTAS }, (_, i) => ` word${i}`), delayMs: PACE_MS });
+  const play = (deltas: number): Promise<void> => h.script({ chunks: Array.from({ length: deltas }, (_, i) => ` word${i}`), delayMs: PACE_MS });
+  await play(DELTAS);
   const [service, follower] = await Promise.all([h.startService('service-paced'), h.startService('service-paced-follower')]);
   const proxy = await h.startProxy('proxy-paced');
   const agent = streamAgent(TURNS * 2);
@@ -99,50 +107,64 @@ export async function paced(h: Harness): Promise<Row> {
     counter = await RequestCounter.start(h.stores.redisUrl);
     const requests = counter;
 
-    const serviceRound = async (followed: boolean): Promise<Round> => {
+    const serviceRound = async (followed: boolean, deltas = DELTAS): Promise<Round> => {
       await requests.take(redis, 0);
       const commands0 = await commandCalls(redis);
-      const cpu0 = cpuMs(service.pid);
+      const cpu0 = onCpuMs(service.pid);
       const results = await Promise.all(
         tokens.map((t) => (followed ? followedTurn(service.ready, follower.ready, t, agent) : serviceStream(service.ready, t, agent).result)),
       );
-      const cpu = cpuMs(service.pid) - cpu0;
+      await delay(SETTLE_MS);
+      const cpu = onCpuMs(service.pid) - cpu0;
       const commands = commandsBetween(commands0, await commandCalls(redis));
-      checkAll(results, DELTAS, service.name);
+      checkAll(results, deltas, service.name);
       return {
-        cpuUsPerDelta: (cpu * 1000) / (TURNS * DELTAS),
+        cpuUsPerDelta: (cpu * 1000) / (TURNS * deltas),
         streamingSeconds: results.reduce((a, r) => a + (r.endedAt - r.startedAt) / 1000, 0),
         commands,
         requests: await requests.take(redis, 2),
       };
     };
-    const proxyRound = async (): Promise<number> => {
-      const cpu0 = cpuMs(proxy.pid);
+    const proxyRound = async (deltas = DELTAS): Promise<number> => {
+      const cpu0 = onCpuMs(proxy.pid);
       const results = await Promise.all(tokens.map(() => proxyStream(proxy.ready, agent).result));
-      const cpu = cpuMs(proxy.pid) - cpu0;
-      checkAll(results, DELTAS, proxy.name);
-      return (cpu * 1000) / (TURNS * DELTAS);
+      await delay(SETTLE_MS);
+      const cpu = onCpuMs(proxy.pid) - cpu0;
+      checkAll(results, deltas, proxy.name);
+      return (cpu * 1000) / (TURNS * deltas);
+    };
+    /** Pairs of rounds, the order turned round every time, so a drift of the host's speed weighs on both sides alike. */
+    const pairsOf = async (n: number, deltas: number): Promise<{ s: Round[]; p: number[] }> => {
+      const s: Round[] = [];
+      const p: number[] = [];
+      for (let i = 0; i < n; i++) {
+        const [a, b] =
+          i % 2 === 0
+            ? [await serviceRound(false, deltas), await proxyRound(deltas)]
+            : await proxyRound(deltas).then(async (b) => [await serviceRound(false, deltas), b] as const);
+        s.push(a);
+        p.push(b);
+      }
+      return { s, p };
     };
 
     // Warm-up: JIT, pools, the users' first turn.
     await serviceRound(false);
     await proxyRound();
     await serviceRound(true);
-    const s: Round[] = [];
-    const p: number[] = [];
-    for (let i = 0; i < pairs; i++) {
-      // The order turns round every time, so a drift of the host's speed weighs on both sides alike.
-      const [a, b] =
-        i % 2 === 0 ? [await serviceRound(false), await proxyRound()] : await proxyRound().then(async (b) => [await serviceRound(false), b] as const);
-      s.push(a);
-      p.push(b);
-    }
+    const { s, p } = await pairsOf(pairs, DELTAS);
+    // Turns twice as long: what a delta costs beyond the turn's own start and end (the difference), and what those cost.
+    await play(2 * DELTAS);
+    const long = await pairsOf(longPairs, 2 * DELTAS);
+    await play(DELTAS);
     const f: Round[] = [];
     for (let i = 0; i < followedRounds; i++) f.push(await serviceRound(true));
 
     const sCpu = s.reduce((a, r) => a + r.cpuUsPerDelta, 0) / s.length;
     const pCpu = p.reduce((a, x) => a + x, 0) / p.length;
     const ratio = sCpu / pCpu;
+    const sSplit = split(sCpu, long.s.reduce((a, r) => a + r.cpuUsPerDelta, 0) / long.s.length);
+    const pSplit = split(pCpu, long.p.reduce((a, x) => a + x, 0) / long.p.length);
     const plain = perStreamingSecond(s);
     const followed = perStreamingSecond(f);
     const turnSeconds = median(s.map((r) => r.streamingSeconds / TURNS));
@@ -161,15 +183,23 @@ export async function paced(h: Harness): Promise<Row> {
         `${TURNS} turns at once (one user each, a new conversation), each ${DELTAS} deltas ${PACE_MS} ms apart from the fake ` +
         `upstream (${turnSeconds.toFixed(2)} s from request to end, median), through the service and through the bare proxy ` +
         `(bench/lib/bare-proxy.ts); a warm-up round of each, then ${pairs} pairs of rounds (service and proxy, the order ` +
-        'turned round each pair). CPU = user + system time of the server process (/proc/<pid>/stat) over the round, per delta ' +
-        "(per chunk for the proxy), summed over the pairs (a round is a few ticks of /proc's 10 ms clock); the result is the " +
-        "ratio of the sums, the pairs' ratios are in the details. Redis commands = INFO commandstats over a " +
+        'turned round each pair). CPU = on-CPU time of the server process, every thread (user and system, GC included, ' +
+        `/proc/<pid>/task/*/schedstat, to the nanosecond), from a round's first request to ${SETTLE_MS} ms after its last ` +
+        "client saw its end (a turn's last frame-log write and log lines come after its terminal frame), per delta (per " +
+        "chunk for the proxy), summed over the pairs; the result is the ratio of the sums, the pairs' ratios are in the " +
+        `details. Then ${longPairs} pairs of rounds of turns twice as long (${2 * DELTAS} deltas): the difference splits each ` +
+        "side's CPU into what a turn costs whatever its length (its request, start and end) and what each delta adds. " +
+        'Redis commands = INFO commandstats over a ' +
         "service round (a script's own commands counted, and the EVALSHA itself); requests = what the service sent Redis, " +
         "as MONITOR shows it (a script's commands, shown as sent by lua, left out); both per turn per second of streaming " +
         '(each turn from its request to its end, as the client saw it). A turn nobody follows is the usual case; ' +
         `"followed": ${followedRounds} rounds where each turn is also followed from a second instance (GET …/stream from ` +
         "the first frame, to the end): the follower instance's reads and subscriptions are counted with the turn's.",
       notes: [
+        `CPU split: per turn whatever its length, service ${sSplit.turnMs.toFixed(2)} ms, bare proxy ${pSplit.turnMs.toFixed(2)} ms; ` +
+          `each delta beyond it, service ${sSplit.deltaUs.toFixed(1)} µs, bare proxy ${pSplit.deltaUs.toFixed(1)} µs per chunk ` +
+          `(${(sSplit.deltaUs / pSplit.deltaUs).toFixed(2)}×); ${2 * DELTAS}-delta turns ${long.s.map((r) => r.cpuUsPerDelta.toFixed(1)).join(', ')} / ` +
+          `${long.p.map((x) => x.toFixed(1)).join(', ')} µs per delta`,
         `CPU per delta, pairs (service / proxy, µs): ${s.map((r, i) => `${r.cpuUsPerDelta.toFixed(1)} / ${(p[i] ?? NaN).toFixed(1)}`).join(', ')}; ` +
           `the median pair's ratio ${median(s.map((r, i) => r.cpuUsPerDelta / (p[i] ?? NaN))).toFixed(2)}`,
         `Redis commands per turn, unfollowed: ${perTurn(s, 'commands')}; followed: ${perTurn(f, 'commands')}`,
@@ -182,6 +212,14 @@ export async function paced(h: Harness): Promise<Row> {
     redis.disconnect();
     await Promise.all([service.stop(), follower.stop(), proxy.stop()]);
   }
+}
+
+/** CPU per delta at DELTAS and at twice as many, as a cost per turn whatever its length (ms) and one per delta (µs). */
+function split(usPerDelta: number, usPerDeltaLong: number): { turnMs: number; deltaUs: number } {
+  const turn = (usPerDelta * DELTAS) / 1000;
+  const longTurn = (usPerDeltaLong * 2 * DELTAS) / 1000;
+  const deltaUs = ((longTurn - turn) * 1000) / DELTAS;
+  return { turnMs: turn - (deltaUs * DELTAS) / 1000, deltaUs };
 }
 
 function perStreamingSecond(rounds: readonly Round[]): { commands: number; requests: number } {

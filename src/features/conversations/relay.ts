@@ -123,7 +123,7 @@ async function relayRound(live: LiveTurn, round: PendingRound, budget: number, o
           text += ev.text;
           parts.addText(ev.text);
           frames.append('delta', deltaData(ev.text));
-          firstDelta(live);
+          if (parts.deltas === 1) firstDelta(live);
         } else if (ev.type === 'tool_call') {
           const call = ev.call;
           parts.addCall(call);

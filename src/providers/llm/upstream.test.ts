@@ -51,10 +51,10 @@ describe('upstream SSE call (undici)', () => {
   });
 
   const call = { provider: 'test', url: '', headers: { 'content-type': 'application/json' } };
-  const open = (signal = new AbortController().signal, idleTimeoutMs = 5000): AsyncGenerator<ChatEvent[]> =>
+  const open = (signal = new AbortController().signal, idleTimeoutMs = 5000): AsyncIterableIterator<ChatEvent[]> =>
     streamSse({ ...call, url: `${base}/chat` }, '{"q":"é"}', { agent, baseUrl: base, apiKey: 'k', idleTimeoutMs }, signal, new Echo());
 
-  async function collect(stream: AsyncGenerator<ChatEvent[]>): Promise<ChatEvent[][]> {
+  async function collect(stream: AsyncIterableIterator<ChatEvent[]>): Promise<ChatEvent[][]> {
     const batches: ChatEvent[][] = [];
     for await (const b of stream) batches.push(b);
     return batches;

@@ -43,77 +43,232 @@ const DEFAULT_HEADERS = { 'user-agent': 'node', 'content-type': 'application/jso
 const ENCODER = new TextEncoder();
 /** The reason the request is aborted with when the provider was silent for too long. */
 const IDLE = new Error('upstream idle timeout');
+/** Chunks read while the consumer holds a batch beyond which the body is paused until it asks again. */
+const HOLD_CHUNKS = 64;
 
 /**
  * POSTs a streaming request and yields its events, one batch per chunk read from the body (never
- * empty, in order). An idle timer (reset by every read, headers included) turns upstream silence
- * into UPSTREAM_TIMEOUT; the caller's signal aborts the socket at once and rethrows the signal's
- * reason. No retries: a retry is the client's decision.
+ * empty, in order; chunks read while the consumer still holds a batch join the next one). An idle
+ * timer (reset by every read, headers included) turns upstream silence into UPSTREAM_TIMEOUT; the
+ * caller's signal aborts the socket at once and rethrows the signal's reason. No retries: a retry is
+ * the client's decision.
  */
-export async function* streamSse(
+export function streamSse(
   call: UpstreamCall,
   body: string,
   target: ChatTarget,
   signal: AbortSignal,
   translator: Translator,
-): AsyncGenerator<ChatEvent[]> {
-  if (signal.aborted) throw signal.reason;
-  const ac = new AbortController();
-  const onAbort = (): void => ac.abort(signal.reason);
-  signal.addEventListener('abort', onAbort);
-  const idle = new IdleWatch(target.idleTimeoutMs, () => ac.abort(IDLE));
-  const fail = (err: unknown): unknown => upstreamFailure(err, call.provider, signal, ac.signal);
-  const events = new EventDecoder(translator, call.provider);
-  let res: Dispatcher.ResponseData | undefined;
-  let eof = false;
-  // Hands the events so far to the consumer as one batch; while it holds them, silence is not the provider's.
-  function* flush(): Generator<ChatEvent[], void, undefined> {
-    const batch = events.take();
-    if (batch === undefined) return;
-    idle.waiting = false;
-    yield batch;
-    idle.waiting = true;
-  }
-  try {
+): AsyncIterableIterator<ChatEvent[]> {
+  return new UpstreamRound(call, body, target, signal, translator);
+}
+
+/**
+ * One streaming call as an async iterator. The body's chunks are decoded, parsed and translated as
+ * they are read ('data' events), and a waiting `next()` is answered from there: one promise per chunk,
+ * where a pull through the body's own async iterator and a generator cost several. Chunks read while
+ * the consumer holds a batch join the next one (a burst makes few large batches); beyond HOLD_CHUNKS of
+ * them the body is paused until it asks again, so nothing piles up.
+ */
+class UpstreamRound implements AsyncIterableIterator<ChatEvent[]> {
+  readonly #call: UpstreamCall;
+  readonly #target: ChatTarget;
+  readonly #signal: AbortSignal;
+  readonly #translator: Translator;
+  readonly #ac = new AbortController();
+  readonly #events: EventDecoder;
+  #payload: Uint8Array | undefined;
+  #idle: IdleWatch | undefined;
+  #res: Dispatcher.ResponseData | undefined;
+  #started = false;
+  /** The body has ended (its end read, or not to be read any further). */
+  #eof = false;
+  /** Nothing more will come: the events held are the last. */
+  #finished = false;
+  /** Thrown once the events before it have been taken. */
+  #failure: unknown;
+  #failed = false;
+  #closed = false;
+  /** Chunks read since the consumer last took a batch. */
+  #held = 0;
+  #waiter: { resolve: (r: IteratorResult<ChatEvent[]>) => void; reject: (err: unknown) => void } | undefined;
+
+  constructor(call: UpstreamCall, body: string, target: ChatTarget, signal: AbortSignal, translator: Translator) {
+    this.#call = call;
+    this.#target = target;
+    this.#signal = signal;
+    this.#translator = translator;
+    this.#events = new EventDecoder(translator, call.provider);
     // undici keeps the body until the response ends. A string would become a Buffer from the shared
-    // pool, and each stream would keep a whole pool slab (64 KB) alive; this one is its own.
-    const payload = ENCODER.encode(body);
-    // The request (history, images) can be large; the stream can be long. Hold on to one copy only.
-    body = '';
-    res = await open(call, payload, target, ac.signal, fail);
-    idle.heard();
-    const chunks: AsyncIterator<Buffer> = res.body[Symbol.asyncIterator]();
-    for (;;) {
-      let chunk: IteratorResult<Buffer>;
-      try {
-        chunk = await chunks.next();
-      } catch (err) {
-        if (translator.ended) return;
-        throw fail(err);
-      }
-      if (chunk.done === true) {
-        eof = true;
-        break;
-      }
-      if (translator.ended) continue;
-      idle.heard();
-      events.push(chunk.value);
-      yield* flush();
-      events.throwIfFailed();
-      // Read on to the end of the body so the connection can be reused, but not for long.
-      if (translator.ended) idle.shorten(END_GRACE_MS);
+    // pool, and each stream would keep a whole pool slab (64 KB) alive; this one is its own. The
+    // request (history, images) can be large; the stream can be long: one copy only is held.
+    this.#payload = ENCODER.encode(body);
+  }
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  next(): Promise<IteratorResult<ChatEvent[]>> {
+    if (!this.#started) this.#start();
+    const ready = this.#answer();
+    if (ready !== undefined) return ready;
+    return new Promise((resolve, reject) => {
+      this.#waiter = { resolve, reject };
+      if (this.#idle !== undefined) this.#idle.waiting = true;
+      if (this.#res?.body.isPaused() === true && !this.#eof) this.#res.body.resume();
+    });
+  }
+
+  /** The consumer stops early: the socket is closed (unless the body was read to its end). */
+  return(): Promise<IteratorResult<ChatEvent[]>> {
+    this.#started = true;
+    this.#finished = true;
+    // A request still on its way is called off.
+    if (this.#res === undefined) this.#ac.abort(new Error('the round was given up'));
+    this.#close();
+    const waiter = this.#waiter;
+    this.#waiter = undefined;
+    waiter?.resolve({ value: undefined, done: true });
+    return Promise.resolve({ value: undefined, done: true });
+  }
+
+  /** What a `next()` gets now: the events held, then the failure, then the end; undefined: wait. */
+  #answer(): Promise<IteratorResult<ChatEvent[]>> | undefined {
+    const batch = this.#events.take();
+    if (batch !== undefined) {
+      this.#held = 0;
+      if (this.#idle !== undefined) this.#idle.waiting = false;
+      return Promise.resolve({ value: batch, done: false });
     }
-    if (translator.ended) return;
+    if (this.#failed) {
+      this.#failed = false;
+      this.#finished = true;
+      this.#close();
+      return Promise.reject(this.#failure);
+    }
+    if (this.#finished) {
+      this.#close();
+      return Promise.resolve({ value: undefined, done: true });
+    }
+    return undefined;
+  }
+
+  /** Answers a waiting `next()` when there is something to answer it with. */
+  #wake(): void {
+    const waiter = this.#waiter;
+    if (waiter === undefined) return;
+    const batch = this.#events.take();
+    if (batch !== undefined) {
+      this.#waiter = undefined;
+      this.#held = 0;
+      if (this.#idle !== undefined) this.#idle.waiting = false;
+      waiter.resolve({ value: batch, done: false });
+    } else if (this.#failed) {
+      this.#waiter = undefined;
+      this.#failed = false;
+      this.#finished = true;
+      this.#close();
+      waiter.reject(this.#failure);
+    } else if (this.#finished) {
+      this.#waiter = undefined;
+      this.#close();
+      waiter.resolve({ value: undefined, done: true });
+    }
+  }
+
+  #fail(err: unknown): void {
+    if (this.#finished || this.#failed) return;
+    this.#failure = err;
+    this.#failed = true;
+    this.#wake();
+  }
+
+  #onAbort = (): void => this.#ac.abort(this.#signal.reason);
+
+  #start(): void {
+    this.#started = true;
+    const signal = this.#signal;
+    if (signal.aborted) return this.#fail(signal.reason);
+    signal.addEventListener('abort', this.#onAbort);
+    this.#idle = new IdleWatch(this.#target.idleTimeoutMs, () => this.#ac.abort(IDLE));
+    const payload = this.#payload ?? new Uint8Array();
+    this.#payload = undefined;
+    open(this.#call, payload, this.#target, this.#ac.signal, (err) => this.#failureOf(err)).then(
+      (res) => {
+        if (this.#closed) return void res.body.on('error', ignore).destroy();
+        this.#res = res;
+        this.#idle?.heard();
+        res.body.on('data', this.#onData);
+        res.body.on('end', this.#onEnd);
+        res.body.on('error', this.#onError);
+      },
+      (err: unknown) => this.#fail(err),
+    );
+  }
+
+  #failureOf(err: unknown): unknown {
+    return upstreamFailure(err, this.#call.provider, this.#signal, this.#ac.signal);
+  }
+
+  #onData = (chunk: Buffer): void => {
+    // After the end marker the body is read on only so the connection can be reused.
+    if (this.#translator.ended || this.#finished || this.#failed) return;
+    this.#idle?.heard();
+    const events = this.#events;
+    events.push(chunk);
+    const failure = events.failure();
+    if (failure !== undefined) {
+      this.#fail(failure);
+    } else if (this.#translator.ended) {
+      // The answer is complete; the body is read on to its end so the connection can be reused, but not for long.
+      this.#idle?.shorten(END_GRACE_MS);
+    }
+    if (this.#waiter !== undefined) this.#wake();
+    else if (++this.#held >= HOLD_CHUNKS) this.#res?.body.pause();
+  };
+
+  #onEnd = (): void => {
+    this.#eof = true;
+    if (this.#finished || this.#failed) return this.#wake();
+    if (this.#translator.ended) {
+      this.#finished = true;
+      return this.#wake();
+    }
+    const events = this.#events;
     events.end();
-    yield* flush();
-    events.throwIfFailed();
-    events.finish();
-    yield* flush();
-  } finally {
-    idle.stop();
-    signal.removeEventListener('abort', onAbort);
+    let failure = events.failure();
+    if (failure === undefined) {
+      try {
+        events.finish();
+      } catch (err) {
+        failure = err;
+      }
+    }
+    if (failure !== undefined) return this.#fail(failure);
+    this.#finished = true;
+    this.#wake();
+  };
+
+  #onError = (err: unknown): void => {
+    if (this.#translator.ended) {
+      this.#finished = true;
+      return this.#wake();
+    }
+    this.#fail(this.#failureOf(err));
+  };
+
+  /** Once: the timer stopped, the caller's signal let go, and the body destroyed unless it was read to its end. */
+  #close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#idle?.stop();
+    this.#signal.removeEventListener('abort', this.#onAbort);
+    const res = this.#res;
+    if (res === undefined) return;
+    res.body.off('data', this.#onData);
     // Destroying the body aborts the request and closes its socket; the error that follows is ours.
-    if (res !== undefined && !eof) res.body.on('error', ignore).destroy();
+    if (!this.#eof) res.body.on('error', ignore).destroy();
   }
 }
 
@@ -156,12 +311,14 @@ async function open(
 /**
  * Upstream silence: `onSilent` runs after `ms` without a read, counted only while this side waits
  * for the provider — a consumer that is slow to take an event (a client not reading, backpressure)
- * is not the provider's fault.
+ * is not the provider's fault. A read only notes the time: the timer, when it fires early, is set
+ * again for what is left (no timer operation per read).
  */
 class IdleWatch {
   waiting = true;
-  readonly #ms: number;
+  #ms: number;
   readonly #onSilent: () => void;
+  #heardAt = Date.now();
   #timer: NodeJS.Timeout;
 
   constructor(ms: number, onSilent: () => void) {
@@ -171,18 +328,23 @@ class IdleWatch {
   }
 
   #fire = (): void => {
-    if (this.waiting) this.#onSilent();
-    else this.#timer.refresh();
+    const now = Date.now();
+    if (!this.waiting) this.#heardAt = now;
+    const left = this.#heardAt + this.#ms - now;
+    if (left <= 0) this.#onSilent();
+    else this.#timer = setTimeout(this.#fire, left);
   };
 
   heard(): void {
-    this.#timer.refresh();
+    this.#heardAt = Date.now();
   }
 
   /** From now on, silent after at most `ms`. */
   shorten(ms: number): void {
     clearTimeout(this.#timer);
-    this.#timer = setTimeout(this.#fire, Math.min(ms, this.#ms));
+    this.#ms = Math.min(ms, this.#ms);
+    this.#heardAt = Date.now();
+    this.#timer = setTimeout(this.#fire, this.#ms);
   }
 
   stop(): void {
@@ -248,8 +410,9 @@ class EventDecoder {
     return batch;
   }
 
-  throwIfFailed(): void {
-    if (this.#failure !== undefined) throw malformed(this.#failure, this.#provider);
+  /** Why parsing stopped (as the stream's error), or undefined. */
+  failure(): unknown {
+    return this.#failure === undefined ? undefined : malformed(this.#failure, this.#provider);
   }
 
   #withoutBom(text: string): string {
