@@ -157,12 +157,28 @@ describe('figureMarks: the figures the page can trust to mark', () => {
     },
     {
       rule: 'offsets that do not hold the figure’s text: left unmarked',
-      g: { figures: 2, matched: 0, unmatched: [{ text: '$50.25', start: 10, end: 16 }, { text: '$48', start: 24, end: 27 }], sources: [] },
+      g: {
+        figures: 2,
+        matched: 0,
+        unmatched: [
+          { text: '$50.25', start: 10, end: 16 },
+          { text: '$48', start: 24, end: 27 },
+        ],
+        sources: [],
+      },
       marks: [[24, 27, 'nowhere']],
     },
     {
       rule: 'offsets past the end or empty: left unmarked',
-      g: { figures: 2, matched: 0, unmatched: [{ text: '', start: 4, end: 4 }, { text: '', start: 40, end: 44 }], sources: [] },
+      g: {
+        figures: 2,
+        matched: 0,
+        unmatched: [
+          { text: '', start: 4, end: 4 },
+          { text: '', start: 40, end: 44 },
+        ],
+        sources: [],
+      },
       marks: [],
     },
     {
@@ -181,7 +197,13 @@ describe('figureMarks: the figures the page can trust to mark', () => {
   it('a figure in a text part after a tool call is marked at its offset in that part; one across two parts in both', () => {
     const parts = ['Quote: 232', '.80 and 5%'];
     const content = parts.join('');
-    const marks = figureMarks(content, grounding(content, [['232.80', 'call_1'], ['5%', undefined]]));
+    const marks = figureMarks(
+      content,
+      grounding(content, [
+        ['232.80', 'call_1'],
+        ['5%', undefined],
+      ]),
+    );
     assert.deepEqual(
       marksInPart(marks, 0, parts[0]?.length ?? 0).map((m) => [m.index, m.start, m.end]),
       [[0, 7, 10]],
@@ -215,7 +237,16 @@ describe('groundingLine: the line under a reply', () => {
 
 describe('drawFigures: what each figure becomes', () => {
   const content = 'Risk $120 on 100 shares at 232.80, target $250, up 3%.';
-  const marks = figureMarks(content, grounding(content, [['$120', 'call_9'], ['100', null], ['232.80', 'call_"1'], ['$250', undefined], ['3%', 'call_1']]));
+  const marks = figureMarks(
+    content,
+    grounding(content, [
+      ['$120', 'call_9'],
+      ['100', null],
+      ['232.80', 'call_"1'],
+      ['$250', undefined],
+      ['3%', 'call_1'],
+    ]),
+  );
   const draw = drawFigures(marks, 'tip-a1', (id) => (id === 'call_9' ? undefined : { id: `tool-a1-${id}`, title: 'Quote' }));
   const cases: readonly [rule: string, index: number, first: boolean, inLink: boolean, open: string, close: string][] = [
     [
@@ -228,10 +259,24 @@ describe('drawFigures: what each figure becomes', () => {
     ],
     ['unmatched, a later piece: underlined only', 3, false, false, '<mark class="figure unmatched">', '</mark>'],
     ['unmatched inside a link of the reply: underlined only', 3, true, true, '<mark class="figure unmatched">', '</mark>'],
-    ['from a tool: a link to its card, the id escaped', 2, true, false, '<a class="figure sourced" href="#tool-a1-call_&quot;1" title="From the Quote card">', '</a>'],
+    [
+      'from a tool: a link to its card, the id escaped',
+      2,
+      true,
+      false,
+      '<a class="figure sourced" href="#tool-a1-call_&quot;1" title="From the Quote card">',
+      '</a>',
+    ],
     ['from a tool whose card is not in the reply: marked, no link', 0, true, false, '<span class="figure sourced">', '</span>'],
     ['from a tool, inside a link of the reply: marked, no link', 4, true, true, '<span class="figure sourced">', '</span>'],
-    ['from the user’s message: marked as such, no link', 1, true, false, '<span class="figure yours">', '<span class="sr-only"> (from your message)</span></span>'],
+    [
+      'from the user’s message: marked as such, no link',
+      1,
+      true,
+      false,
+      '<span class="figure yours">',
+      '<span class="sr-only"> (from your message)</span></span>',
+    ],
   ];
   for (const [rule, index, first, inLink, open, close] of cases) {
     it(rule, () => assert.deepEqual(draw({ index, first, inLink }), { open, close }));
