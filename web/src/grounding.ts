@@ -12,7 +12,7 @@ export interface Grounding {
 }
 
 /** Where a figure came from: no source, the user's own message, or a tool call's result. */
-export type FigureSource = { readonly kind: 'nowhere' } | { readonly kind: 'message' } | { readonly kind: 'tool'; readonly toolCallId: string };
+type FigureSource = { readonly kind: 'nowhere' } | { readonly kind: 'message' } | { readonly kind: 'tool'; readonly toolCallId: string };
 
 export interface FigureMark {
   /** The figure's place among the reply's marks (stable across the reply's text parts). */
@@ -99,7 +99,7 @@ export function markSource(text: string, marks: readonly FigureMark[]): string {
 }
 
 /** How one piece of a figure is drawn: the HTML around it. */
-export interface FigurePiece {
+interface FigurePiece {
   readonly index: number;
   /** The figure's first piece (one split by markup has more). */
   readonly first: boolean;
@@ -179,7 +179,7 @@ export function groundingLine(g: Grounding | null | undefined): string | undefin
 }
 
 const ATTR_ESCAPES: Record<string, string> = { '&': '&amp;', '"': '&quot;', '<': '&lt;', '>': '&gt;' };
-export const escapeAttribute = (value: string): string => value.replace(/[&"<>]/g, (c) => ATTR_ESCAPES[c] ?? c);
+const escapeAttribute = (value: string): string => value.replace(/[&"<>]/g, (c) => ATTR_ESCAPES[c] ?? c);
 
 /** The element id of a tool call's card in a reply (unique on the page: the reply's id is part of it). */
 export const toolCardId = (replyKey: string, toolCallId: string): string => `tool-${replyKey}-${toolCallId}`.replace(/[^\w-]/g, '_');
