@@ -24,6 +24,7 @@ import { openTurnKeys, readTurnKeys, turnKeysPart, type TurnKeyRow } from '../..
 import { Toolbox } from '../../src/features/advisor-tools/toolbox.ts';
 import { buildMessages, defaultTitle, systemPrompt } from '../../src/features/conversations/context.ts';
 import { deltaData, doneData, startData } from '../../src/features/conversations/frames.ts';
+import { groundReply } from '../../src/features/conversations/grounding.ts';
 import { MAX_OUTPUT_TOKENS } from '../../src/features/conversations/live-turn.ts';
 import { LEASE_TTL_MS } from '../../src/features/conversations/stream-runtime.ts';
 import { storable } from '../../src/features/conversations/parts.ts';
@@ -129,23 +130,26 @@ async function turn(req: http.IncomingMessage, res: http.ServerResponse): Promis
   }
   if (finish === undefined) throw new Error('floor: the reply did not finish');
   const receipt = receiptOf(usage, findModel(deps.config.catalogue, key.provider, key.model)?.pricing);
+  const content = storable(text);
+  const grounding = groundReply(content, [], body.text);
   const end: statements.TurnEnd = {
     replyId,
     userId: user.id,
     provider: key.provider,
     model: key.model,
     now: deps.clock.now(),
-    content: storable(text),
+    content,
     parts: null,
     status: 'complete',
     finishReason: finish,
     receipt,
     error: undefined,
     lastFrameId: frames.nextId,
+    grounding,
   };
   await deps.billing.settle(charge, true, statements.closingStatement(end));
   await deps.leases.release(user.id, lease);
-  frames.end('done', doneData(finish, receipt, 0));
+  frames.end('done', doneData(finish, receipt, 0, grounding));
   await followed;
   sse.end();
 }

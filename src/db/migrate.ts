@@ -22,6 +22,7 @@ import * as m0021 from './migrations/0021-instruments-round-trips.ts';
 import * as m0022 from './migrations/0022-journal-speed.ts';
 import * as m0023 from './migrations/0023-trip-groups.ts';
 import * as m0024 from './migrations/0024-checkout-outcomes.ts';
+import * as m0025 from './migrations/0025-message-grounding.ts';
 
 /** Every migration, in order. A feature adds its file here; names never change once shipped. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -46,6 +47,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0022-journal-speed': m0022,
   '0023-trip-groups': m0023,
   '0024-checkout-outcomes': m0024,
+  '0025-message-grounding': m0025,
 };
 
 class StaticProvider implements MigrationProvider {

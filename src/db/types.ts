@@ -198,6 +198,8 @@ export interface MessagesTable {
   billing_credits: number | null;
   /** jsonb: the reply's text, tool calls and results in order (StoredPart[]); null for a text-only reply. */
   parts: unknown;
+  /** jsonb: DESIGN §18's check of a reply's figures (Grounding); null before the check existed, and for a reply the crash sweeper closed. */
+  grounding: unknown;
   created_at: Date;
   completed_at: Date | null;
 }

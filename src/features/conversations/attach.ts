@@ -8,7 +8,7 @@ import { SseWriter } from '../../http/sse.ts';
 import { wireOf, type Frame } from '../../platform/frames.ts';
 import type { FirstLook, FrameSink } from '../../platform/frame-log.ts';
 import { replyInLog } from './crashed-turns.ts';
-import { errorData, snapshotData, storedReceipt, storedTerminal } from './frames.ts';
+import { errorData, snapshotData, storedGrounding, storedReceipt, storedTerminal } from './frames.ts';
 import { apiParts } from './parts.ts';
 import * as repo from './repo.ts';
 import type * as statements from './turn-statements.ts';
@@ -89,7 +89,10 @@ function endFromStored(sink: FrameSink, row: repo.MessageRow, pos: number): void
   const snapId = terminalId - 1;
   if (snapId > pos) {
     const parts = apiParts(row.parts, row.content);
-    frames.push({ id: snapId, wire: wireOf(snapId, 'snapshot', snapshotData(row.id, row.status, row.content, parts, storedReceipt(row))) });
+    frames.push({
+      id: snapId,
+      wire: wireOf(snapId, 'snapshot', snapshotData(row.id, row.status, row.content, parts, storedReceipt(row), storedGrounding(row))),
+    });
   }
   const terminal = storedTerminal(row);
   frames.push({ id: terminalId, wire: wireOf(terminalId, terminal.event, terminal.data) });

@@ -4,6 +4,7 @@ import { SseWriter } from '../../http/sse.ts';
 import { argumentsObject, type FinishReason, type ProviderErrorCode, type ToolCallPart } from '../../providers/llm/index.ts';
 import { ranTool, type ToolOutcome } from '../advisor-tools/toolbox.ts';
 import { usageDto, type Receipt } from '../usage/receipt.ts';
+import type { Grounding } from './grounding.ts';
 import { apiParts, type ApiPart } from './parts.ts';
 import type { MessageRow } from './repo.ts';
 
@@ -44,8 +45,9 @@ export function startData(t: TurnIds): string {
 
 export const deltaData = (text: string): string => `{"text":${JSON.stringify(text)}}`;
 
-export function doneData(finishReason: FinishReason | 'aborted' | 'stopped', receipt: Receipt, toolCalls: number): string {
-  return JSON.stringify({ finishReason, usage: usageDto(receipt), toolCalls });
+/** `grounding` (DESIGN §18) is left out only for a reply stored before the check existed. */
+export function doneData(finishReason: FinishReason | 'aborted' | 'stopped', receipt: Receipt, toolCalls: number, grounding: Grounding | undefined): string {
+  return JSON.stringify({ finishReason, usage: usageDto(receipt), toolCalls, ...(grounding ? { grounding } : {}) });
 }
 
 export const toolCallData = (call: ToolCallPart): string => JSON.stringify({ id: call.id, name: call.name, arguments: argumentsObject(call.arguments) });
@@ -77,7 +79,7 @@ export function replayTurn(reply: FastifyReply, turn: TurnIds, stored: MessageRo
 export function storedTerminal(stored: MessageRow, toolCalls = toolCallsOf(apiParts(stored.parts, stored.content))): { event: 'done' | 'error'; data: string } {
   if (stored.error_code !== null) return { event: 'error', data: errorData(stored.error_code, stored.error_retryable ?? true) };
   const reason = stored.status === 'complete' ? ((stored.finish_reason ?? 'stop') as FinishReason) : stored.finish_reason === 'stopped' ? 'stopped' : 'aborted';
-  return { event: 'done', data: doneData(reason, storedReceipt(stored), toolCalls) };
+  return { event: 'done', data: doneData(reason, storedReceipt(stored), toolCalls, storedGrounding(stored)) };
 }
 
 /** Tool calls a reply ran (those refused over the cap are not counted, DESIGN §11). */
@@ -85,9 +87,22 @@ function toolCallsOf(parts: readonly ApiPart[]): number {
   return parts.filter((p) => p.type === 'tool_result' && ranTool(p)).length;
 }
 
-/** DESIGN §12: the state of a reply so far, for a client whose Last-Event-ID the log no longer holds. */
-export function snapshotData(assistantMessageId: string, status: string, text: string, parts: readonly ApiPart[], receipt: Receipt | undefined): string {
-  return JSON.stringify({ assistantMessageId, status, text, parts, ...(receipt ? { usage: usageDto(receipt) } : {}) });
+/** A stored reply's grounding (DESIGN §18); undefined for one stored without it. */
+export const storedGrounding = (stored: Pick<MessageRow, 'grounding'>): Grounding | undefined => (stored.grounding ?? undefined) as Grounding | undefined;
+
+/**
+ * DESIGN §12: the state of a reply so far, for a client whose Last-Event-ID the log no longer holds;
+ * an ended reply's with its grounding (DESIGN §18).
+ */
+export function snapshotData(
+  assistantMessageId: string,
+  status: string,
+  text: string,
+  parts: readonly ApiPart[],
+  receipt: Receipt | undefined,
+  grounding?: Grounding,
+): string {
+  return JSON.stringify({ assistantMessageId, status, text, parts, ...(receipt ? { usage: usageDto(receipt) } : {}), ...(grounding ? { grounding } : {}) });
 }
 
 /** A stored reply's receipt (DESIGN §13). */

@@ -48,6 +48,8 @@ interface LiveTurnInit extends TurnIds {
   readonly provider: Provider;
   readonly userId: string;
   readonly leaseToken: string;
+  /** The user's message of this turn: a source of its reply's figures (DESIGN §18). */
+  readonly userText: string;
   readonly key: UsableProviderKey;
   readonly charge: TurnCharge;
   readonly toolbox: Toolbox;
@@ -71,6 +73,8 @@ export class LiveTurn implements TurnIds, Ticking {
   readonly model: string;
   readonly billing: TurnIds['billing'];
   readonly userId: string;
+  /** The user's message of this turn: a source of its reply's figures (DESIGN §18). */
+  readonly userText: string;
   readonly charge: TurnCharge;
   /** Runs the turn's tool calls. */
   readonly toolbox: Toolbox;
@@ -104,6 +108,7 @@ export class LiveTurn implements TurnIds, Ticking {
     this.model = init.model;
     this.billing = init.billing;
     this.userId = init.userId;
+    this.userText = init.userText;
     this.charge = init.charge;
     this.toolbox = init.toolbox;
     this.pricing = init.pricing;

@@ -156,6 +156,41 @@ const UsageSchema = named(
 );
 const Usage = ref(UsageSchema);
 
+const FigureSpan = {
+  text: Type.String({ description: 'The figure as written: `content.slice(start, end)`' }),
+  start: Type.Integer({ minimum: 0, description: 'Offset in the reply’s text, in UTF-16 code units' }),
+  end: Type.Integer({ minimum: 0, description: 'Exclusive' }),
+};
+
+/** DESIGN §18: the check of a reply's figures against the data its turn saw. */
+const GroundingSchema = named(
+  'Grounding',
+  Type.Object(
+    {
+      figures: Type.Integer({ minimum: 0, description: 'Figures found in the reply’s text (amounts, percentages, prices, quantities, R-multiples)' }),
+      matched: Type.Integer({ minimum: 0, description: 'Of them, equal to a source value rounded to the figure’s own decimals' }),
+      unmatched: Type.Array(Type.Object(FigureSpan), { description: 'Figures no source holds, sorted by start' }),
+      sources: Type.Array(
+        Type.Object({
+          ...FigureSpan,
+          toolCallId: Type.Union([Type.String(), Type.Null()], {
+            description: 'The tool call whose result held the value (the id of its tool_call / tool_result); null: the user’s own message',
+          }),
+        }),
+        { description: 'One per matched figure, sorted by start' },
+      ),
+    },
+    {
+      description:
+        'DESIGN §18: the figures of the reply’s text matched to the values of this turn’s tool results and the user’s message (absolute values; ' +
+        'a percentage also as a ratio × 100; k/M/B scaled). figures = matched + unmatched.length; matched = sources.length. On `done`, a reply ' +
+        '(`grounding`) and an ended reply’s `snapshot`; absent on a user message, a snapshot of a reply still streaming, a reply stored before the ' +
+        'check and one the crash sweeper closed. A failed turn’s `error` frame has none: its stored reply does',
+    },
+  ),
+);
+const Grounding = ref(GroundingSchema);
+
 const MessageSchema = named(
   'Message',
   Type.Object({
@@ -169,6 +204,7 @@ const MessageSchema = named(
     usage: Type.Union([Usage, Type.Null()], { description: 'A reply’s usage (DESIGN §13); null for a user message' }),
     error: Type.Union([Type.Object({ code: Type.String(), retryable: Type.Boolean() }), Type.Null()]),
     attachments: Type.Array(ref(AttachmentSchema)),
+    grounding: Type.Optional(Grounding),
     billing: Type.Union(
       [
         Type.Object({
@@ -269,6 +305,7 @@ const StreamDoneFrameSchema = named(
       ]),
       usage: Usage,
       toolCalls: Type.Optional(Type.Integer({ description: 'Tool calls made during the turn' })),
+      grounding: Type.Optional(Grounding),
     },
     { description: '`event: done`: the turn ended; the last frame' },
   ),
@@ -299,6 +336,7 @@ const StreamSnapshotFrameSchema = named(
       text: Type.String({ description: 'All the reply’s text so far' }),
       parts: Type.Array(ref(MessagePartSchema), { description: 'The reply’s text, tool calls and results so far, in order' }),
       usage: Type.Optional(Usage),
+      grounding: Type.Optional(Grounding),
     },
     {
       description:
@@ -354,6 +392,7 @@ export const components: NamedSchema[] = [
   ConversationListSchema,
   AttachmentSchema,
   MessagePartSchema,
+  GroundingSchema,
   MessageSchema,
   ConversationWithMessagesSchema,
   ...Object.values(FRAMES),

@@ -3,7 +3,7 @@ import { AppError } from '../../http/errors.ts';
 import { normaliseTitle } from './context.ts';
 import { invalidCursor, openCursor, sealCursor } from './cursor.ts';
 import { CONTENT_TYPE } from './images.ts';
-import { storedReceipt } from './frames.ts';
+import { storedGrounding, storedReceipt } from './frames.ts';
 import { usageDto } from '../usage/receipt.ts';
 import { turnPayments, type TurnPayment } from '../billing/turn-billing.ts';
 import * as repo from './repo.ts';
@@ -38,6 +38,7 @@ function toListItem(row: repo.ConversationRow): ConversationListItemDto {
 }
 
 function toMessage(row: repo.MessageRow, attachments: repo.AttachmentMeta[], payment: TurnPayment | undefined): MessageDto {
+  const grounding = storedGrounding(row);
   return {
     id: row.id,
     role: row.role,
@@ -49,6 +50,7 @@ function toMessage(row: repo.MessageRow, attachments: repo.AttachmentMeta[], pay
     usage: row.role === 'assistant' ? usageDto(storedReceipt(row)) : null,
     error: row.error_code === null ? null : { code: row.error_code, retryable: row.error_retryable ?? true },
     attachments: attachments.map((a) => ({ id: a.id, format: a.format, byteSize: a.byte_size, url: `/api/advisor/attachments/${a.id}` })),
+    ...(grounding ? { grounding } : {}),
     billing: row.role === 'assistant' ? (payment ?? null) : null,
     createdAt: row.created_at.toISOString(),
     completedAt: row.completed_at?.toISOString() ?? null,

@@ -181,6 +181,7 @@ async function liveTurn(deps: Deps, turn: TurnRequest, start: statements.TurnSta
     billing: { source: charge.source, credits: charge.credits },
     userId,
     leaseToken: await claim.handOver(),
+    userText: input.body.text,
     key,
     charge,
     toolbox,

@@ -9,6 +9,7 @@ import { globToLike } from '../../model-glob.ts';
 import type { ChargeRow, ClosingStatement, SettlementPart } from '../billing/turn-billing.ts';
 import type { Receipt } from '../usage/receipt.ts';
 import { countTurnPart, type ClosingCtes, type UsagePart } from '../usage/service.ts';
+import type { Grounding } from './grounding.ts';
 import { turnWords, type MessageRow } from './repo.ts';
 
 export interface HistoryRow {
@@ -290,6 +291,8 @@ export interface TurnEnd {
   readonly error: { code: string; retryable: boolean } | undefined;
   /** DESIGN §12: the id of the stream's terminal frame. */
   readonly lastFrameId: number;
+  /** DESIGN §18: the check of the reply's figures. */
+  readonly grounding: Grounding;
 }
 
 /** The CTEs of a turn's closing statement that other features' parts read. */
@@ -313,7 +316,7 @@ export function closingStatement(e: TurnEnd): ClosingStatement {
         input_tokens = ${r.input}::int, output_tokens = ${r.output}::int, cached_input_tokens = ${r.cachedInput}::int,
         reasoning_tokens = ${r.reasoning}::int, cost_micros = ${r.costMicros}::bigint,
         error_code = ${e.error?.code ?? null}, error_retryable = ${e.error?.retryable ?? null}, completed_at = ${e.now},
-        last_frame_id = ${e.lastFrameId}::int
+        last_frame_id = ${e.lastFrameId}::int, grounding = ${JSON.stringify(e.grounding)}::jsonb
       where id = ${e.replyId}
       returning conversation_id),
     conversation as (

@@ -8,6 +8,7 @@ import type { FinishReason } from '../../providers/llm/index.ts';
 import { underAdmission } from './admission.ts';
 import { serveStream } from './attach.ts';
 import { doneData, errorData, replayTurn, type StreamErrorCode } from './frames.ts';
+import { groundReply } from './grounding.ts';
 import { readInput } from './input.ts';
 import type { LiveTurn, StopCause } from './live-turn.ts';
 import { storable } from './parts.ts';
@@ -120,13 +121,16 @@ async function settle(deps: Deps, live: LiveTurn, outcome: Outcome, toolCalls: n
   const { parts, frames } = live;
   const { status, error } = outcome;
   const receipt = live.receipt();
+  const content = storable(parts.text);
+  // DESIGN §18, on whatever the reply holds however it ended; a failed turn's goes with its stored reply (its `error` frame has none).
+  const grounding = groundReply(content, parts.parts, live.userText);
   const end: statements.TurnEnd = {
     replyId: live.assistantMessageId,
     userId: live.userId,
     provider: live.provider,
     model: live.model,
     now: deps.clock.now(),
-    content: storable(parts.text),
+    content,
     parts: parts.stored(),
     status,
     finishReason: error ? null : outcome.finishReason,
@@ -134,10 +138,11 @@ async function settle(deps: Deps, live: LiveTurn, outcome: Outcome, toolCalls: n
     error,
     // The terminal frame is the next one, logged right after the settlement.
     lastFrameId: frames.nextId,
+    grounding,
   };
   const terminal = error
     ? { event: 'error' as const, data: errorData(error.code, error.retryable) }
-    : { event: 'done' as const, data: doneData(outcome.finishReason, receipt, toolCalls) };
+    : { event: 'done' as const, data: doneData(outcome.finishReason, receipt, toolCalls, grounding) };
   const stored = await traced(live, 'advisor.settle', live.finish(end, parts.deltas > 0, terminal));
   live.log.info(
     {

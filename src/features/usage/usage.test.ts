@@ -286,7 +286,9 @@ describe('usage receipts end to end (DESIGN §13)', () => {
       error: undefined,
       lastFrameId: row.last_frame_id ?? 0,
     } as const;
-    await closingStatement(again)(sql<ChargeRow>`select ''::text as source, 0::bigint as credits where false`).execute(t.deps.db);
+    await closingStatement({ ...again, grounding: { figures: 0, matched: 0, unmatched: [], sources: [] } })(
+      sql<ChargeRow>`select ''::text as source, 0::bigint as credits where false`,
+    ).execute(t.deps.db);
     const body = (await t.call('GET', '/api/advisor/usage?groupBy=provider', { user })).json<{ total: Json }>();
     assert.equal(body.total['turns'], 1);
   });
