@@ -3,13 +3,9 @@
 // those offsets before it is parsed, and come out of the HTML as elements after it is sanitised: a figure
 // keeps its mark inside bold, lists, tables and code, and one split by markup is marked piece by piece.
 // No DOM (unit-tested under node).
+import type { Schemas } from './api/client.ts';
 
-export interface Grounding {
-  readonly figures: number;
-  readonly matched: number;
-  readonly unmatched: readonly { readonly text: string; readonly start: number; readonly end: number }[];
-  readonly sources: readonly { readonly text: string; readonly start: number; readonly end: number; readonly toolCallId: string | null }[];
-}
+export type Grounding = Schemas['Grounding'];
 
 /** Where a figure came from: no source, the user's own message, or a tool call's result. */
 type FigureSource = { readonly kind: 'nowhere' } | { readonly kind: 'message' } | { readonly kind: 'tool'; readonly toolCallId: string };

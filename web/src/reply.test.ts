@@ -83,14 +83,22 @@ describe('applyFrame', () => {
       unmatched: [{ text: '$260', start: 14, end: 18 }],
       sources: [{ text: '232.80', start: 3, end: 9, toolCallId: 't1' }],
     };
-    const done = fold([start, delta(2, 'At 232.80, to $260.'), { id: 3, event: 'done', data: { finishReason: 'stop', usage, grounding } }]);
+    const done = fold([
+      start,
+      delta(2, 'At 232.80, to $260.'),
+      { id: 3, event: 'done', data: { finishReason: 'stop', usage, grounding } satisfies Schemas['StreamDoneFrame'] },
+    ]);
     assert.deepEqual(done.grounding, grounding);
     assert.equal(
       fold([start, delta(2, 'x'), { id: 3, event: 'done', data: { finishReason: 'stop', usage } }]).grounding,
       null,
       'a done without grounding: none',
     );
-    const snap: Frame = { id: 0, event: 'snapshot', data: { assistantMessageId: 'a1', status: 'complete', text: 'At 232.80, to $260.', parts: [], grounding } };
+    const snap: Frame = {
+      id: 0,
+      event: 'snapshot',
+      data: { assistantMessageId: 'a1', status: 'complete', text: 'At 232.80, to $260.', parts: [], grounding } satisfies Schemas['StreamSnapshotFrame'],
+    };
     assert.deepEqual(applyFrame(fold([start, delta(2, 'At')]), snap).grounding, grounding);
     const stale = applyFrame(done, { ...snap, data: { assistantMessageId: 'a1', status: 'streaming', text: 'At', parts: [] } });
     assert.equal(stale.grounding, null, 'a snapshot of a reply still running has none yet');
@@ -135,8 +143,8 @@ describe('replyOf', () => {
   });
 
   it('DESIGN §18: reads a stored reply’s grounding', () => {
-    const grounding = { figures: 1, matched: 0, unmatched: [{ text: '$260', start: 6, end: 10 }], sources: [] };
-    const m = {
+    const grounding: Schemas['Grounding'] = { figures: 1, matched: 0, unmatched: [{ text: '$260', start: 6, end: 10 }], sources: [] };
+    const m: Schemas['Message'] = {
       id: 'a2',
       role: 'assistant',
       text: 'Up to $260',
@@ -151,7 +159,7 @@ describe('replyOf', () => {
       createdAt: '2026-11-28T00:00:00Z',
       completedAt: '2026-11-28T00:00:01Z',
       grounding,
-    } as Schemas['Message'];
+    };
     assert.deepEqual(replyOf(m).grounding, grounding);
   });
 });

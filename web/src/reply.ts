@@ -21,9 +21,6 @@ export interface Reply {
   readonly grounding: Grounding | null;
 }
 
-/** A frame or a stored message that may carry the reply's grounding. */
-const groundingOf = (carrier: unknown): Grounding | null => (carrier as { grounding?: Grounding | null }).grounding ?? null;
-
 export interface Frame {
   readonly id: number;
   readonly event: string;
@@ -53,7 +50,7 @@ export function applyFrame(reply: Reply, frame: Frame): Reply {
     }
     case 'snapshot': {
       const d = frame.data as Schemas['StreamSnapshotFrame'];
-      return { ...next, assistantMessageId: d.assistantMessageId, parts: d.parts, status: d.status, usage: d.usage ?? null, grounding: groundingOf(d) };
+      return { ...next, assistantMessageId: d.assistantMessageId, parts: d.parts, status: d.status, usage: d.usage ?? null, grounding: d.grounding ?? null };
     }
     case 'delta': {
       const { text } = frame.data as Schemas['StreamDeltaFrame'];
@@ -71,7 +68,7 @@ export function applyFrame(reply: Reply, frame: Frame): Reply {
     case 'done': {
       const d = frame.data as Schemas['StreamDoneFrame'];
       const status = d.finishReason === 'stopped' || d.finishReason === 'aborted' ? 'interrupted' : 'complete';
-      return { ...next, status, finishReason: d.finishReason, usage: d.usage, grounding: groundingOf(d) };
+      return { ...next, status, finishReason: d.finishReason, usage: d.usage, grounding: d.grounding ?? null };
     }
     case 'error':
       return { ...next, status: 'failed', error: frame.data as Schemas['StreamErrorFrame'] };
@@ -93,6 +90,6 @@ export function replyOf(m: Schemas['Message']): Reply {
     usage: m.usage,
     error: m.error ? { ...m.error, message: '' } : null,
     billing: m.billing,
-    grounding: groundingOf(m),
+    grounding: m.grounding ?? null,
   };
 }
