@@ -57,13 +57,34 @@ describe('issue 38: figures a trader can check (DESIGN §18)', () => {
       const { page, token, context } = await bed.signedIn(`grounding-${size}`, { size });
       await withOpenAiKey(bed, token);
       assert.equal((await bed.api(token, 'PUT', '/api/advisor/market-data-key', { apiKey: bed.polygon.validKey })).status, 200);
+      // A first turn makes the conversation; during the second, the conversation read again once the reply
+      // has ended is held back: until it is let through, the page shows the live reply, marked from its
+      // `done` frame alone.
+      bed.openai.enqueueStream({ chunks: ['Hello.'] });
+      await ask(page, 'Hello');
+      await replyDone(page);
+      let hold = false;
+      let release = () => {};
+      const released = new Promise<void>((resolve) => (release = resolve));
+      let held = 0;
+      await page.route(/\/api\/advisor\/conversations\/[^/?]+\?/, async (route) => {
+        if (hold && route.request().method() === 'GET') {
+          held++;
+          await released;
+        }
+        await route.continue();
+      });
+      hold = true;
       bed.openai.enqueueStream({ toolCalls: [{ id: 'call_quote_aapl', name: 'get_quote', arguments: { symbol: 'AAPL' } }] });
       bed.openai.enqueueStream({ chunks: REPLY });
       await ask(page, QUESTION);
-      await replyDone(page);
       const reply = assistant(page);
       await reply.locator('.grounding-line').waitFor();
+      await settlesTo(page, async () => held, 1, 'the stored conversation is being read');
       assert.deepEqual(await figuresShown(page), EXPECTED, 'live, from done');
+      release();
+      hold = false;
+      await settlesTo(page, figuresShown.bind(null, page), EXPECTED, 'the stored reply in its place');
 
       // The quoted price links to the card of the call it came from.
       const card = reply.locator('[data-tool=get_quote]');
