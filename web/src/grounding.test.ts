@@ -80,6 +80,15 @@ describe('DESIGN §18 on the page: a figure keeps its mark wherever the Markdown
       html: '<p>Price ⟦0|$5⟧ now</p>\n',
     },
     {
+      rule: 'right after another figure, with an escaped dollar',
+      content: '5\\$6',
+      figures: [
+        ['5', undefined],
+        ['$6', undefined],
+      ],
+      html: '<p>⟦0|5⟧⟦1|$6⟧</p>\n',
+    },
+    {
       rule: "in a link's text: marked as inside the link",
       content: '[$5 target](https://example.com/x)',
       figures: [['$5', undefined]],

@@ -82,7 +82,7 @@ export function markSource(text: string, marks: readonly FigureMark[]): string {
   for (const m of marks) {
     let start = m.start;
     // `\$5`: the marker goes before the backslash, which escapes only ASCII punctuation.
-    if (start > 0 && source[start - 1] === '\\' && /[!-/:-@[-`{-~]/.test(source[start] ?? '')) start--;
+    if (start > at && source[start - 1] === '\\' && /[!-/:-@[-`{-~]/.test(source[start] ?? '')) start--;
     const first = source[m.start] ?? '';
     const last = source[m.end - 1] ?? '';
     out += source.slice(at, start);
