@@ -3,6 +3,7 @@
 // handlers, javascript: URLs, forms and styles; the page's CSP stops whatever might slip through.
 import DOMPurify from 'dompurify';
 import { Marked } from 'marked';
+import { markSource, placeMarks, type DrawFigure, type FigureMark } from './grounding.ts';
 
 const marked = new Marked({ gfm: true, breaks: true, async: false });
 
@@ -21,6 +22,12 @@ const OPTIONS = {
   FORBID_ATTR: ['style'],
 };
 
-export function renderMarkdown(text: string): string {
-  return DOMPurify.sanitize(marked.parse(text) as string, OPTIONS);
+/**
+ * The text as sanitised HTML; with `figures`, each figure at its offsets drawn by `draw` (DESIGN §18). The
+ * figures' elements are the page's own, added after sanitising: nothing of the model's text goes into them
+ * but the escaped text DOMPurify left.
+ */
+export function renderMarkdown(text: string, figures?: { readonly marks: readonly FigureMark[]; readonly draw: DrawFigure }): string {
+  if (!figures || figures.marks.length === 0) return DOMPurify.sanitize(marked.parse(text) as string, OPTIONS);
+  return placeMarks(DOMPurify.sanitize(marked.parse(markSource(text, figures.marks)) as string, OPTIONS), figures.draw);
 }

@@ -76,6 +76,34 @@ describe('applyFrame', () => {
     assert.equal(fold([start, done('length')]).status, 'complete');
   });
 
+  it('DESIGN §18: takes the grounding of done, and of a snapshot (a resumed reply), replacing what it had', () => {
+    const grounding = {
+      figures: 2,
+      matched: 1,
+      unmatched: [{ text: '$260', start: 14, end: 18 }],
+      sources: [{ text: '232.80', start: 3, end: 9, toolCallId: 't1' }],
+    };
+    const done = fold([
+      start,
+      delta(2, 'At 232.80, to $260.'),
+      { id: 3, event: 'done', data: { finishReason: 'stop', usage, grounding } satisfies Schemas['StreamDoneFrame'] },
+    ]);
+    assert.deepEqual(done.grounding, grounding);
+    assert.equal(
+      fold([start, delta(2, 'x'), { id: 3, event: 'done', data: { finishReason: 'stop', usage } }]).grounding,
+      null,
+      'a done without grounding: none',
+    );
+    const snap: Frame = {
+      id: 0,
+      event: 'snapshot',
+      data: { assistantMessageId: 'a1', status: 'complete', text: 'At 232.80, to $260.', parts: [], grounding } satisfies Schemas['StreamSnapshotFrame'],
+    };
+    assert.deepEqual(applyFrame(fold([start, delta(2, 'At')]), snap).grounding, grounding);
+    const stale = applyFrame(done, { ...snap, data: { assistantMessageId: 'a1', status: 'streaming', text: 'At', parts: [] } });
+    assert.equal(stale.grounding, null, 'a snapshot of a reply still running has none yet');
+  });
+
   it('ends failed on error, with its code and whether a retry may help', () => {
     const r = fold([start, { id: 2, event: 'error', data: { code: 'PROVIDER_UNAVAILABLE', message: 'down', retryable: true } }]);
     assert.equal(r.status, 'failed');
@@ -111,5 +139,27 @@ describe('replyOf', () => {
     assert.deepEqual(r.error, { code: 'PROVIDER_ERROR', retryable: false, message: '' });
     assert.equal(r.billing?.status, 'returned');
     assert.equal(ended(r), true);
+    assert.equal(r.grounding, null, 'stored before the check: no grounding');
+  });
+
+  it('DESIGN §18: reads a stored reply’s grounding', () => {
+    const grounding: Schemas['Grounding'] = { figures: 1, matched: 0, unmatched: [{ text: '$260', start: 6, end: 10 }], sources: [] };
+    const m: Schemas['Message'] = {
+      id: 'a2',
+      role: 'assistant',
+      text: 'Up to $260',
+      parts: [{ type: 'text', text: 'Up to $260' }],
+      status: 'complete',
+      clientMessageId: null,
+      finishReason: 'stop',
+      usage,
+      error: null,
+      attachments: [],
+      billing: null,
+      createdAt: '2026-11-28T00:00:00Z',
+      completedAt: '2026-11-28T00:00:01Z',
+      grounding,
+    };
+    assert.deepEqual(replyOf(m).grounding, grounding);
   });
 });

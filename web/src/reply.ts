@@ -1,6 +1,7 @@
 // A reply as the page holds it while it streams and once stored (DESIGN §7, §11): frames folded into it
 // one by one. No DOM and no fetch (unit-tested under node); stream.ts reads the frames.
 import type { Schemas } from './api/client.ts';
+import type { Grounding } from './grounding.ts';
 
 export type Part = Schemas['MessagePart'];
 type Usage = Schemas['Usage'];
@@ -16,6 +17,8 @@ export interface Reply {
   readonly billing: (Schemas['StreamStartFrame']['billing'] & { readonly status?: NonNullable<Schemas['Message']['billing']>['status'] }) | null;
   /** Id of the last frame taken in: where a resume starts. */
   readonly lastEventId: number;
+  /** Its figures checked against the turn's data (DESIGN §18), once it has ended; none for a reply stored before the check. */
+  readonly grounding: Grounding | null;
 }
 
 export interface Frame {
@@ -33,6 +36,7 @@ export const EMPTY_REPLY: Reply = {
   error: null,
   billing: null,
   lastEventId: 0,
+  grounding: null,
 };
 
 /** One frame applied to a reply. Frames already taken in (a resume overlapping) change nothing. */
@@ -46,7 +50,7 @@ export function applyFrame(reply: Reply, frame: Frame): Reply {
     }
     case 'snapshot': {
       const d = frame.data as Schemas['StreamSnapshotFrame'];
-      return { ...next, assistantMessageId: d.assistantMessageId, parts: d.parts, status: d.status, usage: d.usage ?? null };
+      return { ...next, assistantMessageId: d.assistantMessageId, parts: d.parts, status: d.status, usage: d.usage ?? null, grounding: d.grounding ?? null };
     }
     case 'delta': {
       const { text } = frame.data as Schemas['StreamDeltaFrame'];
@@ -64,7 +68,7 @@ export function applyFrame(reply: Reply, frame: Frame): Reply {
     case 'done': {
       const d = frame.data as Schemas['StreamDoneFrame'];
       const status = d.finishReason === 'stopped' || d.finishReason === 'aborted' ? 'interrupted' : 'complete';
-      return { ...next, status, finishReason: d.finishReason, usage: d.usage };
+      return { ...next, status, finishReason: d.finishReason, usage: d.usage, grounding: d.grounding ?? null };
     }
     case 'error':
       return { ...next, status: 'failed', error: frame.data as Schemas['StreamErrorFrame'] };
@@ -86,5 +90,6 @@ export function replyOf(m: Schemas['Message']): Reply {
     usage: m.usage,
     error: m.error ? { ...m.error, message: '' } : null,
     billing: m.billing,
+    grounding: m.grounding ?? null,
   };
 }

@@ -1,10 +1,10 @@
 import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import type { ComponentChildren } from 'preact';
 import { explainStreamError } from '../api/client.ts';
-import { renderMarkdown } from '../markdown.ts';
+import { groundingLine } from '../grounding.ts';
 import { chargeWords, usageWords } from '../money.ts';
 import type { Reply } from '../reply.ts';
-import { ToolCard } from './ToolCard.tsx';
+import { ReplyBody } from './ReplyBody.tsx';
 
 /** A message's Markdown as the trader would paste it: a reply's text parts, without its tool cards. */
 const replyMarkdown = (reply: Reply): string =>
@@ -114,18 +114,11 @@ export function AssistantMessage({
   onRetry?: (() => void) | undefined;
   onRegenerate?: (() => void) | undefined;
 }) {
-  const results = new Map(reply.parts.flatMap((p) => (p.type === 'tool_result' ? [[p.id, p] as const] : [])));
   const running = reply.status === 'streaming';
   const markdown = replyMarkdown(reply);
   return (
     <article class={`message assistant ${reply.status}`} aria-label="Advisor">
-      {reply.parts.map((p, i) =>
-        p.type === 'text' ? (
-          <div key={i} class="md" dangerouslySetInnerHTML={{ __html: renderMarkdown(p.text) }} />
-        ) : p.type === 'tool_call' ? (
-          <ToolCard key={p.id} call={p} result={results.get(p.id)} running={running} />
-        ) : null,
-      )}
+      <ReplyBody reply={reply} running={running} />
       {running && reply.parts.length === 0 && <p class="hint typing">Thinking…</p>}
       {!running && (
         <>
@@ -154,8 +147,10 @@ function ReplyFooter({ reply, onRetry }: { reply: Reply; onRetry?: (() => void) 
   if (used) bits.push(used);
   else if (reply.status === 'interrupted') bits.push('tokens not reported');
   if (reply.billing) bits.push(chargeWords(reply.billing));
+  const grounded = groundingLine(reply.grounding);
   return (
     <footer class="reply-footer">
+      {grounded && <p class="grounding-line">{grounded}</p>}
       {reply.status === 'failed' && reply.error && (
         <p class="problem" role="alert">
           {explainStreamError(reply.error.code, reply.error.message)} <code>{reply.error.code}</code>{' '}

@@ -20,6 +20,9 @@ const TITLES: Record<string, string> = {
   get_journal_report: 'Journal report',
 };
 
+/** A tool's name as its card's title says it. */
+export const toolTitle = (name: string): string => TITLES[name] ?? name;
+
 const str = (v: unknown): string => (typeof v === 'string' || typeof v === 'number' ? String(v) : '');
 
 const SESSIONS: Record<string, string> = { open: 'Market open', 'pre-market': 'Pre-market', 'after-hours': 'After hours', closed: 'Market closed' };
@@ -43,12 +46,15 @@ function exchangeTime(iso: string, zone: string): string {
 }
 const num = (v: unknown): number | null => (typeof v === 'number' ? v : null);
 
-/** A tool call of the advisor, with its result once it has run (DESIGN §11). */
-export function ToolCard({ call, result, running }: { call: Call; result: Result | undefined; running: boolean }) {
-  const title = TITLES[call.name] ?? call.name;
+/**
+ * A tool call of the advisor, with its result once it has run (DESIGN §11). Its `id` is where the reply's
+ * figures taken from it link to (DESIGN §18); following such a link brings the focus here.
+ */
+export function ToolCard({ id, call, result, running }: { id: string; call: Call; result: Result | undefined; running: boolean }) {
+  const title = toolTitle(call.name);
   const subject = str(call.arguments.symbol) || str(call.arguments.query);
   return (
-    <article class={`tool ${call.name}`} aria-label={`${title}${subject ? ` ${subject}` : ''}`} data-tool={call.name}>
+    <article id={id} tabIndex={-1} class={`tool ${call.name}`} aria-label={`${title}${subject ? ` ${subject}` : ''}`} data-tool={call.name}>
       <header>
         <strong>{title}</strong>
         {subject && <span class="subject">{subject}</span>}
