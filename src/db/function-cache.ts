@@ -105,8 +105,14 @@ export function functionCache(pool: pg.Pool): FunctionCache {
           return answer(entry, await client.query(entry.call, values));
         } catch (err) {
           if (!OUT_OF_DATE.has(codeOf(err) ?? '')) throw err;
-          const again = entry.attempts < ATTEMPTS;
-          entries.set(text, again ? { kind: 'learning', runs: RUNS_BEFORE - 1, attempts: entry.attempts, busy: false, previous: entry.fn } : { kind: 'plain' });
+          // Calls that failed together set it aside once.
+          if (entries.get(text) === entry) {
+            const again = entry.attempts < ATTEMPTS;
+            entries.set(
+              text,
+              again ? { kind: 'learning', runs: RUNS_BEFORE - 1, attempts: entry.attempts, busy: false, previous: entry.fn } : { kind: 'plain' },
+            );
+          }
           if (inTransaction) throw err;
         }
       }
