@@ -128,7 +128,7 @@ if (!databaseUrl) {
         (
           await admin.query<{ oid: number; proname: string }>(
             `select p.oid::int as oid, p.proname from pg_proc p join pg_namespace n on n.oid = p.pronamespace
-             where n.nspname = $1 and p.proname like 'advisor\_q\_%' and strpos(p.prosrc, $2) > 0`,
+             where n.nspname = $1 and p.proname like 'advisor\\_q\\_%' and strpos(p.prosrc, $2) > 0`,
             [schema, fragment],
           )
         ).rows;
@@ -253,13 +253,15 @@ if (!databaseUrl) {
 
         test('DESIGN §15: with prepared statements off, 200 concurrent transactions of two statements each over 4 connections all commit', async () => {
           const pooled = await createDb({ databaseUrl: through(), poolSize: 4, preparedStatements: false });
+          // Texts of this run's own: their statement functions, made in the shared database's public schema, are dropped after.
+          const v = `v_${randomBytes(5).toString('hex')}`;
           try {
             const sums = await Promise.all(
               Array.from({ length: 200 }, (_, i) =>
                 pooled.db.transaction().execute(async (trx) => {
-                  const a = await sql<{ v: number }>`select ${i}::int as v`.execute(trx);
-                  const b = await sql<{ v: number }>`select ${i}::int + 1 as v`.execute(trx);
-                  return (a.rows[0]?.v ?? 0) + (b.rows[0]?.v ?? 0);
+                  const a = await sql<Record<string, number>>`select ${i}::int as ${sql.id(v)}`.execute(trx);
+                  const b = await sql<Record<string, number>>`select ${i}::int + 1 as ${sql.id(v)}`.execute(trx);
+                  return (a.rows[0]?.[v] ?? 0) + (b.rows[0]?.[v] ?? 0);
                 }),
               ),
             );
@@ -269,6 +271,7 @@ if (!databaseUrl) {
             );
           } finally {
             await pooled.close();
+            for (const f of await statementFunctions(admin, v)) await admin.query(`drop function public."${f}"`);
           }
         });
 
@@ -278,13 +281,10 @@ if (!databaseUrl) {
           try {
             await admin.query(`insert into public.${table} select g, 0 from generate_series(1, 10) g`);
             await racingInstances(through(), undefined, table);
-            const made = await admin.query(`select proname from pg_proc where proname like 'advisor\_q\_%' and strpos(prosrc, $1) > 0`, [table]);
-            assert.equal(made.rows.length, 2, 'one function for each text');
+            const made = await statementFunctions(admin, table);
+            assert.equal(made.length, 2, 'one function for each text');
           } finally {
-            const made = await admin.query<{ proname: string }>(`select proname from pg_proc where proname like 'advisor\_q\_%' and strpos(prosrc, $1) > 0`, [
-              table,
-            ]);
-            for (const f of made.rows) await admin.query(`drop function public."${f.proname}"`);
+            for (const f of await statementFunctions(admin, table)) await admin.query(`drop function public."${f}"`);
             await admin.query(`drop table public.${table}`);
           }
         });
@@ -370,4 +370,13 @@ async function racingInstances(url: string, schema: string | undefined, table: s
   } finally {
     await Promise.all(instances.map((i) => i.close()));
   }
+}
+
+/** The names of the public schema's statement functions whose body holds `fragment` (a name of one test run's own). */
+async function statementFunctions(admin: pg.Client, fragment: string): Promise<string[]> {
+  const made = await admin.query<{ proname: string }>(
+    `select proname from pg_proc where pronamespace = 'public'::regnamespace and proname like 'advisor\\_q\\_%' and strpos(prosrc, $1) > 0`,
+    [fragment],
+  );
+  return made.rows.map((r) => r.proname);
 }
