@@ -11,7 +11,7 @@ import pg from 'pg';
  * into a function of the database whose body is that very text, and is called through it from then on:
  * `select * from advisor_q_<hash>($1, …, $n)`, a trivial statement to plan.
  *
- * - The function: `returns table (<the first plain run's result columns>)`, body `return query <text>`
+ * - The function: `returns table (<a plain run's result columns>)`, body `return query <text>`
  *   (`#variable_conflict use_column`: the result columns are variables that would clash with column
  *   names); a statement answering no columns (an update without `returning`) returns its ROW_COUNT
  *   instead. Its arguments are the types PostgreSQL infers for the text's parameters (PREPARE, read back
