@@ -1,5 +1,5 @@
 // The benchmark suite: `npm run bench` (all rows, writes docs/PERFORMANCE.md).
-//   npm run bench -- --only relay,ttfd   some rows (ids: relay, ttfd, turns, paced, memory, list, search, json, keysave, tools, usage, resume, stop, detached, journal, journal-speed, scale, close, rolling, grounding)
+//   npm run bench -- --only relay,ttfd   some rows (ids: relay, ttfd, turns, paced, memory, list, search, json, keysave, tools, usage, resume, stop, detached, journal, journal-speed, scale, close, rolling, grounding, pooled)
 //   npm run bench -- --quick             smaller sizes, for development
 //   --no-write / --write                 skip / force the docs update (partial and quick runs skip it)
 //   --profile                            service and floor processes run with --cpu-prof (.bench/<run>/profiles/<n>-<process>.cpuprofile)
@@ -42,6 +42,7 @@ import { close } from './scenarios/close.ts';
 import { rolling } from './scenarios/rolling.ts';
 import { paced } from './scenarios/paced.ts';
 import { grounding } from './scenarios/grounding.ts';
+import { pooled } from './scenarios/pooled.ts';
 
 const SCENARIOS: Record<string, { title: string; run: (h: Harness) => Promise<Row> }> = {
   relay: { title: 'Stream relay throughput', run: relay },
@@ -64,6 +65,7 @@ const SCENARIOS: Record<string, { title: string; run: (h: Harness) => Promise<Ro
   close: { title: 'Streams closed at once', run: close },
   rolling: { title: 'Rolling restart under load', run: rolling },
   grounding: { title: 'Grounding check at a turn’s end', run: grounding },
+  pooled: { title: 'PostgreSQL CPU per turn behind a transaction pooler', run: pooled },
 };
 /** The whole run stops (and cleans up) after this, whatever is still going. */
 const WATCHDOG_MS = 45 * 60_000;

@@ -55,6 +55,8 @@ export interface Config {
   readonly databaseListenUrl: string | undefined;
   /** DESIGN §15: false behind a transaction-mode pooler — unnamed statements, no session startup parameters. */
   readonly databasePreparedStatements: boolean;
+  /** With prepared statements off: hot statements called through functions of the database (db/function-cache.ts). */
+  readonly databaseStatementFunctions: boolean;
   /** Unset: no shared Redis. */
   readonly redis: RedisEndpoint | undefined;
   /** DESIGN §15: the proxies whose X-Forwarded-For / -Proto are believed (addresses, CIDR ranges); false = none. */
@@ -272,6 +274,7 @@ export function loadConfig(env: Env = process.env): Config {
     databaseUrl,
     databaseListenUrl: r.url('DATABASE_LISTEN_URL', databaseUrl),
     databasePreparedStatements: r.bool('DATABASE_PREPARED_STATEMENTS', true),
+    databaseStatementFunctions: r.bool('DATABASE_STATEMENT_FUNCTIONS', true),
     redis: redisEndpoint(r.url('REDIS_URL', undefined), r.str('REDIS_CLUSTER_NODES'), r.problems),
     trustProxy: trustedProxies(r.str('TRUST_PROXY'), r.problems),
     encryptionKeys: r.str('ENCRYPTION_KEYS'),

@@ -109,6 +109,7 @@ export async function createDeps(config: Config, opts: DepsOptions = {}): Promis
         connectTimeoutMs: config.databaseConnectTimeoutMs,
         statementTimeoutMs: config.databaseStatementTimeoutMs,
         preparedStatements: config.databasePreparedStatements,
+        statementFunctions: config.databaseStatementFunctions,
         sessionUrl: config.databaseListenUrl,
         pgliteDir: opts.pgliteDir ?? path.join(config.dataDir, 'pgdata'),
         ...(opts.dbSchema ? { schema: opts.dbSchema } : {}),

@@ -92,6 +92,12 @@ describe('configuration', () => {
     assert.ok(configProblems({ DATABASE_PREPARED_STATEMENTS: 'maybe' }).some((p) => p.startsWith('DATABASE_PREPARED_STATEMENTS must be true or false')));
   });
 
+  test('DESIGN §16: DATABASE_STATEMENT_FUNCTIONS (plans kept behind a pooler) defaults to true, false turns them off; anything else stops the start', () => {
+    assert.equal(loadConfig({}).databaseStatementFunctions, true);
+    assert.equal(loadConfig({ DATABASE_STATEMENT_FUNCTIONS: 'false' }).databaseStatementFunctions, false);
+    assert.ok(configProblems({ DATABASE_STATEMENT_FUNCTIONS: 'maybe' }).some((p) => p.startsWith('DATABASE_STATEMENT_FUNCTIONS must be true or false')));
+  });
+
   test('DESIGN §15: DATABASE_LISTEN_URL (the LISTEN connection, past a pooler) defaults to DATABASE_URL', () => {
     const secrets = { ENCRYPTION_KEYS: `k1:${Buffer.alloc(32).toString('base64')}`, AUTH_JWT_SECRET: 'x'.repeat(32) };
     const pooled = 'postgres://app@pooler:6432/advisor';

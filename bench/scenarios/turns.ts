@@ -13,20 +13,20 @@ import type { OpenStream, StreamResult } from '../lib/sse-client.ts';
 import { distribution, int, median, ms } from '../lib/stats.ts';
 import { proxyStream, serviceStream, userIds } from './targets.ts';
 
-const CLIENTS = 20;
-const DELTAS = 200;
+export const CLIENTS = 20;
+export const DELTAS = 200;
 /**
  * Turns per user in the whole run, so that no request meets the limit of 30 streamed messages per
  * rolling 60 s, whatever the timing.
  */
-const TURNS_PER_USER = 25;
+export const TURNS_PER_USER = 25;
 /** Pieces of an advisor's answer, a word or two each, as providers stream them. */
-const WORDS =
+export const WORDS =
   ' Exiting at the open after a gap down against you is a reasonable, rule-based decision if your plan said so; it' +
   ' becomes a process mistake when the exit was a reaction to the gap rather than to your invalidation level. Check' +
   ' the journal: where was the stop, what did the plan say about overnight risk, and did you size for a gap?';
 
-interface Round {
+export interface Round {
   readonly turnsPerSecond: number;
   readonly cpuUsPerTurn: number;
   /** CPU per turn of the other processes on the path (PostgreSQL backends, Redis, the fake, the load generator). */
@@ -35,7 +35,7 @@ interface Round {
 }
 
 /** Other processes whose CPU a round reads, by name. */
-type PathPids = ReadonlyMap<string, readonly number[]>;
+export type PathPids = ReadonlyMap<string, readonly number[]>;
 
 /** Store requests of the service over one round, per turn. */
 interface Trips {
@@ -238,7 +238,7 @@ export async function turns(h: Harness): Promise<Row> {
  * Users waiting for their next turn, first in first out: a user is out of the queue while its turn
  * streams (one stream per user) and leaves it for good after `perUser` turns.
  */
-class UserPool {
+export class UserPool {
   readonly #idle: { token: string; turns: number }[];
   readonly #perUser: number;
 
@@ -259,7 +259,7 @@ class UserPool {
 }
 
 /** `turns` turns by CLIENTS clients in a closed loop; throws unless every one was a complete 200 stream. */
-async function round(target: Proc, turns: number, turn: () => Promise<StreamResult>, path: PathPids): Promise<Round> {
+export async function round(target: Proc, turns: number, turn: () => Promise<StreamResult>, path: PathPids): Promise<Round> {
   const results: StreamResult[] = [];
   let started = 0;
   const path0 = new Map([...path].map(([name, pids]) => [name, pidsCpuMs(pids)]));

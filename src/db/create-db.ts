@@ -50,6 +50,12 @@ export interface CreateDbOptions {
    */
   readonly preparedStatements?: boolean;
   /**
+   * With `preparedStatements` false (default true): a data statement run more than once is called
+   * through a function of the database holding it, whose plans the server keeps across the pooler's
+   * transactions (function-cache.ts). False only to measure what it saves (the bench's baseline).
+   */
+  readonly statementFunctions?: boolean | undefined;
+  /**
    * Where the migrations' connection goes (DATABASE_LISTEN_URL; default `databaseUrl`): the migrator's
    * lock is a session lock (Kysely's `pg_advisory_lock`), which a transaction-mode pooler would let
    * go — or hand to another client — between two statements, so it must reach PostgreSQL directly.
@@ -113,7 +119,8 @@ export async function createDb(opts: CreateDbOptions): Promise<DbHandle> {
     // crashes the process. The query in flight fails on its own (→ 503), the next one on that client
     // is refused, and the pool discards the client on release; so this listener only has to exist.
     pool.on('connect', (client) => client.on('error', () => undefined));
-    const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool: preparedStatementPool(pool, { named, onWait: opts.onPoolWait }) }) });
+    const wrapped = preparedStatementPool(pool, { named, functions: opts.statementFunctions, onWait: opts.onPoolWait });
+    const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool: wrapped }) });
     const own = { ...session, connectionString: opts.sessionUrl ?? databaseUrl, max: 1 };
     unbounded.set(db, () => new Kysely<DB>({ dialect: new OwnSchemaPostgresDialect({ pool: new pg.Pool(own) }) }));
     return { db, kind: 'postgres', close: () => db.destroy() };

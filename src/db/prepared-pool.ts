@@ -1,5 +1,6 @@
 import type { PostgresPool, PostgresPoolClient, PostgresQueryResult } from 'kysely';
 import type pg from 'pg';
+import { DATA_STATEMENT, functionCache, MAX_STATEMENT_TEXTS, type FunctionCache } from './function-cache.ts';
 
 /**
  * A pg pool for Kysely whose data statements are named prepared statements: each connection parses
@@ -18,21 +19,25 @@ import type pg from 'pg';
  *   discarded when it is released, so the pool replaces it with one holding no stale statements.
  * - Statement names live on the server per connection: a transaction-mode pooler that moves
  *   statements between server connections (PgBouncer before 1.21) does not support them. With
- *   `named: false` (DATABASE_PREPARED_STATEMENTS=false) every statement goes unnamed; the pool still
- *   discards a connection whose query went unanswered.
+ *   `named: false` (DATABASE_PREPARED_STATEMENTS=false) every statement goes unnamed, and a data
+ *   statement run more than once is called through a function of the database holding it, whose plan
+ *   the server backend keeps (function-cache.ts; `functions: false` turns that off, for the bench's
+ *   baseline); the pool still discards a connection whose query went unanswered.
  */
-const MAX_NAMED = 500;
-const DATA_STATEMENT = /^\s*(select|insert|update|delete|with)\b/i;
 
 const isStalePlan = (err: unknown): boolean =>
   err instanceof Error && (err as { code?: unknown }).code === '0A000' && /cached plan must not change result type/.test(err.message);
 
 /** `onWait`: the seconds each checkout of a connection took (DESIGN §16, db_pool_wait_seconds). */
-export function preparedStatementPool(pool: pg.Pool, opts: { named: boolean; onWait?: ((seconds: number) => void) | undefined }): PostgresPool {
+export function preparedStatementPool(
+  pool: pg.Pool,
+  opts: { named: boolean; functions?: boolean | undefined; onWait?: ((seconds: number) => void) | undefined },
+): PostgresPool {
+  const functions = !opts.named && opts.functions !== false ? functionCache(pool) : undefined;
   const names = new Map<string, string>();
   const nameOf = (text: string): string | undefined => {
     let name = names.get(text);
-    if (name === undefined && opts.named && names.size < MAX_NAMED && DATA_STATEMENT.test(text) && !text.includes(';')) {
+    if (name === undefined && opts.named && names.size < MAX_STATEMENT_TEXTS && DATA_STATEMENT.test(text) && !text.includes(';')) {
       name = `k${names.size + 1}`;
       names.set(text, name);
     }
@@ -46,16 +51,19 @@ export function preparedStatementPool(pool: pg.Pool, opts: { named: boolean; onW
       opts.onWait?.((performance.now() - started) / 1000);
       let wrapper = wrappers.get(client);
       if (wrapper === undefined) {
-        wrapper = wrap(client, nameOf);
+        wrapper = wrap(client, nameOf, functions);
         wrappers.set(client, wrapper);
       }
       return wrapper;
     },
-    end: () => pool.end(),
+    end: async () => {
+      await functions?.settle();
+      await pool.end();
+    },
   };
 }
 
-function wrap(client: pg.PoolClient, nameOf: (text: string) => string | undefined): PostgresPoolClient {
+function wrap(client: pg.PoolClient, nameOf: (text: string) => string | undefined, functions: FunctionCache | undefined): PostgresPoolClient {
   let inTransaction = false;
   let stale = false;
   let unanswered = false;
@@ -74,6 +82,7 @@ function wrap(client: pg.PoolClient, nameOf: (text: string) => string | undefine
     if (typeof text !== 'string') throw new Error('cursor queries are not supported by this pool');
     const verb = /^\s*(begin|start|commit|rollback|end)\b/i.exec(text)?.[1]?.toLowerCase();
     if (verb !== undefined) inTransaction = verb === 'begin' || verb === 'start';
+    if (functions !== undefined) return (await functions.run(client, text, values as unknown[], inTransaction)) as unknown as PostgresQueryResult<R>;
     const name = stale ? undefined : nameOf(text);
     if (name === undefined) return (await client.query(text, values as unknown[])) as unknown as PostgresQueryResult<R>;
     try {
