@@ -133,12 +133,19 @@ describe('the model and its cost', () => {
     assert.ok(options.some((o) => o.includes('gpt-4o-mini')) && options.some((o) => o.includes('gpt-4o') && !o.includes('mini')), options.join(', '));
     const cost = page.getByTestId('model-cost');
     await cost.filter({ hasText: 'Free turn · 200 left' }).waitFor();
+    // The cost line follows the picker at once; the key's new default is stored by the PATCH it sends.
+    const stored = (): Promise<unknown> =>
+      page.waitForResponse((r) => r.request().method() === 'PATCH' && r.url().includes('/api/advisor/provider-keys/') && r.ok());
+    let patched = stored();
     await picker.selectOption({ value: 'openai/gpt-4o' });
     await cost.filter({ hasText: '5 credits a turn · you have 0' }).waitFor();
+    await patched;
     const keys = (await (await bed.api(token, 'GET', '/api/advisor/provider-keys')).json()) as { items: { defaultModel: string }[] };
     assert.equal(keys.items[0]?.defaultModel, 'gpt-4o');
+    patched = stored();
     await picker.selectOption({ value: 'openai/gpt-4o-mini' });
     await cost.filter({ hasText: 'Free turn · 200 left' }).waitFor();
+    await patched;
     bed.openai.enqueueStream({ chunks: ['Fine.'] });
     await ask(page, 'On mini');
     await replyDone(page);
