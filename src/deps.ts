@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { createAuthenticator, type Authenticator } from './http/auth.ts';
 import { ConfigError, type Config } from './config.ts';
-import { createDb, type DbHandle } from './db/create-db.ts';
+import { createDb, type DbHandle, type PgliteStart } from './db/create-db.ts';
 import { migrateToLatest } from './db/migrate.ts';
 import { rebuildOldBooks } from './features/journal/rebuild.ts';
 import type { Db } from './db/types.ts';
@@ -79,6 +79,8 @@ export interface DepsOptions {
   readonly logger?: Logger;
   /** PGlite directory override ('memory://' in tests). */
   readonly pgliteDir?: string;
+  /** What the embedded database starts from (tests: a migrated dump; create-db.ts). */
+  readonly pgliteStart?: PgliteStart;
   /** PostgreSQL schema to isolate a test app in. */
   readonly dbSchema?: string;
   /** Prefix of every Redis key (isolates tests sharing one Redis). */
@@ -112,6 +114,7 @@ export async function createDeps(config: Config, opts: DepsOptions = {}): Promis
         statementFunctions: config.databaseStatementFunctions,
         sessionUrl: config.databaseListenUrl,
         pgliteDir: opts.pgliteDir ?? path.join(config.dataDir, 'pgdata'),
+        ...(opts.pgliteStart ? { pgliteStart: opts.pgliteStart } : {}),
         ...(opts.dbSchema ? { schema: opts.dbSchema } : {}),
         onPoolError: (err) => logger.warn({ err: err.message }, 'database connection lost; it will be replaced'),
         onPoolWait: (seconds) => metrics.dbPoolWait.observe(seconds),

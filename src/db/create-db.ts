@@ -1,5 +1,5 @@
 import path from 'node:path';
-import { PGlite } from '@electric-sql/pglite';
+import { PGlite, type PGliteOptions } from '@electric-sql/pglite';
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { lockDataDir } from '../platform/data-dir-lock.ts';
@@ -16,11 +16,19 @@ export interface DbHandle {
   close(): Promise<void>;
 }
 
+export type PgliteStart = Pick<PGliteOptions, 'loadDataDir' | 'pgliteWasmModule' | 'initdbWasmModule' | 'fsBundle' | 'startParams'>;
+
 export interface CreateDbOptions {
   /** PostgreSQL connection string; unset = embedded PGlite. */
   readonly databaseUrl?: string | undefined;
   /** PGlite data directory; 'memory://' for a throwaway database. */
   readonly pgliteDir?: string;
+  /**
+   * Where an embedded database starts from instead of an empty cluster: a data directory dump
+   * (`loadDataDir`), compiled modules and start parameters. The tests start every embedded database from one migrated
+   * dump (test/helpers/pglite-template.ts) rather than running initdb and every migration again.
+   */
+  readonly pgliteStart?: PgliteStart;
   /** Isolates a test run inside its own schema of a shared PostgreSQL database. */
   readonly schema?: string;
   /** Connections held at most (default 20). */
@@ -130,7 +138,7 @@ export async function createDb(opts: CreateDbOptions): Promise<DbHandle> {
   // writes, so the directory holding it (DATA_DIR) is locked for as long as this handle is open.
   const lock = dir.startsWith('memory://') ? undefined : lockDataDir(path.dirname(dir));
   try {
-    const lite = new PGlite(dir, { parsers: { [INT8]: (v: string) => Number(v) } });
+    const lite = new PGlite(dir, { ...opts.pgliteStart, parsers: { [INT8]: (v: string) => Number(v) } });
     const db = new Kysely<DB>({ dialect: new PGliteDialect(lite) });
     await sql`select 1`.execute(db);
     const close = async (): Promise<void> => {

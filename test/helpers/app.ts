@@ -12,6 +12,7 @@ import { mintToken } from '../../src/http/auth.ts';
 import { createLogger } from '../../src/logger.ts';
 import type { Clock } from '../../src/platform/clock.ts';
 import { ensureDatabase } from './database.ts';
+import { pgliteTemplate } from './pglite-template.ts';
 
 export const TEST_JWT_SECRET = 'test-secret-0123456789abcdef0123456789abcdef';
 export const TEST_ENCRYPTION_KEYS = `test1:${Buffer.alloc(32, 7).toString('base64')}`;
@@ -81,6 +82,7 @@ export async function buildTestApp(opts: TestAppOptions = {}): Promise<TestApp> 
     ...(embeddedOwner ? { shareEmbeddedWith: embeddedOwner } : {}),
     logger: createLogger(config.logLevel, sink),
     pgliteDir: 'memory://',
+    ...(!config.databaseUrl && !embeddedOwner ? { pgliteStart: await pgliteTemplate() } : {}),
     ...(config.databaseUrl ? { dbSchema: schema } : {}),
     redisPrefix,
     ...(opts.clock ? { clock: opts.clock } : {}),

@@ -8,6 +8,14 @@ const root = path.resolve(import.meta.dirname, '../..');
 /** A fresh embedded data directory is migrated at the start: seconds when idle, far more on a loaded 2-core machine. */
 const START_BOUND_MS = 90_000;
 
+/**
+ * V8 flags of the processes these tests start (as `npm test` gives its own, package.json): PGlite's
+ * 9 MB WebAssembly module stays on V8's baseline compiler instead of being optimised in the
+ * background, which on a 2-core machine costs more CPU than a short-lived process ever wins back.
+ * They change how fast the code runs, never what it does.
+ */
+const TEST_NODE_FLAGS = ['--liftoff-only'];
+
 export interface ServerProcess {
   readonly child: ChildProcess;
   readonly url: string;
@@ -20,7 +28,7 @@ export interface ServerProcess {
  * that exits, or prints no banner within START_BOUND_MS (only a hang: it is killed), fails.
  */
 export async function startServerProcess(env: Record<string, string>): Promise<ServerProcess> {
-  const child = spawn(process.execPath, ['src/server.ts'], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [...TEST_NODE_FLAGS, 'src/server.ts'], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stderr.on('data', (c: Buffer) => (out += c.toString()));
   const url = await new Promise<string>((resolve, reject) => {
@@ -46,7 +54,7 @@ export async function startServerProcess(env: Record<string, string>): Promise<S
 
 /** Runs a node entry point of the project (`args`: the script and its arguments) with exactly `env`, to its end. */
 export async function runToEnd(args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, args, { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [...TEST_NODE_FLAGS, ...args], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
