@@ -18,6 +18,7 @@ import { createPgRateLimiter } from './pg-rate-limiter.ts';
 import type { RateLimiter, RateLimitRule } from './rate-limiter.ts';
 import { createRedisRateLimiter } from './redis-rate-limiter.ts';
 import { closeRedis, openRedis } from './redis-connection.ts';
+import { migratedEmbeddedDb } from '../../test/helpers/pglite-template.ts';
 
 // Backends that need a service are registered only when it is configured.
 const { DATABASE_URL } = process.env;
@@ -52,7 +53,7 @@ function pgliteBackend(): Backend {
   return {
     name: 'PGlite',
     async before() {
-      handle = await createDb({ pgliteDir: 'memory://' });
+      handle = await migratedEmbeddedDb();
       await migrateToLatest(handle.db);
     },
     async after() {

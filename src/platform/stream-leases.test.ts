@@ -14,6 +14,7 @@ import { closeRedis } from './redis-connection.ts';
 import type { StreamLeases } from './stream-lease.ts';
 import { REDIS_UNDER_TEST, deleteKeys, openReadyRedis } from '../../test/helpers/redis.ts';
 import type { RedisEndpoint } from '../config.ts';
+import { migratedEmbeddedDb } from '../../test/helpers/pglite-template.ts';
 
 // Backends that need a service are registered only when it is configured.
 const { DATABASE_URL } = process.env;
@@ -102,7 +103,7 @@ function redisBackend(url: RedisEndpoint): Backend {
   };
 }
 
-const backends: Backend[] = [memory, pgBackend('PGlite', () => createDb({ pgliteDir: 'memory://' }))];
+const backends: Backend[] = [memory, pgBackend('PGlite', () => migratedEmbeddedDb())];
 if (DATABASE_URL) {
   const schema = `test_lease_${randomBytes(6).toString('hex')}`;
   backends.push(

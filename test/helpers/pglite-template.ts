@@ -4,7 +4,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PGlite } from '@electric-sql/pglite';
 import { Kysely } from 'kysely';
-import type { PgliteStart } from '../../src/db/create-db.ts';
+import { createDb, type DbHandle, type PgliteStart } from '../../src/db/create-db.ts';
 import { migrateToLatest } from '../../src/db/migrate.ts';
 import { PGliteDialect } from '../../src/db/pglite-dialect.ts';
 import type { DB } from '../../src/db/types.ts';
@@ -98,4 +98,9 @@ async function migratedDump(modules: PgliteStart): Promise<Buffer> {
   } finally {
     await db.destroy();
   }
+}
+
+/** A throwaway embedded database with every migration applied, from the template. */
+export async function migratedEmbeddedDb(): Promise<DbHandle> {
+  return createDb({ pgliteDir: 'memory://', pgliteStart: await pgliteTemplate() });
 }

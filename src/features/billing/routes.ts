@@ -143,7 +143,7 @@ async function stripeWebhookRoutes(parent: FastifyInstance, { deps }: { deps: De
       const header = req.headers['stripe-signature'];
       let verified: VerifiedWebhook;
       try {
-        verified = verifyStripeEvent(raw, typeof header === 'string' ? header : undefined, secret, deps.clock.now().getTime());
+        verified = await verifyStripeEvent(raw, typeof header === 'string' ? header : undefined, secret, deps.clock.now().getTime());
       } catch (err) {
         if (!(err instanceof WebhookSignatureError)) throw err;
         req.log.warn({ reason: err.message }, 'stripe webhook refused');

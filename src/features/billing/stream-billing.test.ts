@@ -2,12 +2,12 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
-import { createDb } from '../../db/create-db.ts';
 import { buildTestApp, codeOf, type TestApp } from '../../../test/helpers/app.ts';
 import { ManualClock } from '../../../test/helpers/manual-clock.ts';
 import { startOpenAiCompatibleFake, type OpenAiCompatibleFake } from '../../../test/fakes/index.ts';
 import { createTurnBilling, type TurnBilling } from './turn-billing.ts';
 import { assertLedgerInvariant, giveCredits, ledgerCount, turnStatus, writeTestCatalogue } from '../../../test/kits/billing.ts';
+import { migratedEmbeddedDb } from '../../../test/helpers/pglite-template.ts';
 
 const STREAM = '/api/advisor/conversations/new/messages/stream';
 const PNG = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==';
@@ -237,7 +237,7 @@ describe('billing through the advisor stream (DESIGN §7, §8)', () => {
 
     test('402 BILLING_NOT_AVAILABLE when the billing store is unreachable (fail closed)', async () => {
       const u = await userWithKey('cheap-1', 20);
-      const dead = await createDb({ pgliteDir: 'memory://' });
+      const dead = await migratedEmbeddedDb();
       await dead.close();
       billingOverride = createTurnBilling({ ...t.deps, db: dead.db });
       try {

@@ -2,7 +2,6 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { sql, type RawBuilder } from 'kysely';
-import { createDb } from '../../db/create-db.ts';
 import { AppError } from '../../http/errors.ts';
 import { buildTestApp, STORES, type TestApp } from '../../../test/helpers/app.ts';
 import { ManualClock } from '../../../test/helpers/manual-clock.ts';
@@ -20,6 +19,7 @@ import {
 } from './turn-billing.ts';
 import { assertLedgerInvariant, ensureTestUser, giveCredits, ledgerCount, turnStatus, writeTestCatalogue } from '../../../test/kits/billing.ts';
 import { waitFor } from '../../../test/kits/conversations.ts';
+import { migratedEmbeddedDb } from '../../../test/helpers/pglite-template.ts';
 
 type Wallet = { credits: number; tier: string; allowance: { used: number; remaining: number }; images: { used: number; remaining: number; resetsAt: string } };
 
@@ -88,7 +88,7 @@ describe('turn billing (DESIGN §8)', () => {
 
     test('BILLING_NOT_AVAILABLE (402): the billing store is unreachable → refused (fail closed) and logged', async () => {
       const u = await user(100);
-      const dead = await createDb({ pgliteDir: 'memory://' });
+      const dead = await migratedEmbeddedDb();
       await dead.close();
       const billing = createTurnBilling({ ...t.deps, db: dead.db });
       await refused(reserve(u, 'cheap-1', 0, billing), 'BILLING_NOT_AVAILABLE', 402);
@@ -369,7 +369,7 @@ describe('turn billing (DESIGN §8)', () => {
 
     test("BILLING_NOT_AVAILABLE (402) when billing's store is unreachable, whatever the caller's statement", async () => {
       const u = await user(100);
-      const dead = await createDb({ pgliteDir: 'memory://' });
+      const dead = await migratedEmbeddedDb();
       await dead.close();
       const m = marker();
       await refused(reserveWith(u, 'big-1', m, 0, createTurnBilling({ ...t.deps, db: dead.db })), 'BILLING_NOT_AVAILABLE', 402);

@@ -4,12 +4,13 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { sql } from 'kysely';
 import { findModel, type Catalogue, type ModelEntryConfig } from '../../catalogue.ts';
-import { createDb, type DbHandle } from '../../db/create-db.ts';
+import type { DbHandle } from '../../db/create-db.ts';
 import { catalogueRows } from './turn-statements.ts';
+import { migratedEmbeddedDb } from '../../../test/helpers/pglite-template.ts';
 
 let h: DbHandle;
 before(async () => {
-  h = await createDb({ pgliteDir: 'memory://' });
+  h = await migratedEmbeddedDb();
 });
 after(() => h.close());
 

@@ -1,6 +1,6 @@
 import { isUtf8 } from 'node:buffer';
 import { createHash, createHmac } from 'node:crypto';
-import Stripe from 'stripe';
+import type Stripe from 'stripe';
 import type { Config } from '../../config.ts';
 import { unstorableTextAt } from '../../db/storable-text.ts';
 
@@ -64,21 +64,36 @@ function connection(apiBase: string | undefined): { host?: string; port?: number
   return { host: u.hostname, port: u.port ? Number(u.port) : protocol === 'http' ? 80 : 443, protocol };
 }
 
+/**
+ * stripe-node, loaded on first use: it is a third of a second of CPU to import, which a service with
+ * no payment processor configured (and every process that never takes a payment) need not pay. A
+ * configured client starts loading it at once, so no checkout or webhook waits for it.
+ */
+let sdk: Promise<typeof Stripe> | undefined;
+const stripeSdk = (): Promise<typeof Stripe> => (sdk ??= import('stripe').then((m) => m.default));
+
 /** A Stripe-backed client, or undefined when no secret key is configured (billing not available). */
 export function createStripePayments(stripe: Config['stripe'], opts: StripeClientOptions = {}): PaymentsClient | undefined {
-  if (stripe.secretKey === undefined) return undefined;
-  const client = new Stripe(stripe.secretKey, {
-    ...connection(stripe.apiBase),
-    maxNetworkRetries: opts.maxNetworkRetries ?? 2,
-    timeout: opts.timeoutMs ?? 30_000,
-    telemetry: false,
-  });
+  const secretKey = stripe.secretKey;
+  if (secretKey === undefined) return undefined;
+  const client = stripeSdk().then(
+    (StripeSdk) =>
+      new StripeSdk(secretKey, {
+        ...connection(stripe.apiBase),
+        maxNetworkRetries: opts.maxNetworkRetries ?? 2,
+        timeout: opts.timeoutMs ?? 30_000,
+        telemetry: false,
+      }),
+  );
   return {
     async createCheckoutSession(input) {
+      const StripeSdk = await stripeSdk();
       const metadata = { userId: input.userId, packId: input.packId, credits: String(input.credits), purchaseId: input.purchaseId };
       let session: Stripe.Checkout.Session;
       try {
-        session = await client.checkout.sessions.create(
+        session = await (
+          await client
+        ).checkout.sessions.create(
           {
             mode: 'payment',
             line_items: [
@@ -98,7 +113,7 @@ export function createStripePayments(stripe: Config['stripe'], opts: StripeClien
           { idempotencyKey: `checkout-${input.purchaseId}` },
         );
       } catch (err) {
-        const status = err instanceof Stripe.errors.StripeError ? err.statusCode : undefined;
+        const status = err instanceof StripeSdk.errors.StripeError ? err.statusCode : undefined;
         throw new PaymentProviderError(err instanceof Error ? err.message : 'payment provider failed', status);
       }
       if (typeof session.url !== 'string' || session.url === '') {
@@ -135,9 +150,16 @@ const EXACT_BYTES: InstanceType<typeof Stripe.CryptoProvider> = {
  * reads the event. `nowMs` comes from the service clock so the 300 s tolerance is testable.
  * Throws WebhookSignatureError only when the signature does not verify.
  */
-export function verifyStripeEvent(raw: Buffer, header: string | undefined, secret: string, nowMs: number, toleranceSeconds = 300): VerifiedWebhook {
+export async function verifyStripeEvent(
+  raw: Buffer,
+  header: string | undefined,
+  secret: string,
+  nowMs: number,
+  toleranceSeconds = 300,
+): Promise<VerifiedWebhook> {
   if (header === undefined || header === '') throw new WebhookSignatureError('missing Stripe-Signature header');
-  const signature = Stripe.webhooks.signature;
+  const StripeSdk = await stripeSdk();
+  const signature = StripeSdk.webhooks.signature;
   if (signature === null) throw new Error('stripe-node has no webhook signature helper');
   try {
     signature.verifyHeader(raw.toString('latin1'), header, secret, toleranceSeconds, EXACT_BYTES, nowMs);
@@ -146,7 +168,7 @@ export function verifyStripeEvent(raw: Buffer, header: string | undefined, secre
   } catch (err) {
     if (err instanceof WebhookSignatureError) throw err;
     // Only the library's verdict, never the secret or the expected signature.
-    const reason = err instanceof Stripe.errors.StripeSignatureVerificationError ? err.message : 'signature could not be verified';
+    const reason = err instanceof StripeSdk.errors.StripeSignatureVerificationError ? err.message : 'signature could not be verified';
     throw new WebhookSignatureError(reason);
   }
   return readEvent(raw);
