@@ -54,7 +54,6 @@ function pgliteBackend(): Backend {
     name: 'PGlite',
     async before() {
       handle = await migratedEmbeddedDb();
-      await migrateToLatest(handle.db);
     },
     async after() {
       await handle?.close();
