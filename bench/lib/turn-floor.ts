@@ -77,7 +77,7 @@ async function turn(req: http.IncomingMessage, res: http.ServerResponse): Promis
     userMessage: { id: userMessageId, content: body.text, clientMessageId: body.clientMessageId },
     replyId,
     attachments: [],
-    leaseHeld: () => Promise.resolve(true),
+    admission: () => Promise.resolve({ leaseHeld: true, at: now }),
     key: deps.streams.knownKeys.get(user.id) ?? (await readKey(user.id)),
     catalogue,
     historyBudget: deps.config.contextBudgetChars,

@@ -121,7 +121,7 @@ describe('crashed turns (DESIGN §10)', () => {
       userMessage: { id: randomUUID(), content: 'Will it be charged?', clientMessageId: randomUUID() },
       replyId,
       attachments: [],
-      leaseHeld: () => Promise.resolve(true),
+      admission: () => Promise.resolve({ leaseHeld: true, at: t.deps.clock.now() }),
       key: { sealed, opens: true },
       catalogue: statements.catalogueRows(t.deps.config.catalogue.models),
       historyBudget: t.deps.config.contextBudgetChars,

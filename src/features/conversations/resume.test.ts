@@ -448,6 +448,68 @@ describe('advisor stream: the drain and detached turns (DESIGN §12)', () => {
 });
 
 describe('the stream lease at the end of a turn (DESIGN §4)', () => {
+  test('DESIGN §4: a start whose lease came back only after the user’s live turn ended → 200, its reply stamped when it was admitted, never before that turn ended', async () => {
+    const fake = await startOpenAiCompatibleFake({ flavor: 'openai' });
+    // The next acquire waits for the test: its answer comes in late, as from a stalled lease store.
+    let hold: { asked: () => void; answer: Promise<void> } | undefined;
+    const asked = gate();
+    const answer = gate();
+    const t = await buildTestApp({
+      env: { OPENAI_BASE_URL: fake.url },
+      deps: {
+        leases: (real) => ({
+          async acquire(u, ttl) {
+            const h = hold;
+            hold = undefined;
+            if (h !== undefined) {
+              h.asked();
+              await h.answer;
+            }
+            return real.acquire(u, ttl);
+          },
+          renew: (u, token, ttl) => real.renew(u, token, ttl),
+          release: (u, token) => real.release(u, token),
+          close: () => real.close(),
+        }),
+      },
+    });
+    try {
+      await t.app.listen({ port: 0, host: '127.0.0.1' });
+      const base = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
+      const u = await userWithOpenAiKey(t, fake.validKey, 'admitted-at');
+      fake.enqueueStream({ chunks: Array.from({ length: 600 }, (_, i) => `w${i} `), delayMs: 50 });
+      const live = openStream(base, await t.token(u), message());
+      assert.equal(await live.status, 200);
+      await live.deltas(1);
+      const liveReply = String(live.frames[0]?.data['assistantMessageId']);
+      // The next start arrives while the turn is live; its lease is asked for and not yet answered.
+      hold = { asked: asked.open, answer: answer.opened };
+      const next = send(t, u, null, message());
+      await asked.opened;
+      await delay(20);
+      const stop = await t.call('POST', `/api/advisor/conversations/${String(live.frames[0]?.data['conversationId'])}/stop`, { user: u });
+      assert.equal(stop.statusCode, 202);
+      // Stored, lease given back, terminal frame sent: then the store answers the next start.
+      await live.ended;
+      fake.enqueueStream({ chunks: ['next'] });
+      answer.open();
+      const res = await next;
+      assert.deepEqual([res.statusCode, res.code], [200, undefined]);
+      const ended = await replyRow(t, liveReply);
+      const started = await replyRow(t, String(startOf(res)['assistantMessageId']));
+      assert.equal(ended?.status, 'interrupted');
+      assert.ok(ended.completed_at && started, 'both replies stored');
+      assert.ok(
+        started.created_at.getTime() >= ended.completed_at.getTime(),
+        `the next reply is stamped ${started.created_at.toISOString()}, the live one ended ${ended.completed_at.toISOString()}`,
+      );
+    } finally {
+      answer.open();
+      await t.close();
+      await fake.close();
+    }
+  });
+
   test('DESIGN §4: a lease renewal still out when the turn ends does not keep the lease — the user’s next turn → 200, not 409 STREAM_IN_PROGRESS', async () => {
     const fake = await startOpenAiCompatibleFake({ flavor: 'openai' });
     let held: { started: () => void; release: Promise<void>; done?: Promise<boolean> } | undefined;

@@ -53,7 +53,7 @@ export async function startTurn(deps: Deps, turn: TurnRequest, given?: Replacing
     replyId: deps.ids.uuid(),
     attachments: images.map((i) => ({ id: deps.ids.uuid(), format: i.format, data: i.data })),
     // Asked once the statement is built: building it overlaps the admission's round trip.
-    leaseHeld: () => verdict.then(() => claim.held()),
+    admission: () => verdict.then(async () => ({ leaseHeld: await claim.held(), at: deps.clock.now() })),
     key: undefined,
     catalogue: catalogueOf(deps),
     historyBudget: deps.config.contextBudgetChars,

@@ -64,10 +64,13 @@ export interface TurnStart {
   readonly replyId: string;
   readonly attachments: readonly { id: string; format: 'png' | 'jpeg' | 'webp'; data: Buffer }[];
   /**
-   * Whether the request holds its user's stream lease (the admission's answer), asked once the statement
-   * is built and before it is sent: nothing is stored before the admission has answered.
+   * The admission's answer, asked once the statement is built and before it is sent (nothing is stored
+   * before it is in): whether the request holds its user's stream lease, and the instant it came in.
+   * The turn's rows are stamped with that instant, not the request's arrival: the lease came back from
+   * the user's previous turn only after that turn's reply was stored, so a user's replies never overlap
+   * in time (DESIGN §4), however long the answer took (a stalled lease store).
    */
-  readonly leaseHeld: () => Promise<boolean>;
+  readonly admission: () => Promise<Admission>;
   /**
    * The provider key as this instance last read it for the user (its sealed columns) and whether it
    * opened; undefined: none known. The turn starts only on the very key it names: another stored
@@ -88,8 +91,15 @@ interface KnownKey {
   readonly tag: Uint8Array;
 }
 
-/** The start statement's parameter that stands for the admission's answer until it is in (`TurnStart.leaseHeld`). */
+/** The admission's answer to a turn's start (`TurnStart.admission`). */
+interface Admission {
+  readonly leaseHeld: boolean;
+  readonly at: Date;
+}
+
+/** The start statement's parameters that stand for the admission's answer until it is in (`TurnStart.admission`). */
 const LEASE_HELD: unknown = Object.freeze({ leaseHeld: 'pending' });
+const ADMITTED_AT: unknown = Object.freeze({ admittedAt: 'pending' });
 
 /** The start statement's CTE of the chosen model's terms `(allowance, cost)`, which billing's part reads (turn-billing `reserveWithin`). */
 export const TERMS = cte('terms');
@@ -172,7 +182,8 @@ export function catalogueRows(
  * 'streaming' by a crashed instance is not touched here: the sweeper closes it (DESIGN §12).
  */
 export async function startTurn(db: Db | Trx, t: TurnStart, parts: StartingParts): Promise<StartRow> {
-  const { now, userId } = t;
+  const { userId } = t;
+  const now = ADMITTED_AT;
   const existing = t.target !== undefined;
   const target = existing
     ? sql`select id, provider, model, persona_id from conversations where id = ${t.target} and user_id = ${userId}`
@@ -241,9 +252,10 @@ export async function startTurn(db: Db | Trx, t: TurnStart, parts: StartingParts
       (select ciphertext from mkey) as m_ciphertext, (select tag from mkey) as m_tag,
       (select coalesce(jsonb_agg(jsonb_build_object('role', role, 'content', content, 'images', images, 'parts', parts) order by seq), '[]'::jsonb)
         from history where (select code from refusal) is null) as history`.compile(db);
-  // The admission's answer goes in last (LEASE_HELD): the statement is built while it is on its way.
-  const leaseHeld = await t.leaseHeld();
-  const { rows } = await db.executeQuery<StartRow>({ ...statement, parameters: statement.parameters.map((p) => (p === LEASE_HELD ? leaseHeld : p)) });
+  // The admission's answer goes in last (LEASE_HELD, ADMITTED_AT): the statement is built while it is on its way.
+  const admission = await t.admission();
+  const answer = (p: unknown): unknown => (p === LEASE_HELD ? admission.leaseHeld : p === ADMITTED_AT ? admission.at : p);
+  const { rows } = await db.executeQuery<StartRow>({ ...statement, parameters: statement.parameters.map(answer) });
   const row = rows[0];
   if (!row) throw new Error('the turn statement returned no row');
   return row;
