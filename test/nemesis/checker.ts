@@ -63,6 +63,13 @@ export class Tally {
 const frameKey = (f: SeenFrame): string => `${f.event} ${JSON.stringify(f.data)}`;
 const short = (s: string, n = 160): string => (s.length > n ? `${s.slice(0, n)}…(${s.length} chars)` : s);
 
+/** Where two texts first differ, with some of each from there. */
+function parting(a: string, b: string): string {
+  let i = 0;
+  while (i < a.length && i < b.length && a[i] === b[i]) i++;
+  return `char ${i}: …${JSON.stringify(a.slice(i, i + 60))} against …${JSON.stringify(b.slice(i, i + 60))}`;
+}
+
 /** The text a client assembled: deltas appended, a snapshot replacing what came before. */
 export function assembled(chain: Chain): string {
   let text = '';
@@ -357,7 +364,7 @@ export function checkChains(t: Tally, started: readonly Chain[], replays: Readon
       else if (seen.key !== frameKey(f)) {
         fail(
           'oneFramePerId',
-          `turn ${chain.turn} of ${chain.user}: id ${f.id} is "${short(seen.key)}" to ${seen.chain} and "${short(frameKey(f))}" to ${chain.key}`,
+          `turn ${chain.turn} of ${chain.user}: id ${f.id} is "${short(seen.key)}" to ${seen.chain} and "${short(frameKey(f))}" to ${chain.key}; they part at ${parting(seen.key, frameKey(f))}`,
         );
       }
     }

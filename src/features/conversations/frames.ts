@@ -4,7 +4,7 @@ import { SseWriter } from '../../http/sse.ts';
 import { argumentsObject, type FinishReason, type ProviderErrorCode, type ToolCallPart } from '../../providers/llm/index.ts';
 import { ranTool, type ToolOutcome } from '../advisor-tools/toolbox.ts';
 import { usageDto, type Receipt } from '../usage/receipt.ts';
-import type { Grounding } from './grounding.ts';
+import { groundingAsBuilt, type Grounding } from './grounding.ts';
 import { apiParts, type ApiPart } from './parts.ts';
 import type { MessageRow } from './repo.ts';
 
@@ -87,8 +87,9 @@ function toolCallsOf(parts: readonly ApiPart[]): number {
   return parts.filter((p) => p.type === 'tool_result' && ranTool(p)).length;
 }
 
-/** A stored reply's grounding (DESIGN §18); undefined for one stored without it. */
-export const storedGrounding = (stored: Pick<MessageRow, 'grounding'>): Grounding | undefined => (stored.grounding ?? undefined) as Grounding | undefined;
+/** A stored reply's grounding (DESIGN §18), as the turn built it; undefined for one stored without it. */
+export const storedGrounding = (stored: Pick<MessageRow, 'grounding'>): Grounding | undefined =>
+  stored.grounding ? groundingAsBuilt(stored.grounding as Grounding) : undefined;
 
 /**
  * DESIGN §12: the state of a reply so far, for a client whose Last-Event-ID the log no longer holds;

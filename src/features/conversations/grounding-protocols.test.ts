@@ -114,7 +114,8 @@ describe('grounding through each wire protocol (DESIGN §18)', () => {
         const u = await trader(p);
         for (const r of [{ toolCalls: TOOLS }, { chunks: [QUOTING.slice(0, 100), QUOTING.slice(100)] }] as StreamScript[]) llm(p).enqueueStream(r);
         const before = llm(p).streams.length;
-        const res = await send(t, u, null, message('Size a 1% risk on AAPL with a stop at 230.3'));
+        const body = message('Size a 1% risk on AAPL with a stop at 230.3');
+        const res = await send(t, u, null, body);
         assert.match(systemText(p, llm(p).streams[before]?.request), /Quote figures from tool results as given/);
         assert.equal(res.frames.at(-1)?.event, 'done', res.body);
         const done = res.frames.at(-1)?.data;
@@ -148,6 +149,10 @@ describe('grounding through each wire protocol (DESIGN §18)', () => {
         assert.deepEqual(row, g);
         assert.deepEqual(api, g);
         assert.deepEqual([snapshot['status'], snapshot['grounding']], ['complete', g]);
+        // DESIGN §12: a terminal frame rebuilt from the stored reply (here a retry's replay; a late attach
+        // once the log is gone) is the one the turn sent, byte for byte (jsonb keeps keys in an order of its own).
+        const replay = await send(t, u, null, body);
+        assert.equal(JSON.stringify(replay.frames.at(-1)?.data), JSON.stringify(done));
       });
 
       test(`DESIGN §18: ${p}: an invented price is flagged in unmatched with its offsets; the quoted ones are not`, async () => {

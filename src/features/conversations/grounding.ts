@@ -239,6 +239,17 @@ function addJson(sources: Sources, value: unknown, toolCallId: string): void {
 const valueOf = (f: Figure): number => (f.exponent >= 0 ? f.key / 10 ** f.exponent : f.key * 10 ** -f.exponent);
 
 /**
+ * A grounding read back from the reply's row (jsonb keeps an object's keys in an order of its own) in
+ * the order groundReply builds it, so that a frame rebuilt from a stored reply is byte for byte the one
+ * the turn's clients were sent under the same id (DESIGN §12).
+ */
+export function groundingAsBuilt(g: Grounding): Grounding {
+  const span = (s: GroundingSpan): GroundingSpan => ({ text: s.text, start: s.start, end: s.end });
+  const source = (s: GroundingSource): GroundingSource => ({ ...span(s), toolCallId: s.toolCallId });
+  return { figures: g.figures, matched: g.matched, unmatched: g.unmatched.map(span), sources: g.sources.map(source) };
+}
+
+/**
  * DESIGN §18: the figures of `content` and which of them a source holds. A figure matches when it
  * equals, in absolute value, a source value rounded to the figure's own decimals (scaled by its k/M/B;
  * a percentage also as a ratio × 100). Sources: the values of the turn's successful tool results,
