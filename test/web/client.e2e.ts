@@ -117,6 +117,8 @@ describe('serving and sign-in', () => {
     assert.equal(new URL(page.url()).hash, '');
     assert.equal(new URL(page.url()).pathname, '/keys');
     await page.getByRole('button', { name: 'Sign out' }).click();
+    // On loopback the local sign-in is offered too: its form is there, the page is settled.
+    await page.getByLabel('User id').waitFor();
     await page.getByLabel('Bearer token').fill('not.a-token');
     await page.getByRole('button', { name: 'Use this token' }).click();
     await page.getByRole('alert').filter({ hasText: 'not a valid, unexpired token' }).waitFor();

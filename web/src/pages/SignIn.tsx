@@ -32,6 +32,9 @@ export function SignInPage({ onDone }: { onDone: () => void }) {
     else setTokenProblem(true);
   };
 
+  // The forms appear once it is known whether local sign-in is offered: its card goes above the token's,
+  // and appearing later it would move the token form from under the trader's pointer.
+  if (local.loading) return <Page title="Sign in">{null}</Page>;
   return (
     <Page title="Sign in">
       {local.data === true && (
