@@ -33,7 +33,7 @@ export function createRedisAdmission(opts: RedisAdmissionOptions): Admission {
       const token = randomToken(16);
       // The request is answered 503 when this fails; a script that still runs when a frozen Redis wakes
       // must neither count the hit nor leave the user a lease nobody holds.
-      const reply = await redisCall(client, (c) => ADMIT.run(c, [hit.key, lease], [...hit.args, token, leaseTtlMs]), {
+      const reply = await redisCall(client, (c) => ADMIT.run(c, [hit.key, lease], [...hit.args, token, leaseTtlMs], { now: true }), {
         undo: (c) => Promise.all([c.zrem(hit.key, hit.member), RELEASE.run(c, [lease], [token])]),
         forMs: Math.max(rule.windowMs, leaseTtlMs),
       });

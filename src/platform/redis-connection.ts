@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { Cluster, Redis, type NatMap } from 'ioredis';
+import { Cluster, Command, Redis, type NatMap } from 'ioredis';
 import type { RedisEndpoint } from '../config.ts';
 import { AppError } from '../http/errors.ts';
 
@@ -189,8 +189,18 @@ export class LuaScript {
     this.#sha = createHash('sha1').update(source).digest('hex');
   }
 
-  async run(client: RedisClient, keys: string[], args: (string | number)[]): Promise<unknown> {
+  /**
+   * `now`: written to the connection at once, not with the commands of the tick (auto-pipelining sends
+   * those once the tick's work is done): for a call whose answer is awaited only after CPU work that it
+   * should overlap — a turn's admission, asked before its body is read and its statement built.
+   */
+  async run(client: RedisClient, keys: string[], args: (string | number)[], opts: { now?: boolean } = {}): Promise<unknown> {
     try {
+      if (opts.now) {
+        const command = new Command('evalsha', [this.#sha, keys.length, ...keys, ...args], { replyEncoding: 'utf8' });
+        void client.sendCommand(command);
+        return await command.promise;
+      }
       return await client.evalsha(this.#sha, keys.length, ...keys, ...args);
     } catch (err) {
       if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT')) throw err;
