@@ -38,7 +38,8 @@ type Started = Replay | { readonly kind: 'live'; readonly live: LiveTurn; readon
 export async function startTurn(deps: Deps, turn: TurnRequest, given?: Replacing): Promise<Started> {
   const { userId, target, input, claim, verdict } = turn;
   const { body, images } = input;
-  const replacing = given ?? (body.replaces === undefined ? undefined : await verdict.then(() => turnToReplace(deps, turn, body.replaces ?? '')));
+  const { replaces } = body;
+  const replacing = given ?? (replaces === undefined ? undefined : await verdict.then(() => turnToReplace(deps, turn, replaces)));
   if (replacing?.kind === 'replay') return replacing;
   // Draining began while this request was being checked (admission saw it too late).
   if (deps.lifecycle.draining) throw shuttingDown();
