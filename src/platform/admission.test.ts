@@ -24,6 +24,8 @@ interface Store {
   readonly b: Admission;
   readonly limiter: RateLimiter;
   readonly leases: StreamLeases;
+  /** The leases on `a`'s own connection. */
+  readonly leasesOfA: StreamLeases;
   close(): Promise<void>;
 }
 
@@ -35,7 +37,7 @@ const stores: { name: string; open: () => Store | Promise<Store> }[] = [
       const limiter = createMemoryRateLimiter(clock);
       const leases = createMemoryStreamLeases(clock);
       const admission = admitInTurn(limiter, leases);
-      return { a: admission, b: admission, limiter, leases, close: async () => undefined };
+      return { a: admission, b: admission, limiter, leases, leasesOfA: leases, close: async () => undefined };
     },
   },
 ];
@@ -53,6 +55,7 @@ if (redis) {
         b: createRedisAdmission({ client: cb, prefix, clock }),
         limiter: createRedisRateLimiter({ client: ca, prefix, clock }),
         leases: createRedisStreamLeases({ client: cb, prefix }),
+        leasesOfA: createRedisStreamLeases({ client: ca, prefix }),
         close: async () => void (await Promise.all([closeRedis(ca), closeRedis(cb)])),
       };
     },
@@ -78,6 +81,27 @@ for (const { name, open } of stores) {
         assert.equal(await s.leases.acquire(user, TTL_MS), null);
         await s.leases.release(user, leased[0]?.lease ?? '');
         assert.notEqual(await s.leases.acquire(user, TTL_MS), null);
+      } finally {
+        await s.close();
+      }
+    });
+
+    test('DESIGN §4: a lease given back, then the user’s next start admitted on the same connection in the same tick → the start takes the lease (the connection keeps its order)', async () => {
+      const s = await open();
+      try {
+        const user = newUser();
+        // Once through, so the node holding the user's keys has both scripts (a first call answered
+        // NOSCRIPT is sent again as EVAL, after whatever followed it).
+        const warm = await s.a.admit(RULE, user, TTL_MS);
+        await s.leasesOfA.release(user, warm.lease ?? '');
+        const first = await s.a.admit(RULE, user, TTL_MS);
+        assert.ok(first.lease !== null);
+        // Not awaited: the release is still queued for the connection when the next admission is asked.
+        const released = s.leasesOfA.release(user, first.lease);
+        const next = await s.a.admit(RULE, user, TTL_MS);
+        await released;
+        assert.ok(next.decision.allowed);
+        assert.notEqual(next.lease, null, 'the admission went out before the release asked before it');
       } finally {
         await s.close();
       }

@@ -190,13 +190,15 @@ export class LuaScript {
   }
 
   /**
-   * `now`: written to the connection at once, not with the commands of the tick (auto-pipelining sends
-   * those once the tick's work is done): for a call whose answer is awaited only after CPU work that it
-   * should overlap — a turn's admission, asked before its body is read and its statement built.
+   * `now`: written to the connection at once rather than with the commands of the tick (auto-pipelining
+   * sends those once the tick's work is done), for a call whose answer is awaited only after CPU work it
+   * should overlap — a turn's admission, asked before its body is read and its statement built. Only
+   * when no command waits in the client's queue: one asked earlier (a lease given back) goes first, so
+   * the connection keeps its order.
    */
   async run(client: RedisClient, keys: string[], args: (string | number)[], opts: { now?: boolean } = {}): Promise<unknown> {
     try {
-      if (opts.now) {
+      if (opts.now && client.autoPipelineQueueSize === 0) {
         const command = new Command('evalsha', [this.#sha, keys.length, ...keys, ...args], { replyEncoding: 'utf8' });
         void client.sendCommand(command);
         return await command.promise;
