@@ -10,6 +10,7 @@ import { startOpenAiCompatibleFake, type OpenAiCompatibleFake } from '../../../t
 import { buildTestApp, codeOf, type TestApp } from '../../../test/helpers/app.ts';
 import { turnStatus } from '../../../test/kits/billing.ts';
 import { gate } from '../../../test/helpers/events.ts';
+import type { StreamLeases } from '../../platform/stream-lease.ts';
 import {
   attachStream,
   message,
@@ -447,6 +448,29 @@ describe('advisor stream: the drain and detached turns (DESIGN §12)', () => {
   });
 });
 
+/** The app's own leases with some of their calls replaced (`own` gets the real leases too). */
+function leasesWith(own: (real: StreamLeases) => Partial<StreamLeases>): (real: StreamLeases) => StreamLeases {
+  return (real) => ({
+    acquire: (u, ttl) => real.acquire(u, ttl),
+    renew: (u, token, ttl) => real.renew(u, token, ttl),
+    release: (u, token) => real.release(u, token),
+    close: () => real.close(),
+    ...own(real),
+  });
+}
+
+/** A user's turn that streams for half a minute (600 deltas 50 ms apart), once its first delta is in. */
+async function longLiveTurn(t: TestApp, fake: OpenAiCompatibleFake, name: string): Promise<{ user: string; live: LiveStream }> {
+  await t.app.listen({ port: 0, host: '127.0.0.1' });
+  const base = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
+  const user = await userWithOpenAiKey(t, fake.validKey, name);
+  fake.enqueueStream({ chunks: Array.from({ length: 600 }, (_, i) => `w${i} `), delayMs: 50 });
+  const live = openStream(base, await t.token(user), message());
+  assert.equal(await live.status, 200);
+  await live.deltas(1);
+  return { user, live };
+}
+
 describe('the stream lease at the end of a turn (DESIGN §4)', () => {
   test('DESIGN §4: a start whose lease came back only after the user’s live turn ended → 200, its reply stamped when it was admitted, never before that turn ended', async () => {
     const fake = await startOpenAiCompatibleFake({ flavor: 'openai' });
@@ -457,7 +481,7 @@ describe('the stream lease at the end of a turn (DESIGN §4)', () => {
     const t = await buildTestApp({
       env: { OPENAI_BASE_URL: fake.url },
       deps: {
-        leases: (real) => ({
+        leases: leasesWith((real) => ({
           async acquire(u, ttl) {
             const h = hold;
             hold = undefined;
@@ -467,20 +491,11 @@ describe('the stream lease at the end of a turn (DESIGN §4)', () => {
             }
             return real.acquire(u, ttl);
           },
-          renew: (u, token, ttl) => real.renew(u, token, ttl),
-          release: (u, token) => real.release(u, token),
-          close: () => real.close(),
-        }),
+        })),
       },
     });
     try {
-      await t.app.listen({ port: 0, host: '127.0.0.1' });
-      const base = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
-      const u = await userWithOpenAiKey(t, fake.validKey, 'admitted-at');
-      fake.enqueueStream({ chunks: Array.from({ length: 600 }, (_, i) => `w${i} `), delayMs: 50 });
-      const live = openStream(base, await t.token(u), message());
-      assert.equal(await live.status, 200);
-      await live.deltas(1);
+      const { user: u, live } = await longLiveTurn(t, fake, 'admitted-at');
       const liveReply = String(live.frames[0]?.data['assistantMessageId']);
       // The next start arrives while the turn is live; its lease is asked for and not yet answered.
       hold = { asked: asked.open, answer: answer.opened };
@@ -521,10 +536,7 @@ describe('the stream lease at the end of a turn (DESIGN §4)', () => {
       env: { OPENAI_BASE_URL: fake.url },
       deps: {
         // The first renewal waits for the test: it is still out while the turn ends.
-        leases: (real) => ({
-          acquire: (u, ttl) => real.acquire(u, ttl),
-          release: (u, token) => real.release(u, token),
-          close: () => real.close(),
+        leases: leasesWith((real) => ({
           renew(u, token, ttl) {
             const h = held;
             if (h === undefined) return real.renew(u, token, ttl);
@@ -534,19 +546,13 @@ describe('the stream lease at the end of a turn (DESIGN §4)', () => {
             renewalDone = h.done;
             return h.done;
           },
-        }),
+        })),
       },
     });
     let renewalDone: Promise<boolean> | undefined;
     try {
-      await t.app.listen({ port: 0, host: '127.0.0.1' });
-      const base = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
-      const u = await userWithOpenAiKey(t, fake.validKey, 'lease-end');
       // Long enough for the renewal ticker (one renewal per lease within 20 s) to reach this turn.
-      fake.enqueueStream({ chunks: Array.from({ length: 600 }, (_, i) => `w${i} `), delayMs: 50 });
-      const post = openStream(base, await t.token(u), message());
-      assert.equal(await post.status, 200);
-      await post.deltas(1);
+      const { user: u, live: post } = await longLiveTurn(t, fake, 'lease-end');
       await renewalStarted;
       const conversationId = String(post.frames[0]?.data['conversationId']);
       const stop = await t.call('POST', `/api/advisor/conversations/${conversationId}/stop`, { user: u });
