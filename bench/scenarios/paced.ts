@@ -97,6 +97,8 @@ export async function paced(h: Harness): Promise<Row> {
   await play(DELTAS);
   const [service, follower] = await Promise.all([h.startService('service-paced'), h.startService('service-paced-follower')]);
   const proxy = await h.startProxy('proxy-paced');
+  // The floor (bench/lib/turn-floor.ts): only what the rules make every turn do, its own rate-limit rule.
+  const floor = await h.startFloor('floor-paced');
   const agent = streamAgent(TURNS * 2);
   const redis = new Redis(h.stores.redisUrl, { lazyConnect: true });
   let counter: RequestCounter | undefined;
@@ -125,34 +127,44 @@ export async function paced(h: Harness): Promise<Row> {
         requests: await requests.take(redis, 2),
       };
     };
-    const proxyRound = async (deltas = DELTAS): Promise<number> => {
-      const cpu0 = onCpuMs(proxy.pid);
-      const results = await Promise.all(tokens.map(() => proxyStream(proxy.ready, agent).result));
+    /** A round of the bare proxy or the floor: CPU per delta (per chunk for the proxy), µs. */
+    const otherRound = async (side: 'proxy' | 'floor', deltas = DELTAS): Promise<number> => {
+      const proc = side === 'proxy' ? proxy : floor;
+      const cpu0 = onCpuMs(proc.pid);
+      const results = await Promise.all(tokens.map((t) => (side === 'proxy' ? proxyStream(proxy.ready, agent) : serviceStream(floor.ready, t, agent)).result));
       await delay(SETTLE_MS);
-      const cpu = onCpuMs(proxy.pid) - cpu0;
-      checkAll(results, deltas, proxy.name);
+      const cpu = onCpuMs(proc.pid) - cpu0;
+      checkAll(results, deltas, proc.name);
       return (cpu * 1000) / (TURNS * deltas);
     };
-    /** Pairs of rounds, the order turned round every time, so a drift of the host's speed weighs on both sides alike. */
-    const pairsOf = async (n: number, deltas: number): Promise<{ s: Round[]; p: number[] }> => {
+    /**
+     * Rounds of the three sides, in an order that turns round every time (service, floor, proxy; then proxy,
+     * floor, service), so that a drift of the host's speed weighs on each side alike.
+     */
+    const pairsOf = async (n: number, deltas: number): Promise<{ s: Round[]; p: number[]; f: number[] }> => {
       const s: Round[] = [];
       const p: number[] = [];
+      const f: number[] = [];
       for (let i = 0; i < n; i++) {
-        const [a, b] =
-          i % 2 === 0
-            ? [await serviceRound(false, deltas), await proxyRound(deltas)]
-            : await proxyRound(deltas).then(async (b) => [await serviceRound(false, deltas), b] as const);
-        s.push(a);
-        p.push(b);
+        if (i % 2 === 0) {
+          s.push(await serviceRound(false, deltas));
+          f.push(await otherRound('floor', deltas));
+          p.push(await otherRound('proxy', deltas));
+        } else {
+          p.push(await otherRound('proxy', deltas));
+          f.push(await otherRound('floor', deltas));
+          s.push(await serviceRound(false, deltas));
+        }
       }
-      return { s, p };
+      return { s, p, f };
     };
 
     // Warm-up: JIT, pools, the users' first turn.
     await serviceRound(false);
-    await proxyRound();
+    await otherRound('proxy');
+    await otherRound('floor');
     await serviceRound(true);
-    const { s, p } = await pairsOf(pairs, DELTAS);
+    const { s, p, f: fl } = await pairsOf(pairs, DELTAS);
     // Turns twice as long: what a delta costs beyond the turn's own start and end (the difference), and what those cost.
     await play(2 * DELTAS);
     const long = await pairsOf(longPairs, 2 * DELTAS);
@@ -161,10 +173,14 @@ export async function paced(h: Harness): Promise<Row> {
     for (let i = 0; i < followedRounds; i++) f.push(await serviceRound(true));
 
     const sCpu = s.reduce((a, r) => a + r.cpuUsPerDelta, 0) / s.length;
-    const pCpu = p.reduce((a, x) => a + x, 0) / p.length;
+    const mean = (xs: readonly number[]): number => xs.reduce((a, x) => a + x, 0) / xs.length;
+    const pCpu = mean(p);
+    const fCpu = mean(fl);
     const ratio = sCpu / pCpu;
+    const floorRatio = fCpu / pCpu;
     const sSplit = split(sCpu, long.s.reduce((a, r) => a + r.cpuUsPerDelta, 0) / long.s.length);
-    const pSplit = split(pCpu, long.p.reduce((a, x) => a + x, 0) / long.p.length);
+    const pSplit = split(pCpu, mean(long.p));
+    const fSplit = split(fCpu, mean(long.f));
     const plain = perStreamingSecond(s);
     const followed = perStreamingSecond(f);
     const turnSeconds = median(s.map((r) => r.streamingSeconds / TURNS));
@@ -175,15 +191,19 @@ export async function paced(h: Harness): Promise<Row> {
       service:
         `${sCpu.toFixed(1)} µs CPU/delta; per turn and streaming second: ${plain.commands.toFixed(1)} Redis commands, ` +
         `${plain.requests.toFixed(1)} requests (followed from another instance: ${followed.commands.toFixed(1)}, ${followed.requests.toFixed(1)})`,
-      baseline: `${pCpu.toFixed(1)} µs CPU/chunk (bare proxy)`,
-      result: `${ratio.toFixed(2)}× the CPU; ${plain.commands.toFixed(1)} commands/s per turn`,
+      baseline: `${pCpu.toFixed(1)} µs CPU/chunk (bare proxy); the floor ${fCpu.toFixed(1)} µs CPU/delta`,
+      result:
+        `${ratio.toFixed(2)}× the CPU; the floor ${floorRatio.toFixed(2)}×${floorRatio > 1.2 ? " (the goal is below this machine's floor)" : ''}; ` +
+        `the service ${(sCpu / fCpu).toFixed(2)}× the floor's; ${plain.commands.toFixed(1)} commands/s per turn`,
       goal: 'CPU ≤ 1.2×; ≤ 30 Redis commands/s per turn',
       met,
       how:
         `${TURNS} turns at once (one user each, a new conversation), each ${DELTAS} deltas ${PACE_MS} ms apart from the fake ` +
-        `upstream (${turnSeconds.toFixed(2)} s from request to end, median), through the service and through the bare proxy ` +
-        `(bench/lib/bare-proxy.ts); a warm-up round of each, then ${pairs} pairs of rounds (service and proxy, the order ` +
-        'turned round each pair). CPU = on-CPU time of the server process, every thread (user and system, GC included, ' +
+        `upstream (${turnSeconds.toFixed(2)} s from request to end, median), through the service, through the bare proxy ` +
+        `(bench/lib/bare-proxy.ts) and through the floor (bench/lib/turn-floor.ts: only what the rules make every turn do, ` +
+        "its own process with the service's node flags, the same users under its own rate-limit rule; see the realistic-replies " +
+        `row); a warm-up round of each, then ${pairs} rounds of each, in an order that turns round every time (service, floor, ` +
+        'proxy; then proxy, floor, service). CPU = on-CPU time of the server process, every thread (user and system, GC included, ' +
         `/proc/<pid>/task/*/schedstat, to the nanosecond), from a round's first request to ${SETTLE_MS} ms after its last ` +
         "client saw its end (a turn's last frame-log write and log lines come after its terminal frame), per delta (per " +
         "chunk for the proxy), summed over the pairs; the result is the ratio of the sums, the pairs' ratios are in the " +
@@ -196,12 +216,14 @@ export async function paced(h: Harness): Promise<Row> {
         `"followed": ${followedRounds} rounds where each turn is also followed from a second instance (GET …/stream from ` +
         "the first frame, to the end): the follower instance's reads and subscriptions are counted with the turn's.",
       notes: [
-        `CPU split: per turn whatever its length, service ${sSplit.turnMs.toFixed(2)} ms, bare proxy ${pSplit.turnMs.toFixed(2)} ms; ` +
-          `each delta beyond it, service ${sSplit.deltaUs.toFixed(1)} µs, bare proxy ${pSplit.deltaUs.toFixed(1)} µs per chunk ` +
-          `(${(sSplit.deltaUs / pSplit.deltaUs).toFixed(2)}×); ${2 * DELTAS}-delta turns ${long.s.map((r) => r.cpuUsPerDelta.toFixed(1)).join(', ')} / ` +
-          `${long.p.map((x) => x.toFixed(1)).join(', ')} µs per delta`,
-        `CPU per delta, pairs (service / proxy, µs): ${s.map((r, i) => `${r.cpuUsPerDelta.toFixed(1)} / ${(p[i] ?? NaN).toFixed(1)}`).join(', ')}; ` +
-          `the median pair's ratio ${median(s.map((r, i) => r.cpuUsPerDelta / (p[i] ?? NaN))).toFixed(2)}`,
+        `CPU split: per turn whatever its length, service ${sSplit.turnMs.toFixed(2)} ms, floor ${fSplit.turnMs.toFixed(2)} ms, bare proxy ` +
+          `${pSplit.turnMs.toFixed(2)} ms; each delta beyond it, service ${sSplit.deltaUs.toFixed(1)} µs, floor ${fSplit.deltaUs.toFixed(1)} µs, ` +
+          `bare proxy ${pSplit.deltaUs.toFixed(1)} µs per chunk; ${2 * DELTAS}-delta turns (service / floor / proxy) ` +
+          `${long.s.map((r, i) => `${r.cpuUsPerDelta.toFixed(1)} / ${(long.f[i] ?? NaN).toFixed(1)} / ${(long.p[i] ?? NaN).toFixed(1)}`).join(', ')} µs per delta`,
+        `CPU per delta, rounds (service / floor / proxy, µs): ` +
+          `${s.map((r, i) => `${r.cpuUsPerDelta.toFixed(1)} / ${(fl[i] ?? NaN).toFixed(1)} / ${(p[i] ?? NaN).toFixed(1)}`).join(', ')}; ` +
+          `the median round's ratio against the proxy: service ${median(s.map((r, i) => r.cpuUsPerDelta / (p[i] ?? NaN))).toFixed(2)}, ` +
+          `floor ${median(fl.map((x, i) => x / (p[i] ?? NaN))).toFixed(2)}`,
         `Redis commands per turn, unfollowed: ${perTurn(s, 'commands')}; followed: ${perTurn(f, 'commands')}`,
         `Redis requests per turn, unfollowed: ${perTurn(s, 'requests')}; followed: ${perTurn(f, 'requests')}`,
       ],
@@ -210,7 +232,7 @@ export async function paced(h: Harness): Promise<Row> {
     agent.destroy();
     await counter?.stop();
     redis.disconnect();
-    await Promise.all([service.stop(), follower.stop(), proxy.stop()]);
+    await Promise.all([service.stop(), follower.stop(), proxy.stop(), floor.stop()]);
   }
 }
 
