@@ -6,7 +6,8 @@
 //   --keep                               keep .bench/<run>/ (process logs) after the run
 //   --service-root <dir>                 measure another checkout of the service (a candidate change)
 // DATABASE_URL names a PostgreSQL server where a fresh database may be created (default
-// postgres://postgres@127.0.0.1:5432/test); redis-server must be on PATH. Service processes run with
+// postgres://postgres@127.0.0.1:5432/test); redis-server must be on PATH, and pgbouncer for the close and
+// pooled rows (apt-get install pgbouncer, as `.ci/run` does for the pooler suite). Service processes run with
 // the node flags of `npm start`; for a diagnosis, BENCH_SERVICE_NODE_FLAGS adds some (e.g. --trace-gc,
 // whose lines land in the service's log under .bench/<run>/ with --keep) and BENCH_SERVICE_LOG_LEVEL
 // sets its log level (default info). BENCH_SCALE_STREAMS sets the number of open streams of the scale

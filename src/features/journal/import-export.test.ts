@@ -257,3 +257,53 @@ describe('CSV import and export (DESIGN §14)', () => {
     assert.deepEqual([trips.length, new Set(trips.map((x) => x.netPnl)).size, trips[0]?.netPnl], [20, 1, '1']);
   });
 });
+
+describe('statistics after a large import (DESIGN §17 speed)', () => {
+  let t: TestApp;
+  before(async () => {
+    t = await buildTestApp();
+  });
+  after(async () => t.close());
+
+  test("DESIGN 17: an import that grows the stored fills past autovacuum's rule (50 + 10 %) commits statistics that hold them — the planner's estimate of the new account is its fills, not one row", async () => {
+    const u = `u-${randomUUID()}`;
+    const account = async (): Promise<string> => {
+      const res = await t.call('POST', '/api/accounts', {
+        user: u,
+        body: { name: `a-${randomUUID()}`, currency: 'USD', timezone: 'UTC', startingBalance: '5000' },
+      });
+      assert.equal(res.statusCode, 201, res.body);
+      return res.json<{ id: string }>().id;
+    };
+    const importRows = async (accountId: string, n: number, prefix: string): Promise<void> => {
+      const start = Date.parse('2025-01-01T14:30:00Z');
+      const rows = Array.from(
+        { length: n },
+        (_, i) => `S${i % 20},${i % 3 === 0 ? 'S' : 'B'},1,100.25,0,${new Date(start + i * 60_000).toISOString()},${prefix}-${i}`,
+      );
+      const res = await t.app.inject({
+        method: 'POST',
+        url: `/api/accounts/${accountId}/trades/import`,
+        headers: { 'content-type': 'text/csv', authorization: `Bearer ${await t.token(u)}` },
+        payload: `symbol,side,quantity,price,fee,executedAt,externalId\n${rows.join('\n')}`,
+      });
+      assert.equal(res.statusCode, 200, res.body.slice(0, 300));
+      assert.equal(JSON.parse(res.body).imported, n);
+    };
+    const estimate = async (accountId: string): Promise<number> => {
+      const { rows } = await sql<{ 'QUERY PLAN': [{ Plan: { 'Plan Rows': number } }] }>`explain (format json)
+        select * from trades where account_id = ${accountId}::uuid`.execute(t.deps.db);
+      return rows[0]?.['QUERY PLAN'][0].Plan['Plan Rows'] ?? -1;
+    };
+    // Statistics as autovacuum leaves them before it looks again: taken while the account had no fill.
+    const other = await account();
+    await importRows(other, 200, 'other');
+    await sql`alter table trades set (autovacuum_enabled = false)`.execute(t.deps.db);
+    const a = await account();
+    await sql`analyze trades`.execute(t.deps.db);
+    assert.ok((await estimate(a)) <= 10, `before: the account is estimated at ${await estimate(a)} rows`);
+    await importRows(a, 2_000, 'a');
+    const after = await estimate(a);
+    assert.ok(after >= 1_000, `after the import the account is estimated at ${after} rows (2,000 stored)`);
+  });
+});

@@ -242,4 +242,5 @@ export async function recordTrades(
     throw err;
   }
   await statements.done();
+  await repo.analyzeAfterGrowth(trx, added.length);
 }

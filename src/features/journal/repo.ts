@@ -29,6 +29,27 @@ async function findTrade(db: Db | Trx, accountId: string, id: string): Promise<T
 /** A list as one parameter (a JSON array): one statement text whatever its length, planned as a join. */
 const listParam = (items: readonly string[]) => sql`(select jsonb_array_elements_text(${JSON.stringify(items)}::jsonb))`;
 
+/** Autovacuum's analyze rule: a table is analyzed once more than 50 + 10 % of its rows changed. */
+const ANALYZE_BASE_ROWS = 50;
+const ANALYZE_SHARE = 0.1;
+
+/**
+ * After a write that added more fills than autovacuum's rule allows for (50 + 10 % of the stored fills), the
+ * journal's tables are analyzed in the writer's own transaction (ANALYZE counts that transaction's rows), so
+ * its commit publishes the statistics with the rows. Otherwise the planner goes on planning with statistics
+ * from before the write (autovacuum looks once a minute; the embedded store has none), which hold none of a
+ * new account's fills: it estimates the account at one row and joins a 50,000-row import's external ids by
+ * nested loop — over 30 s of the database's CPU where a hash join takes 0.15 s (the import then fails
+ * with the statement timeout). Answers whether it analyzed.
+ */
+export async function analyzeAfterGrowth(trx: Trx, added: number): Promise<boolean> {
+  if (added <= ANALYZE_BASE_ROWS) return false;
+  const { rows } = await sql<{ tuples: number }>`select greatest(reltuples, 0)::float8 as tuples from pg_class where oid = 'trades'::regclass`.execute(trx);
+  if (added <= ANALYZE_BASE_ROWS + ANALYZE_SHARE * (rows[0]?.tuples ?? 0)) return false;
+  await sql`analyze trades, trade_round_trips, trade_trip_groups, trade_days, trade_books`.execute(trx);
+  return true;
+}
+
 /** Stored trades holding any of these external ids. */
 export async function tradesByExternalIds(trx: Trx, accountId: string, externalIds: readonly string[]): Promise<TradeRow[]> {
   if (externalIds.length === 0) return [];
