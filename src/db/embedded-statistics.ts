@@ -6,6 +6,9 @@
 import { sql } from 'kysely';
 import type { Db } from './types.ts';
 
+/** Autovacuum's default analyze rule: a table whose rows changed more than 50 + 10 % of its rows since its last analyze. */
+export const ANALYZE_RULE = { baseRows: 50, share: 0.1 } as const;
+
 export interface StatisticsKeeper {
   /** A write has committed: check (once, after whatever check is running) and analyze what changed enough. */
   afterWrite(): void;
@@ -20,7 +23,9 @@ export function keepStatistics(db: Db, onError: (err: unknown) => void): Statist
     // Counters reach the shared statistics at most once a second unless asked.
     await sql`select pg_stat_force_next_flush()`.execute(db);
     const { rows } = await sql<{ relname: string }>`select relname from pg_stat_user_tables
-      where schemaname = current_schema() and n_mod_since_analyze > 50 + 0.1 * n_live_tup`.execute(db);
+      where schemaname = current_schema() and n_mod_since_analyze > ${sql.lit(ANALYZE_RULE.baseRows)} + ${sql.lit(ANALYZE_RULE.share)} * n_live_tup`.execute(
+      db,
+    );
     for (const r of rows) await sql`analyze ${sql.id(r.relname)}`.execute(db);
   };
   const run = (): void => {

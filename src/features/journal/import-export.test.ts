@@ -8,6 +8,27 @@ import { buildTestApp, type TestApp } from '../../../test/helpers/app.ts';
 import { ManualClock } from '../../../test/helpers/manual-clock.ts';
 import type { ImportReportDto, JournalDto, TradeDto } from './schemas.ts';
 
+async function createAccount(t: TestApp, user: string): Promise<string> {
+  const res = await t.call('POST', '/api/accounts', {
+    user,
+    body: { name: `a-${randomUUID()}`, currency: 'USD', timezone: 'America/New_York', startingBalance: '5000' },
+  });
+  assert.equal(res.statusCode, 201, res.body);
+  return res.json<{ id: string }>().id;
+}
+
+/** POST …/trades/import with a raw body (the test app's `call` sends JSON). */
+async function postImport(t: TestApp, user: string, accountId: string, csv: string | Buffer, contentType = 'text/csv') {
+  const token = await t.token(user);
+  const res = await t.app.inject({
+    method: 'POST',
+    url: `/api/accounts/${accountId}/trades/import`,
+    headers: { 'content-type': contentType, authorization: `Bearer ${token}` },
+    payload: csv,
+  });
+  return { statusCode: res.statusCode, body: res.body, json: <T>() => JSON.parse(res.body) as T };
+}
+
 describe('CSV import and export (DESIGN §14)', () => {
   let t: TestApp;
   const clock = new ManualClock(new Date('2026-03-20T15:00:00Z'));
@@ -16,25 +37,8 @@ describe('CSV import and export (DESIGN §14)', () => {
   });
   after(async () => t.close());
 
-  async function account(user: string): Promise<string> {
-    const res = await t.call('POST', '/api/accounts', {
-      user,
-      body: { name: `a-${randomUUID()}`, currency: 'USD', timezone: 'America/New_York', startingBalance: '5000' },
-    });
-    assert.equal(res.statusCode, 201, res.body);
-    return res.json<{ id: string }>().id;
-  }
-  /** POST …/trades/import with a raw body (the test app's `call` sends JSON). */
-  async function importCsv(user: string, accountId: string, csv: string | Buffer, contentType = 'text/csv') {
-    const token = await t.token(user);
-    const res = await t.app.inject({
-      method: 'POST',
-      url: `/api/accounts/${accountId}/trades/import`,
-      headers: { 'content-type': contentType, authorization: `Bearer ${token}` },
-      payload: csv,
-    });
-    return { statusCode: res.statusCode, body: res.body, json: <T>() => JSON.parse(res.body) as T };
-  }
+  const account = (user: string): Promise<string> => createAccount(t, user);
+  const importCsv = (user: string, accountId: string, csv: string | Buffer, contentType?: string) => postImport(t, user, accountId, csv, contentType);
   const trades = async (user: string, accountId: string): Promise<TradeDto[]> =>
     (await t.call('GET', `/api/accounts/${accountId}/trades?limit=200`, { user })).json<{ items: TradeDto[] }>().items;
 
@@ -267,28 +271,15 @@ describe('statistics after a large import (DESIGN §17 speed)', () => {
 
   test("DESIGN 17: an import that grows the stored fills past autovacuum's rule (50 + 10 %) commits statistics that hold them — the planner's estimate of the new account is its fills, not one row", async () => {
     const u = `u-${randomUUID()}`;
-    const account = async (): Promise<string> => {
-      const res = await t.call('POST', '/api/accounts', {
-        user: u,
-        body: { name: `a-${randomUUID()}`, currency: 'USD', timezone: 'UTC', startingBalance: '5000' },
-      });
-      assert.equal(res.statusCode, 201, res.body);
-      return res.json<{ id: string }>().id;
-    };
     const importRows = async (accountId: string, n: number, prefix: string): Promise<void> => {
       const start = Date.parse('2025-01-01T14:30:00Z');
       const rows = Array.from(
         { length: n },
         (_, i) => `S${i % 20},${i % 3 === 0 ? 'S' : 'B'},1,100.25,0,${new Date(start + i * 60_000).toISOString()},${prefix}-${i}`,
       );
-      const res = await t.app.inject({
-        method: 'POST',
-        url: `/api/accounts/${accountId}/trades/import`,
-        headers: { 'content-type': 'text/csv', authorization: `Bearer ${await t.token(u)}` },
-        payload: `symbol,side,quantity,price,fee,executedAt,externalId\n${rows.join('\n')}`,
-      });
+      const res = await postImport(t, u, accountId, `symbol,side,quantity,price,fee,executedAt,externalId\n${rows.join('\n')}`);
       assert.equal(res.statusCode, 200, res.body.slice(0, 300));
-      assert.equal(JSON.parse(res.body).imported, n);
+      assert.equal(res.json<ImportReportDto>().imported, n);
     };
     const estimate = async (accountId: string): Promise<number> => {
       const { rows } = await sql<{ 'QUERY PLAN': [{ Plan: { 'Plan Rows': number } }] }>`explain (format json)
@@ -296,14 +287,14 @@ describe('statistics after a large import (DESIGN §17 speed)', () => {
       return rows[0]?.['QUERY PLAN'][0].Plan['Plan Rows'] ?? -1;
     };
     // Statistics as autovacuum leaves them before it looks again: taken while the account had no fill.
-    const other = await account();
-    await importRows(other, 200, 'other');
+    await importRows(await createAccount(t, u), 200, 'other');
     await sql`alter table trades set (autovacuum_enabled = false)`.execute(t.deps.db);
-    const a = await account();
+    const a = await createAccount(t, u);
     await sql`analyze trades`.execute(t.deps.db);
-    assert.ok((await estimate(a)) <= 10, `before: the account is estimated at ${await estimate(a)} rows`);
+    const stale = await estimate(a);
+    assert.ok(stale <= 10, `before: the account is estimated at ${stale} rows`);
     await importRows(a, 2_000, 'a');
-    const after = await estimate(a);
-    assert.ok(after >= 1_000, `after the import the account is estimated at ${after} rows (2,000 stored)`);
+    const fresh = await estimate(a);
+    assert.ok(fresh >= 1_000, `after the import the account is estimated at ${fresh} rows (2,000 stored)`);
   });
 });

@@ -1,5 +1,6 @@
 import { sql, type Selectable } from 'kysely';
 import type { Db, TradeDaysTable, TradesTable, Trx } from '../../db/types.ts';
+import { ANALYZE_RULE } from '../../db/embedded-statistics.ts';
 import type { StoredBook } from './fifo.ts';
 
 export type TradeRow = Omit<Selectable<TradesTable>, 'trading_day' | 'tags'> & { trading_day: string; tags: string[] };
@@ -29,10 +30,6 @@ async function findTrade(db: Db | Trx, accountId: string, id: string): Promise<T
 /** A list as one parameter (a JSON array): one statement text whatever its length, planned as a join. */
 const listParam = (items: readonly string[]) => sql`(select jsonb_array_elements_text(${JSON.stringify(items)}::jsonb))`;
 
-/** Autovacuum's analyze rule: a table is analyzed once more than 50 + 10 % of its rows changed. */
-const ANALYZE_BASE_ROWS = 50;
-const ANALYZE_SHARE = 0.1;
-
 /**
  * After a write that added more fills than autovacuum's rule allows for (50 + 10 % of the stored fills), the
  * journal's tables are analyzed in the writer's own transaction (ANALYZE counts that transaction's rows), so
@@ -43,9 +40,9 @@ const ANALYZE_SHARE = 0.1;
  * with the statement timeout). Answers whether it analyzed.
  */
 export async function analyzeAfterGrowth(trx: Trx, added: number): Promise<boolean> {
-  if (added <= ANALYZE_BASE_ROWS) return false;
+  if (added <= ANALYZE_RULE.baseRows) return false;
   const { rows } = await sql<{ tuples: number }>`select greatest(reltuples, 0)::float8 as tuples from pg_class where oid = 'trades'::regclass`.execute(trx);
-  if (added <= ANALYZE_BASE_ROWS + ANALYZE_SHARE * (rows[0]?.tuples ?? 0)) return false;
+  if (added <= ANALYZE_RULE.baseRows + ANALYZE_RULE.share * (rows[0]?.tuples ?? 0)) return false;
   await sql`analyze trades, trade_round_trips, trade_trip_groups, trade_days, trade_books`.execute(trx);
   return true;
 }
